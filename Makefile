@@ -1,0 +1,63 @@
+# policy-sync — every target installs what it needs through `setup`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KAFKA_PORT ?= 9092
+KAFKACTL := $(PY) docker/kafka/kafkactl.py
+export KAFKA_PORT
+
+.PHONY: help setup kafka-up kafka-down cluster-up cluster-down lint types unit integration \
+        test demo bench clean
+
+help:
+	@echo "make demo   - run the main job end to end on a local Kafka it starts itself"
+	@echo "make test   - lint, types, unit and integration tests (real Kafka, real Spark)"
+	@echo "make bench  - benchmarks against a raw confluent-kafka baseline"
+	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
+	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/39092)"
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+kafka-up: setup
+	@$(KAFKACTL) up --port $(KAFKA_PORT)
+
+kafka-down: setup
+	@$(KAFKACTL) down --port $(KAFKA_PORT)
+
+cluster-up: setup
+	@$(KAFKACTL) cluster-up
+
+cluster-down: setup
+	@$(KAFKACTL) cluster-down
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+types: setup
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(VENV)/bin/pytest -q tests/unit
+
+integration: setup
+	$(VENV)/bin/pytest -q tests/integration
+
+test: lint types unit integration
+
+demo: setup
+	$(PY) -m broker_shim.demo
+
+bench: setup
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,189 @@
+"""The sidecar's HTTP API (aiohttp): health, metrics, Pulsar topic-policy REST, digests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sync import (
+    CacheState,
+    InvalidInputError,
+    InvalidPolicyError,
+    NotFoundError,
+    PolicyService,
+    PolicySyncError,
+    PolicyTarget,
+    parse_policy_json,
+)
+from sync._names import TopicName
+
+from ._policy_rest import REST_POLICIES
+from ._sidecar import Sidecar
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["build_app"]
+
+SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, reason: str) -> web.Response:
+    # Pulsar's admin API answers errors as {"reason": "..."}.
+    return web.json_response({"reason": reason}, status=status)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
+    return value == "true"
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except InvalidInputError as exc:
+        # Pulsar answers invalid names and values with 412 Precondition Failed.
+        return _error(412, str(exc))
+    except NotFoundError as exc:
+        return _error(404, str(exc))
+    except PolicySyncError as exc:
+        logger.warning("request %s %s failed: %s", request.method, request.path, exc)
+        return _error(500, str(exc))
+
+
+def _ready_service(request: web.Request) -> PolicyService:
+    svc = request.app[SIDECAR_KEY].service
+    if svc is None or svc.cache.state is not CacheState.READY:
+        state = "STARTING" if svc is None else svc.cache.state.value
+        raise web.HTTPServiceUnavailable(
+            text=json.dumps({"reason": f"policy cache is {state}, not READY"}),
+            content_type="application/json",
+        )
+    return svc
+
+
+async def health(request: web.Request) -> web.Response:
+    sidecar = request.app[SIDECAR_KEY]
+    svc = sidecar.service
+    state = "STARTING" if svc is None else svc.cache.state.value
+    body: dict[str, Any] = {"state": state, "brokerId": sidecar.config.broker_id}
+    if sidecar.last_failure:
+        body["lastFailure"] = sidecar.last_failure
+    return web.json_response(body, status=200 if state == "READY" else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    registry = request.app[SIDECAR_KEY].metrics.registry
+    payload = await asyncio.to_thread(generate_latest, registry)
+    return web.Response(body=payload, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def digest(request: web.Request) -> web.Response:
+    svc = _ready_service(request)
+    value = await asyncio.to_thread(svc.cache.digest)
+    return web.json_response(
+        {
+            "digest": value,
+            "size": len(svc.cache),
+            "positions": {str(p): o for p, o in svc.cache.positions().items()},
+        }
+    )
+
+
+def _topic_and_policy(request: web.Request) -> tuple[TopicName, str]:
+    m = request.match_info
+    topic = TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
+    name = m["policy"]
+    if name not in REST_POLICIES:
+        raise NotFoundError(
+            f"unknown topic policy {name!r}; supported: {', '.join(sorted(REST_POLICIES))}"
+        )
+    return topic, name
+
+
+async def get_policy(request: web.Request) -> web.Response:
+    topic, name = _topic_and_policy(request)
+    is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
+    svc = _ready_service(request)
+    field = REST_POLICIES[name].field
+    if applied:
+        value = svc.applied(topic).get(field)
+    else:
+        found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
+        value = None if found is None else found.get(field)
+    if value is None:
+        return web.Response(status=204)  # Pulsar: an unset policy is an empty 204
+    return web.json_response(_json(value))
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if hasattr(value, "items"):
+        return {k: _json(v) for k, v in value.items()}
+    return value
+
+
+async def set_policy(request: web.Request) -> web.Response:
+    topic, name = _topic_and_policy(request)
+    is_global = _flag(request, "isGlobal")
+    rest = REST_POLICIES[name]
+    if rest.query_param is not None and rest.query_param in request.query:
+        text = request.query[rest.query_param]
+    else:
+        text = await request.text()
+    if not text.strip():
+        raise InvalidPolicyError(f"{name}: request body is empty; send the value as JSON")
+    value = parse_policy_json(text)
+    svc = _ready_service(request)
+    patch = svc.catalog.validate_patch({rest.field: value})
+    target = PolicyTarget.for_topic(topic, is_global=is_global)
+    await asyncio.to_thread(svc.set, target, patch)
+    return web.Response(status=204)
+
+
+async def delete_policy(request: web.Request) -> web.Response:
+    topic, name = _topic_and_policy(request)
+    is_global = _flag(request, "isGlobal")
+    svc = _ready_service(request)
+    target = PolicyTarget.for_topic(topic, is_global=is_global)
+    await asyncio.to_thread(svc.set, target, {REST_POLICIES[name].field: None})
+    return web.Response(status=204)
+
+
+def build_app(sidecar: Sidecar) -> web.Application:
+    """The aiohttp application of one sidecar (the service is started on startup)."""
+    app = web.Application(middlewares=[_errors])
+    app[SIDECAR_KEY] = sidecar
+    policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
+    app.add_routes(
+        [
+            web.get("/health", health),
+            web.get("/metrics", metrics),
+            web.get("/policy-sync/v1/digest", digest),
+            web.get(policy, get_policy),
+            web.post(policy, set_policy),
+            web.delete(policy, delete_policy),
+        ]
+    )
+
+    async def on_startup(app: web.Application) -> None:
+        await asyncio.to_thread(sidecar.start_service)
+        app["supervisor"] = asyncio.create_task(sidecar.supervise())
+
+    async def on_cleanup(app: web.Application) -> None:
+        app["supervisor"].cancel()
+        await asyncio.to_thread(sidecar.close)
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app

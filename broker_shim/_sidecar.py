@@ -1,0 +1,128 @@
+"""The sidecar process: one policy service, supervised, plus its HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sync import (
+    CacheConfig,
+    CacheState,
+    PolicyService,
+    ServiceConfig,
+    WriterConfig,
+)
+from sync.transport import KafkaConfig, KafkaTransport, Transport
+
+from ._metrics import SidecarMetrics
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Sidecar", "SidecarConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarConfig:
+    """Settings of one sidecar (validated by the CLI)."""
+
+    broker_id: str
+    http_port: int
+    bootstrap_servers: str
+    host: str = "127.0.0.1"
+    broker_url: str | None = None
+    cluster: str = "standalone"
+    topic: str = "__change_events"
+    state_dir: Path | None = None
+    bootstrap_timeout_s: float = 120.0
+    restart_backoff_s: float = 2.0
+    kafka_extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised_broker_url(self) -> str:
+        return self.broker_url or f"pulsar://{self.host}:6650"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+
+class Sidecar:
+    """Owns the policy service; restarts it (with backoff) if its cache fails.
+
+    A failed bootstrap (e.g. the time limit passed because Kafka is unreachable) must
+    not wedge the sidecar forever, as a stuck reader did in Pulsar: /health says 503
+    with the reason, metrics show FAILED, and a fresh cache is tried again.
+    """
+
+    def __init__(self, config: SidecarConfig, transport: Transport | None = None) -> None:
+        self.config = config
+        self.transport = transport or KafkaTransport(
+            KafkaConfig(
+                config.bootstrap_servers,
+                client_id=f"broker-shim-{config.broker_id}",
+                extra=config.kafka_extra,
+            )
+        )
+        self._lock = threading.Lock()
+        self._service: PolicyService | None = None
+        self.metrics = SidecarMetrics(
+            lambda: None if self._service is None else self._service.cache
+        )
+        self.restarts = 0
+        self.last_failure: str | None = None
+
+    @property
+    def service(self) -> PolicyService | None:
+        return self._service
+
+    def _service_config(self) -> ServiceConfig:
+        snapshot = None
+        if self.config.state_dir is not None:
+            snapshot = self.config.state_dir / f"{self.config.topic}.snapshot"
+        return ServiceConfig(
+            cache=CacheConfig(
+                topic=self.config.topic,
+                bootstrap_timeout_s=self.config.bootstrap_timeout_s,
+                snapshot_path=snapshot,
+            ),
+            writer=WriterConfig(
+                author=f"broker-shim-{self.config.broker_id}",
+                origin=f"broker-shim@{self.config.host}:{self.config.http_port}",
+                cluster=self.config.cluster,
+            ),
+        )
+
+    def start_service(self) -> None:
+        """Create and start (without waiting) a fresh policy service."""
+        with self._lock:
+            svc = PolicyService(self.transport, self._service_config())
+            svc.cache._on_apply = self.metrics.apply_latency.observe  # noqa: SLF001
+            svc.start(wait=False)
+            self._service = svc
+
+    async def supervise(self) -> None:
+        """Restart the service whenever its cache ends up FAILED."""
+        while True:
+            await asyncio.sleep(0.5)
+            svc = self._service
+            if svc is None or svc.cache.state is not CacheState.FAILED:
+                continue
+            self.last_failure = str(svc.cache._failure)  # noqa: SLF001
+            logger.error(
+                "policy cache failed (%s); restarting in %.1fs",
+                self.last_failure,
+                self.config.restart_backoff_s,
+            )
+            await asyncio.to_thread(svc.close)
+            await asyncio.sleep(self.config.restart_backoff_s)
+            self.restarts += 1
+            await asyncio.to_thread(self.start_service)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._service is not None:
+                self._service.close()
+                self._service = None

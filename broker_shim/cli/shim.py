@@ -1,0 +1,95 @@
+"""``broker-shim``: the sidecar process that runs beside each broker."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from aiohttp import web
+
+from sync import ConfigurationError
+
+from .._http import build_app
+from .._sidecar import Sidecar, SidecarConfig
+from ._common import add_bootstrap_flag, configure_logging, run_main
+
+__all__ = ["main"]
+
+logger = logging.getLogger(__name__)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1..65535, got {port}")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="broker-shim", description="policy-sync sidecar")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the sidecar (stops cleanly on SIGTERM)")
+    run.add_argument("--broker-id", required=True)
+    run.add_argument("--http-port", required=True, type=_port)
+    add_bootstrap_flag(run)
+    run.add_argument("--broker-url", default=None, help="pulsar://HOST:PORT this broker serves")
+    run.add_argument("--cluster", default="standalone")
+    run.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
+    run.add_argument("--topic", default="__change_events")
+    run.add_argument(
+        "--state-dir",
+        default=None,
+        help="where the cache snapshot lives (default: $XDG_STATE_HOME/policy-sync/<cluster>/<id>)",
+    )
+    run.add_argument("--bootstrap-timeout", type=float, default=120.0)
+    run.add_argument("--log-level", default="info")
+    return parser
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    if args.state_dir:
+        return Path(str(args.state_dir))
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "policy-sync" / str(args.cluster) / str(args.broker_id)
+
+
+def _run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    if args.broker_url is not None and not args.broker_url.startswith(
+        ("pulsar://", "pulsar+ssl://")
+    ):
+        raise ConfigurationError(
+            f"--broker-url must be pulsar://HOST:PORT, got {args.broker_url!r}"
+        )
+    config = SidecarConfig(
+        broker_id=str(args.broker_id),
+        http_port=args.http_port,
+        bootstrap_servers=args.bootstrap_servers,
+        host=args.host,
+        broker_url=args.broker_url,
+        cluster=args.cluster,
+        topic=args.topic,
+        state_dir=_state_dir(args),
+        bootstrap_timeout_s=args.bootstrap_timeout,
+    )
+    sidecar = Sidecar(config)
+    logger.info("broker-shim %s listening on %s", config.broker_id, config.http_url)
+    # run_app turns SIGTERM/SIGINT into a graceful shutdown that runs on_cleanup,
+    # which closes the cache (writing its snapshot) before the process exits.
+    web.run_app(build_app(sidecar), host=config.host, port=config.http_port, print=None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``broker-shim``."""
+    args = build_parser().parse_args(argv)
+    run_main(lambda: _run(args))
+
+
+if __name__ == "__main__":
+    main()

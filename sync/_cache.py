@@ -1,0 +1,798 @@
+"""The policy cache: a replica of ``__change_events`` in every sidecar (Pulsar TableView).
+
+Lifecycle (checked in one place, :meth:`PolicyCache._transition`)::
+
+    NEW ──start()──▶ BOOTSTRAPPING ──caught up──▶ READY ──close()──▶ CLOSED
+                         │  └──time limit / error──▶ FAILED ──close()──▶ CLOSED
+                         └──close()──▶ CLOSED
+
+Bootstrap replays from the start (or from a still-valid local snapshot) up to the
+end offsets captured when it began, then tails. During replay a record is only
+classified from its header and first two body bytes; values are kept as raw bytes
+and decoded on first read, so a replay decodes nothing it does not need. After
+READY the reader verifies the replayed values in small chunks between tail
+batches, so undecodable bodies are still found, counted and quarantined.
+
+One thread (the reader) mutates the store; reads are lock-free dict lookups.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import logging
+import struct
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._codec import Codec
+from ._constants import (
+    CHANGE_EVENTS_CREATE_CONFIG,
+    CHANGE_EVENTS_PARTITIONS,
+    CHANGE_EVENTS_REQUIRED_CONFIG,
+    CHANGE_EVENTS_TOPIC,
+    DEAD_LETTER_SUFFIX,
+    GLOBAL_KEY_PREFIX,
+    HEADER_POISON_REASON,
+    HEADER_POISON_SOURCE,
+    NAMESPACE_KEY_PREFIX,
+    SINGLE_OBJECT_HEADER_LEN,
+    SINGLE_OBJECT_MAGIC,
+)
+from ._errors import (
+    BootstrapTimeout,
+    CacheStateError,
+    CodecError,
+    PolicySyncError,
+    TransportError,
+)
+from ._names import TopicName
+from ._policies import Policies, PolicyTarget, effective_policies
+from ._snapshot import Snapshot, load_snapshot, save_snapshot
+from .transport import OFFSET_BEGINNING, Consumer, Message, Producer, TopicSpec, Transport
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CacheConfig", "CacheState", "CacheStats", "Listener", "PolicyCache"]
+
+#: Appended to every stored value: partition (int32) and offset (int64) of the record,
+#: so a value found undecodable later is still reported as topic[partition]@offset.
+_TRAILER = struct.Struct(">iq")
+_TRAILER_LEN = _TRAILER.size
+
+_IGNORE, _INSERT, _UPDATE, _DELETE = 0, 1, 2, 3
+_ACTIONS = {"INSERT": _INSERT, "UPDATE": _UPDATE, "DELETE": _DELETE}
+_POLICY_EVENTS = frozenset({"TOPIC_POLICY", "NAMESPACE_POLICY"})
+
+Listener = Callable[[str, Policies | None], None]
+
+
+class CacheState(enum.Enum):
+    """Where a cache is in its life."""
+
+    NEW = "NEW"
+    BOOTSTRAPPING = "BOOTSTRAPPING"
+    READY = "READY"
+    CLOSED = "CLOSED"
+    FAILED = "FAILED"
+
+
+_ALLOWED: dict[CacheState, frozenset[CacheState]] = {
+    CacheState.NEW: frozenset({CacheState.BOOTSTRAPPING, CacheState.CLOSED}),
+    CacheState.BOOTSTRAPPING: frozenset({CacheState.READY, CacheState.FAILED, CacheState.CLOSED}),
+    CacheState.READY: frozenset({CacheState.FAILED, CacheState.CLOSED}),
+    CacheState.FAILED: frozenset({CacheState.CLOSED}),
+    CacheState.CLOSED: frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """Settings of one cache."""
+
+    topic: str = CHANGE_EVENTS_TOPIC
+    partitions: int = CHANGE_EVENTS_PARTITIONS
+    replication_factor: int = -1
+    create_topic: bool = True
+    bootstrap_timeout_s: float = 120.0
+    batch_size: int = 10_000
+    snapshot_path: Path | None = None
+    snapshot_interval_s: float = 60.0
+    dead_letter: bool = True
+    decoded_cache_entries: int = 100_000
+    verify_chunk: int = 2_000
+    tail_poll_s: float = 0.05
+
+    def topic_spec(self) -> TopicSpec:
+        return TopicSpec(
+            self.topic,
+            self.partitions,
+            config=CHANGE_EVENTS_CREATE_CONFIG,
+            required_config=CHANGE_EVENTS_REQUIRED_CONFIG,
+            replication_factor=self.replication_factor,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """A consistent-enough view of the cache's counters, for metrics and tests."""
+
+    state: CacheState
+    size: int
+    applied_records: int
+    bootstrap_records: int
+    bootstrap_seconds: float | None
+    snapshot: str
+    poison: int
+    poison_by_reason: Mapping[str, int]
+    ignored: int
+    conflicting_inserts: int
+    listener_errors: int
+    positions: Mapping[int, int]
+    unverified: int
+
+
+@dataclass(slots=True)
+class _Counters:
+    applied: int = 0
+    bootstrap_records: int = 0
+    ignored: int = 0
+    conflicting_inserts: int = 0
+    listener_errors: int = 0
+    poison: Counter[str] = field(default_factory=Counter)
+
+
+class _Dispatcher:
+    """Delivers the latest value per key to listeners, off the reader thread.
+
+    Updates to one key coalesce (A→B→null→C may arrive as C) and keys are
+    delivered in the order they first became pending; a listener's exception is
+    logged and counted, never propagated.
+    """
+
+    def __init__(self, counters: _Counters) -> None:
+        self._cond = threading.Condition()
+        self._pending: OrderedDict[str, Policies | None] = OrderedDict()
+        self._listeners: list[Listener] = []
+        self._counters = counters
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="policy-listeners", daemon=True)
+        self._thread.start()
+
+    def add(self, listener: Listener) -> Callable[[], None]:
+        with self._cond:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._cond:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    @property
+    def active(self) -> bool:
+        return bool(self._listeners)
+
+    def submit(self, key: str, value: Policies | None) -> None:
+        with self._cond:
+            self._pending[key] = value
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if self._closed and not self._pending:
+                    return
+                key, value = self._pending.popitem(last=False)
+                listeners = list(self._listeners)
+            for listener in listeners:
+                try:
+                    listener(key, value)
+                except Exception:
+                    self._counters.listener_errors += 1
+                    logger.exception("policy listener %r failed for %s", listener, key)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+
+class PolicyCache:
+    """Every policy of one change-events topic, kept current in memory."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        config: CacheConfig | None = None,
+        codec: Codec | None = None,
+        on_apply: Callable[[float], None] | None = None,
+    ) -> None:
+        self.config = config or CacheConfig()
+        self.codec = codec or Codec()
+        self._transport = transport
+        self._on_apply = on_apply
+        self._state = CacheState.NEW
+        self._state_lock = threading.Lock()
+        self._failure: BaseException | None = None
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._progress = threading.Condition()
+        self._store: dict[bytes, bytes] = {}
+        self._decoded: OrderedDict[bytes, tuple[bytes, Policies | None]] = OrderedDict()
+        self._decoded_lock = threading.Lock()
+        self._applied: dict[int, int] = {}
+        self._partitions: list[int] = []
+        self._topic_id = ""
+        self._delete_retention_ms = 86_400_000
+        self._counters = _Counters()
+        self._dispatcher = _Dispatcher(self._counters)
+        self._lazy_poison: list[tuple[bytes, bytes, str]] = []
+        self._unverified: list[bytes] = []
+        self._bootstrap_seconds: float | None = None
+        self._snapshot_note = "none"
+        self._last_snapshot = time.monotonic()
+        self._snapshot_thread: threading.Thread | None = None
+        self._dlq: Producer | None = None
+        self._probe: Consumer | None = None
+        self._reader: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def state(self) -> CacheState:
+        return self._state
+
+    def _transition(self, new: CacheState) -> bool:
+        with self._state_lock:
+            if new not in _ALLOWED[self._state]:
+                if self._state is CacheState.CLOSED:
+                    return False
+                raise CacheStateError(f"cache cannot go from {self._state.value} to {new.value}")
+            logger.info(
+                "policy cache %s: %s -> %s", self.config.topic, self._state.value, new.value
+            )
+            self._state = new
+            return True
+
+    def start(self) -> PolicyCache:
+        """Begin bootstrapping in a background reader thread (returns at once)."""
+        self._transition(CacheState.BOOTSTRAPPING)
+        self._reader = threading.Thread(target=self._run, name="policy-reader", daemon=True)
+        self._reader.start()
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Block until READY; raise if bootstrap failed, timed out or the cache closed."""
+        limit = self.config.bootstrap_timeout_s + 5.0 if timeout_s is None else timeout_s
+        if not self._ready.wait(limit):
+            raise BootstrapTimeout(
+                f"policy cache for {self.config.topic} not ready after {limit:.1f}s "
+                f"(state {self._state.value}); check the broker and the reader's log"
+            )
+        if self._state is not CacheState.READY:
+            raise CacheStateError(
+                f"policy cache for {self.config.topic} is {self._state.value}"
+                + (f": {self._failure}" if self._failure else "")
+            ) from self._failure
+
+    def close(self) -> None:
+        """Stop reading, save a snapshot (when configured) and release Kafka clients."""
+        was_ready = self._state is CacheState.READY
+        if not self._transition(CacheState.CLOSED):
+            return
+        self._stop.set()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(timeout=30)
+        if self._snapshot_thread is not None:
+            self._snapshot_thread.join(timeout=60)
+        if was_ready and self.config.snapshot_path is not None:
+            self._write_snapshot(dict(self._store), dict(self._applied))
+        self._dispatcher.close()
+        for client in (self._dlq, self._probe):
+            if client is not None:
+                try:
+                    client.close()
+                except PolicySyncError:
+                    logger.warning("closing a Kafka client failed", exc_info=True)
+        self._ready.set()
+        with self._progress:
+            self._progress.notify_all()
+
+    def _run(self) -> None:
+        consumer: Consumer | None = None
+        try:
+            consumer = self._bootstrap()
+            if consumer is None:
+                return
+            if not self._transition(CacheState.READY):
+                return
+            self._ready.set()
+            self._tail(consumer)
+        except BaseException as exc:
+            self._failure = exc
+            if self._state is not CacheState.CLOSED:
+                logger.error("policy cache for %s failed: %s", self.config.topic, exc)
+                self._transition(CacheState.FAILED)
+            self._ready.set()
+            with self._progress:
+                self._progress.notify_all()
+        finally:
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception:
+                    logger.debug("consumer close failed", exc_info=True)
+
+    # -- bootstrap -------------------------------------------------------------------
+    def _bootstrap(self) -> Consumer | None:
+        started = time.monotonic()
+        cfg = self.config
+        admin = self._transport.admin()
+        if cfg.create_topic:
+            desc = admin.ensure_topic(cfg.topic_spec())
+        else:
+            found = admin.describe_topic(cfg.topic)
+            if found is None:
+                raise TransportError(f"topic {cfg.topic!r} does not exist (create_topic is off)")
+            desc = found
+        self._partitions = list(range(desc.partitions))
+        self._topic_id = desc.topic_id
+        self._delete_retention_ms = int(desc.config.get("delete.retention.ms", "86400000"))
+        self._probe = self._transport.consumer(read_committed=True)
+        starts = self._probe.start_offsets(cfg.topic, self._partitions)
+        positions = self._restore_snapshot(starts)
+        consumer = self._transport.consumer(read_committed=True)
+        consumer.assign(
+            cfg.topic, {p: positions.get(p, OFFSET_BEGINNING) for p in self._partitions}
+        )
+        ends = self._probe.end_offsets(cfg.topic, self._partitions)
+        applied = {p: positions.get(p, starts[p]) for p in self._partitions}
+        self._applied = dict(applied)
+        pending = {p for p in self._partitions if applied[p] < ends[p]}
+        logger.info(
+            "policy cache %s: replaying to end offsets %s from %s",
+            cfg.topic,
+            ends,
+            applied,
+        )
+        deadline = started + cfg.bootstrap_timeout_s
+        records = 0
+        while pending:
+            if self._stop.is_set():
+                consumer.close()
+                return None
+            if time.monotonic() > deadline:
+                lag = {p: ends[p] - applied[p] for p in pending}
+                raise BootstrapTimeout(
+                    f"replay of {cfg.topic} did not reach the end offsets within "
+                    f"{cfg.bootstrap_timeout_s:.0f}s (remaining per partition: {lag}); "
+                    "the broker may be down or a partition stuck. Raise the limit with "
+                    "--bootstrap-timeout or investigate the partition"
+                )
+            batch = consumer.consume(cfg.batch_size, 0.2)
+            if batch:
+                records += len(batch)
+                self._apply_replay(batch, applied)
+            for p, pos in consumer.positions(cfg.topic, sorted(pending)).items():
+                if pos > applied[p]:
+                    applied[p] = pos
+            pending = {p for p in pending if applied[p] < ends[p]}
+            self._publish_positions(applied)
+        self._bootstrap_seconds = time.monotonic() - started
+        self._counters.bootstrap_records = records
+        self._unverified = list(self._store)
+        logger.info(
+            "policy cache %s: READY with %d policies after %d records in %.3fs (%s)",
+            cfg.topic,
+            len(self._store),
+            records,
+            self._bootstrap_seconds,
+            self._snapshot_note,
+        )
+        return consumer
+
+    def _apply_replay(self, batch: Sequence[Message], applied: dict[int, int]) -> None:
+        """The hot loop of bootstrap: classify by header bytes, store raw values."""
+        store = self._store
+        versions = self.codec.versions
+        classes = self._action_tables()
+        pack = _TRAILER.pack
+        magic = SINGLE_OBJECT_MAGIC
+        hl = SINGLE_OBJECT_HEADER_LEN
+        for m in batch:
+            k = m.key()
+            v = m.value()
+            p: int = m.partition()  # type: ignore[assignment]
+            off: int = m.offset()  # type: ignore[assignment]
+            applied[p] = off + 1
+            if k is None:
+                self._poison(m, "no_key", "record has no key")
+                continue
+            if v is None:
+                store.pop(k, None)
+                continue
+            fp = v[2:hl]
+            if v[:2] != magic or fp not in versions or len(v) < hl + 2:
+                self._poison(m, *self._header_problem(v))
+                continue
+            action = classes[fp].get(v[hl : hl + 2])
+            if action is None:
+                self._poison(m, "undecodable", "event/action bytes are not valid enum indexes")
+            elif action == _UPDATE:
+                store[k] = v + pack(p, off)
+            elif action == _INSERT:
+                if k in store:
+                    self._counters.conflicting_inserts += 1
+                else:
+                    store[k] = v + pack(p, off)
+            elif action == _DELETE:
+                store.pop(k, None)
+            else:
+                self._counters.ignored += 1
+        self._counters.applied += len(batch)
+
+    def _action_tables(self) -> dict[bytes, dict[bytes, int]]:
+        tables = getattr(self, "_tables", None)
+        if tables is None:
+            tables = {
+                fp: {
+                    bytes(pair): (_ACTIONS.get(act, _IGNORE) if ev in _POLICY_EVENTS else _IGNORE)
+                    for pair, (ev, act) in ver.classes.items()
+                }
+                for fp, ver in self.codec.versions.items()
+            }
+            self._tables = tables
+        return tables
+
+    def _header_problem(self, value: bytes) -> tuple[str, str]:
+        reason = self.codec.check_header(value) or "unclassifiable"
+        if value[:2] != SINGLE_OBJECT_MAGIC:
+            return "bad_magic", reason
+        if len(value) < SINGLE_OBJECT_HEADER_LEN + 2:
+            return "truncated", reason
+        return "unknown_fingerprint", reason
+
+    # -- snapshots --------------------------------------------------------------------
+    def _restore_snapshot(self, starts: Mapping[int, int]) -> dict[int, int]:
+        path = self.config.snapshot_path
+        if path is None:
+            return {}
+        snap, why = load_snapshot(path)
+        reject = None
+        if snap is None:
+            reject = why
+        elif snap.topic != self.config.topic or snap.topic_id != self._topic_id:
+            reject = "snapshot is of another topic (or the topic was recreated)"
+        elif sorted(snap.positions) != self._partitions:
+            reject = "snapshot partitions differ from the topic's"
+        elif time.time() * 1000 - snap.created_ms >= self._delete_retention_ms:
+            reject = (
+                f"snapshot is older than delete.retention.ms ({self._delete_retention_ms} ms): "
+                "tombstones it never saw may be gone, rebuilding from scratch"
+            )
+        elif any(snap.positions[p] < starts[p] for p in self._partitions):
+            reject = "the log was truncated past the snapshot's offsets"
+        if reject is not None or snap is None:
+            self._snapshot_note = f"snapshot not used: {reject}"
+            logger.info("policy cache %s: %s", self.config.topic, self._snapshot_note)
+            return {}
+        self._store = snap.store
+        self._snapshot_note = f"resumed from snapshot with {len(snap.store)} policies"
+        return dict(snap.positions)
+
+    def _write_snapshot(self, store: dict[bytes, bytes], positions: dict[int, int]) -> None:
+        path = self.config.snapshot_path
+        if path is None:
+            return
+        try:
+            save_snapshot(
+                path,
+                Snapshot(
+                    self.config.topic, self._topic_id, int(time.time() * 1000), positions, store
+                ),
+            )
+        except OSError:
+            logger.exception("writing the cache snapshot to %s failed", path)
+
+    def _maybe_snapshot(self) -> None:
+        if self.config.snapshot_path is None:
+            return
+        if time.monotonic() - self._last_snapshot < self.config.snapshot_interval_s:
+            return
+        if self._snapshot_thread is not None and self._snapshot_thread.is_alive():
+            return
+        self._last_snapshot = time.monotonic()
+        # Values are immutable bytes: a shallow copy is a consistent snapshot.
+        store, positions = dict(self._store), dict(self._applied)
+        self._snapshot_thread = threading.Thread(
+            target=self._write_snapshot, args=(store, positions), name="policy-snapshot"
+        )
+        self._snapshot_thread.start()
+
+    # -- tailing -----------------------------------------------------------------------
+    def _tail(self, consumer: Consumer) -> None:
+        cfg = self.config
+        applied = dict(self._applied)
+        while not self._stop.is_set():
+            batch = consumer.consume(1000, cfg.tail_poll_s)
+            for m in batch:
+                self._apply_live(m)
+                applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
+            for p, pos in consumer.positions(cfg.topic, self._partitions).items():
+                if pos > applied.get(p, 0):
+                    applied[p] = pos
+            self._publish_positions(applied)
+            self._drain_lazy_poison()
+            if not batch:
+                self._verify_some()
+            self._maybe_snapshot()
+
+    def _apply_live(self, m: Message) -> None:
+        k = m.key()
+        v = m.value()
+        self._counters.applied += 1
+        if k is None:
+            self._poison(m, "no_key", "record has no key")
+            return
+        key = k.decode("utf-8", "replace")
+        if v is None:
+            if self._store.pop(k, None) is not None or self._dispatcher.active:
+                self._notify(key, None)
+            self._observe(m)
+            return
+        problem = self.codec.check_header(v)
+        if problem is not None:
+            self._poison(m, *self._header_problem(v))
+            return
+        try:
+            event = self.codec.decode(v)
+            policies = self._policies_of(k, event)
+        except CodecError as exc:
+            self._poison(m, "undecodable", exc.reason)
+            return
+        action = event["actionType"] if event["eventType"] in _POLICY_EVENTS else "NONE"
+        if action == "DELETE":
+            self._store.pop(k, None)
+            self._notify(key, None)
+        elif action == "INSERT" and k in self._store:
+            self._counters.conflicting_inserts += 1
+        elif action in ("INSERT", "UPDATE"):
+            stored = v + _TRAILER.pack(m.partition(), m.offset())
+            self._store[k] = stored
+            self._remember(k, stored, policies)
+            self._notify(key, policies)
+        else:
+            self._counters.ignored += 1
+        self._observe(m)
+
+    def _observe(self, m: Message) -> None:
+        if self._on_apply is not None:
+            kind, ts = m.timestamp()
+            if kind != 0 and ts > 0:
+                self._on_apply(max(0.0, time.time() - ts / 1000.0))
+
+    def _notify(self, key: str, value: Policies | None) -> None:
+        if self._dispatcher.active:
+            self._dispatcher.submit(key, value)
+
+    def _publish_positions(self, applied: Mapping[int, int]) -> None:
+        with self._progress:
+            self._applied = dict(applied)
+            self._progress.notify_all()
+
+    # -- poison ------------------------------------------------------------------------
+    def _poison(self, m: Message, kind: str, reason: str) -> None:
+        topic, p, off = m.topic(), m.partition(), m.offset()
+        self._counters.poison[kind] += 1
+        logger.warning("poison record %s[%s]@%s quarantined: %s", topic, p, off, reason)
+        self._dead_letter(m.key(), m.value(), reason, f"{topic}[{p}]@{off}")
+
+    def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, src: str) -> None:
+        if not self.config.dead_letter:
+            return
+        dlq_topic = self.config.topic + DEAD_LETTER_SUFFIX
+        try:
+            if self._dlq is None:
+                self._transport.admin().ensure_topic(
+                    TopicSpec(dlq_topic, 1, replication_factor=self.config.replication_factor)
+                )
+                self._dlq = self._transport.producer()
+            self._dlq.produce(
+                dlq_topic,
+                key,
+                value,
+                headers=[
+                    (HEADER_POISON_REASON, reason.encode("utf-8")),
+                    (HEADER_POISON_SOURCE, src.encode("utf-8")),
+                ],
+            )
+            self._dlq.poll(0)
+        except PolicySyncError:
+            logger.exception("could not copy poison record %s to %s", src, dlq_topic)
+
+    def _drain_lazy_poison(self) -> None:
+        while self._lazy_poison:
+            k, stored, reason = self._lazy_poison.pop()
+            if self._store.get(k) is not stored:
+                continue
+            p, off = _TRAILER.unpack(stored[-_TRAILER_LEN:])
+            self._counters.poison["undecodable"] += 1
+            logger.warning(
+                "poison record %s[%s]@%s quarantined: %s", self.config.topic, p, off, reason
+            )
+            del self._store[k]
+            self._dead_letter(k, stored[:-_TRAILER_LEN], reason, f"{self.config.topic}[{p}]@{off}")
+
+    def _verify_some(self) -> None:
+        """Decode a chunk of replayed-but-never-decoded values (finds poison bodies)."""
+        if not self._unverified:
+            return
+        chunk = self._unverified[-self.config.verify_chunk :]
+        del self._unverified[-self.config.verify_chunk :]
+        for k in chunk:
+            stored = self._store.get(k)
+            if stored is not None:
+                self._decode_stored(k, stored, remember=False)
+        self._drain_lazy_poison()
+
+    # -- reads -------------------------------------------------------------------------
+    def _policies_of(self, key: bytes, event: Mapping[str, Any]) -> Policies:
+        body = event.get("topicPoliciesEvent")
+        if body is None:
+            raise CodecError("event has no topicPoliciesEvent")
+        text = key.decode("utf-8", "replace")
+        if event["eventType"] == "NAMESPACE_POLICY":
+            expected = f"{NAMESPACE_KEY_PREFIX}{body['tenant']}/{body['namespace']}"
+        else:
+            prefix = GLOBAL_KEY_PREFIX if text.startswith(GLOBAL_KEY_PREFIX) else ""
+            expected = (
+                f"{prefix}{body['domain']}://{body['tenant']}/{body['namespace']}/{body['topic']}"
+            )
+        if text != expected and event["eventType"] in _POLICY_EVENTS:
+            raise CodecError(f"record key {text!r} does not match its event body ({expected!r})")
+        return Policies.from_avro(body.get("policies"))
+
+    def _decode_stored(self, k: bytes, stored: bytes, *, remember: bool = True) -> Policies | None:
+        try:
+            event = self.codec.decode(stored, body_end=-_TRAILER_LEN)
+            policies = self._policies_of(k, event)
+        except CodecError as exc:
+            self._lazy_poison.append((k, stored, exc.reason))
+            return None
+        if remember:
+            self._remember(k, stored, policies)
+        return policies
+
+    def _remember(self, k: bytes, stored: bytes, policies: Policies | None) -> None:
+        with self._decoded_lock:
+            self._decoded[k] = (stored, policies)
+            self._decoded.move_to_end(k)
+            while len(self._decoded) > self.config.decoded_cache_entries:
+                self._decoded.popitem(last=False)
+
+    def _check_readable(self) -> None:
+        if self._state is not CacheState.READY:
+            raise CacheStateError(
+                f"policy cache is {self._state.value}, not READY; wait_ready() first"
+            )
+
+    def get(self, key: str) -> Policies | None:
+        """The policies stored under a record key, or None."""
+        self._check_readable()
+        k = key.encode("utf-8")
+        stored = self._store.get(k)
+        if stored is None:
+            return None
+        with self._decoded_lock:
+            hit = self._decoded.get(k)
+        if hit is not None and hit[0] is stored:
+            return hit[1]
+        return self._decode_stored(k, stored)
+
+    def get_target(self, target: PolicyTarget) -> Policies | None:
+        """The policies of one target at its own level (no inheritance)."""
+        return self.get(target.key)
+
+    def effective(self, topic: TopicName, defaults: Mapping[str, Any] | None = None) -> Policies:
+        """Applied policies of a topic: local > global > namespace > defaults, per field."""
+        local = PolicyTarget.for_topic(topic)
+        return effective_policies(
+            self.get(local.key),
+            self.get(PolicyTarget.for_topic(topic, is_global=True).key),
+            self.get(local.namespace_key),
+            defaults,
+        )
+
+    def keys(self) -> list[str]:
+        """Every record key currently held (local, global and namespace)."""
+        self._check_readable()
+        return [k.decode("utf-8", "replace") for k in list(self._store)]
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def digest(self) -> str:
+        """sha256 over (key, value) of every entry in key order: equal digests, equal caches."""
+        h = hashlib.sha256()
+        store = dict(self._store)
+        for k in sorted(store):
+            v = store[k]
+            h.update(len(k).to_bytes(4, "big"))
+            h.update(k)
+            h.update((len(v) - _TRAILER_LEN).to_bytes(4, "big"))
+            h.update(memoryview(v)[:-_TRAILER_LEN])
+        return h.hexdigest()
+
+    def raw_items(self) -> list[tuple[bytes, bytes]]:
+        """(key, value) of every entry as written to Kafka (for digests and audits)."""
+        return [(k, v[:-_TRAILER_LEN]) for k, v in list(self._store.items())]
+
+    # -- positions and read-your-writes ------------------------------------------------
+    def positions(self) -> dict[int, int]:
+        """Next offset to apply, per partition."""
+        with self._progress:
+            return dict(self._applied)
+
+    def wait_for(self, positions: Mapping[int, int], timeout_s: float) -> None:
+        """Block until every partition's applied position reaches ``positions``."""
+        deadline = time.monotonic() + timeout_s
+        with self._progress:
+            while True:
+                if self._state in (CacheState.FAILED, CacheState.CLOSED):
+                    raise CacheStateError(f"policy cache is {self._state.value}") from self._failure
+                if all(self._applied.get(p, -1) >= o for p, o in positions.items()):
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BootstrapTimeout(
+                        f"cache did not reach {dict(positions)} within {timeout_s:.1f}s "
+                        f"(at {self._applied})"
+                    )
+                self._progress.wait(remaining)
+
+    def sync(self, timeout_s: float = 30.0) -> None:
+        """Wait until everything committed to the topic right now has been applied."""
+        self._check_readable()
+        assert self._probe is not None  # noqa: S101 - set during bootstrap
+        ends = self._probe.end_offsets(self.config.topic, self._partitions)
+        self.wait_for(ends, timeout_s)
+
+    def lag(self) -> int:
+        """Records committed but not yet applied, summed over partitions."""
+        if self._probe is None or self._state is not CacheState.READY:
+            return 0
+        ends = self._probe.end_offsets(self.config.topic, self._partitions)
+        applied = self.positions()
+        return sum(max(0, e - applied.get(p, 0)) for p, e in ends.items())
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(key, policies_or_None)`` after each change; returns a remover."""
+        return self._dispatcher.add(listener)
+
+    def stats(self) -> CacheStats:
+        c = self._counters
+        return CacheStats(
+            state=self._state,
+            size=len(self._store),
+            applied_records=c.applied,
+            bootstrap_records=c.bootstrap_records,
+            bootstrap_seconds=self._bootstrap_seconds,
+            snapshot=self._snapshot_note,
+            poison=sum(c.poison.values()),
+            poison_by_reason=dict(c.poison),
+            ignored=c.ignored,
+            conflicting_inserts=c.conflicting_inserts,
+            listener_errors=c.listener_errors,
+            positions=self.positions(),
+            unverified=len(self._unverified),
+        )

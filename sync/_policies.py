@@ -1,0 +1,426 @@
+"""Topic policies: targets and keys, validation, immutable values, precedence.
+
+The field catalog is *derived from* ``schemas/policysync.TopicPolicies.avsc``: the
+schema is the single source of truth for which fields exist and their types; this
+module adds only range rules (no negative limits or rates; ``-1`` means infinite
+where Pulsar documents it).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
+from ._errors import InvalidPolicyError, InvalidTopicNameError
+from ._names import NamespaceName, TopicName
+
+__all__ = [
+    "FieldCatalog",
+    "Policies",
+    "PolicyScope",
+    "PolicyTarget",
+    "effective_policies",
+    "parse_policy_json",
+]
+
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+#: Fields where -1 means "infinite", as Pulsar documents; every other number must be >= 0.
+_MINUS_ONE_ALLOWED = frozenset(
+    {
+        "retentionPolicies.retentionTimeInMinutes",
+        "retentionPolicies.retentionSizeInMB",
+        "backLogQuotaMap.*.limitSize",
+        "backLogQuotaMap.*.limitTime",
+    }
+)
+_MAP_KEYS = {"backLogQuotaMap": frozenset({"destination_storage", "message_age"})}
+#: Derived from the scope of a write, never taken from user input.
+_MANAGED_FIELDS = frozenset({"isGlobal"})
+
+
+class PolicyScope(enum.Enum):
+    """Which layer a policy record belongs to; precedence is LOCAL > GLOBAL > NAMESPACE."""
+
+    LOCAL = "local"
+    GLOBAL = "global"
+    NAMESPACE = "namespace"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyTarget:
+    """What a policy record is about: a base topic (local or global) or a namespace."""
+
+    scope: PolicyScope
+    tenant: str
+    namespace: str
+    topic: TopicName | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, is_global: bool = False) -> PolicyTarget:
+        """A topic (any Pulsar form; the partition suffix is stripped) or ``tenant/namespace``."""
+        text = text.strip()
+        if "://" not in text and text.count("/") == 1:
+            if is_global:
+                raise InvalidTopicNameError(
+                    f"--global applies to topics, not to the namespace {text!r}"
+                )
+            ns = NamespaceName.parse(text)
+            return cls(PolicyScope.NAMESPACE, ns.tenant, ns.namespace)
+        return cls.for_topic(TopicName.parse(text), is_global=is_global)
+
+    @classmethod
+    def for_topic(cls, topic: TopicName, *, is_global: bool = False) -> PolicyTarget:
+        base = topic.base
+        scope = PolicyScope.GLOBAL if is_global else PolicyScope.LOCAL
+        return cls(scope, base.tenant, base.namespace, base)
+
+    @classmethod
+    def namespace_of(cls, tenant: str, namespace: str) -> PolicyTarget:
+        ns = NamespaceName.parse(f"{tenant}/{namespace}")
+        return cls(PolicyScope.NAMESPACE, ns.tenant, ns.namespace)
+
+    @classmethod
+    def from_key(cls, key: str) -> PolicyTarget:
+        """Inverse of :attr:`key`."""
+        if key.startswith(NAMESPACE_KEY_PREFIX):
+            ns = NamespaceName.parse(key[len(NAMESPACE_KEY_PREFIX) :])
+            return cls(PolicyScope.NAMESPACE, ns.tenant, ns.namespace)
+        if key.startswith(GLOBAL_KEY_PREFIX):
+            return cls.for_topic(TopicName.parse(key[len(GLOBAL_KEY_PREFIX) :]), is_global=True)
+        return cls.for_topic(TopicName.parse(key))
+
+    @property
+    def key(self) -> str:
+        """The record key in ``__change_events``."""
+        if self.topic is None:
+            return f"{NAMESPACE_KEY_PREFIX}{self.tenant}/{self.namespace}"
+        if self.scope is PolicyScope.GLOBAL:
+            return f"{GLOBAL_KEY_PREFIX}{self.topic.canonical}"
+        return self.topic.canonical
+
+    @property
+    def key_bytes(self) -> bytes:
+        return self.key.encode("utf-8")
+
+    @property
+    def namespace_key(self) -> str:
+        return f"{NAMESPACE_KEY_PREFIX}{self.tenant}/{self.namespace}"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _FrozenDict({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+class _FrozenDict(Mapping[str, Any]):
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data)))
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+
+class Policies(Mapping[str, Any]):
+    """An immutable set of policy fields (only the fields that are set).
+
+    Values are deep-frozen (records as read-only mappings, arrays as tuples), so a
+    cached ``Policies`` can be shared between threads and never changes under a
+    reader; updates build a new one (:meth:`merged`).
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        self._fields: dict[str, Any] = {
+            k: _freeze(v) for k, v in (fields or {}).items() if v is not None
+        }
+
+    @classmethod
+    def from_avro(cls, record: Mapping[str, Any] | None) -> Policies:
+        """From a decoded TopicPolicies record; ``isGlobal`` is implied by the key, dropped."""
+        fields = dict(record or {})
+        fields.pop("isGlobal", None)
+        return cls(fields)
+
+    def to_avro(self) -> dict[str, Any]:
+        return {k: _thaw(v) for k, v in self._fields.items()}
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """Plain JSON-able dict, fields sorted by name."""
+        return {k: _thaw(self._fields[k]) for k in sorted(self._fields)}
+
+    def merged(self, patch: Mapping[str, Any]) -> Policies:
+        """A copy with ``patch`` applied: a value sets a field, ``None`` removes it."""
+        fields = dict(self._fields)
+        for name, value in patch.items():
+            if value is None:
+                fields.pop(name, None)
+            else:
+                fields[name] = value
+        return Policies(fields)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._fields[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Policies):
+            return self._fields == other._fields
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json_obj(), sort_keys=True))
+
+    def __repr__(self) -> str:
+        return f"Policies({self.to_json_obj()!r})"
+
+
+class FieldCatalog:
+    """Validation of policy documents, derived from the TopicPolicies Avro schema."""
+
+    def __init__(self, topic_policies_schema: Mapping[str, Any]) -> None:
+        self._named: dict[str, Any] = {}
+        self._collect(topic_policies_schema)
+        self.fields: dict[str, Any] = {
+            f["name"]: self._nonnull(f["type"]) for f in topic_policies_schema["fields"]
+        }
+
+    @classmethod
+    def from_change_event_schema(cls, change_event: Mapping[str, Any]) -> FieldCatalog:
+        """Find TopicPolicies inside a parsed (fully expanded) ChangeEvent schema."""
+        found: list[Mapping[str, Any]] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                if node.get("type") == "record" and str(node.get("name", "")).endswith(
+                    "TopicPolicies"
+                ):
+                    found.append(node)
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(change_event)
+        if not found:
+            raise InvalidPolicyError("ChangeEvent schema has no TopicPolicies record")
+        return cls(found[0])
+
+    def _collect(self, node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") in ("record", "enum") and "name" in node:
+                self._named[node["name"]] = node
+                self._named[str(node["name"]).rsplit(".", 1)[-1]] = node
+            for v in node.values():
+                self._collect(v)
+        elif isinstance(node, list):
+            for v in node:
+                self._collect(v)
+
+    def _nonnull(self, t: Any) -> Any:
+        if isinstance(t, list):
+            rest = [x for x in t if x != "null"]
+            return rest[0] if len(rest) == 1 else rest
+        return t
+
+    def _resolve(self, t: Any) -> Any:
+        t = self._nonnull(t)
+        if isinstance(t, str) and t in self._named:
+            return self._named[t]
+        return t
+
+    def validate_patch(self, patch: Any) -> dict[str, Any]:
+        """Check a user's partial policy document; return it normalized.
+
+        Raises :class:`InvalidPolicyError` naming the first field at fault.
+        """
+        if not isinstance(patch, dict):
+            raise InvalidPolicyError(f"policies must be a JSON object, got {type(patch).__name__}")
+        out: dict[str, Any] = {}
+        for name, value in patch.items():
+            if name in _MANAGED_FIELDS:
+                raise InvalidPolicyError(
+                    f"{name}: set by the scope of the write (--global / ?isGlobal=true), "
+                    "not by the document"
+                )
+            if name not in self.fields:
+                raise InvalidPolicyError(
+                    f"unknown policy field {name!r}; known fields: "
+                    f"{', '.join(sorted(set(self.fields) - _MANAGED_FIELDS))}"
+                )
+            out[name] = None if value is None else self._check(name, self.fields[name], value)
+        return out
+
+    def _check(self, path: str, t: Any, value: Any) -> Any:
+        t = self._resolve(t)
+        generic = _generic(path)
+        if isinstance(t, str):
+            return _check_primitive(path, generic, t, value)
+        kind = t.get("type")
+        if kind == "enum":
+            if not isinstance(value, str) or value not in t["symbols"]:
+                raise InvalidPolicyError(
+                    f"{path}: {value!r} is not one of {', '.join(t['symbols'])}"
+                )
+            return value
+        if kind == "array":
+            if not isinstance(value, list):
+                raise InvalidPolicyError(f"{path}: expected a JSON array, got {_tname(value)}")
+            items = [self._check(f"{path}[{i}]", t["items"], v) for i, v in enumerate(value)]
+            if len({json.dumps(i, sort_keys=True) for i in items}) != len(items):
+                raise InvalidPolicyError(f"{path}: duplicate entries")
+            return items
+        if kind == "map":
+            if not isinstance(value, dict):
+                raise InvalidPolicyError(f"{path}: expected a JSON object, got {_tname(value)}")
+            allowed = _MAP_KEYS.get(path)
+            result = {}
+            for k, v in value.items():
+                if allowed is not None and k not in allowed:
+                    raise InvalidPolicyError(
+                        f"{path}: key {k!r} is not one of {', '.join(sorted(allowed))}"
+                    )
+                if not k:
+                    raise InvalidPolicyError(f"{path}: empty key")
+                result[k] = self._check(f"{path}.{k}", t["values"], v)
+            return result
+        if kind == "record":
+            if not isinstance(value, dict):
+                raise InvalidPolicyError(f"{path}: expected a JSON object, got {_tname(value)}")
+            names = {f["name"]: f for f in t["fields"]}
+            unknown = sorted(set(value) - set(names))
+            if unknown:
+                raise InvalidPolicyError(
+                    f"{path}: unknown field(s) {', '.join(unknown)}; "
+                    f"known: {', '.join(sorted(names))}"
+                )
+            record = {}
+            for fname, f in names.items():
+                if fname in value and value[fname] is not None:
+                    record[fname] = self._check(f"{path}.{fname}", f["type"], value[fname])
+                elif "default" in f:
+                    record[fname] = f["default"]
+                else:
+                    raise InvalidPolicyError(f"{path}.{fname}: required")
+            return record
+        raise InvalidPolicyError(f"{path}: unsupported schema type {kind!r}")  # pragma: no cover
+
+    def validate_full(self, fields: Mapping[str, Any]) -> None:
+        """Check a complete stored document (e.g. a decoded record) the same way."""
+        self.validate_patch(dict(fields))
+
+
+def _generic(path: str) -> str:
+    # backLogQuotaMap.destination_storage.limitSize -> backLogQuotaMap.*.limitSize
+    parts = path.split(".")
+    if parts[0] in _MAP_KEYS and len(parts) > 2:
+        parts[1] = "*"
+    return ".".join(parts)
+
+
+def _tname(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _check_primitive(path: str, generic: str, t: str, value: Any) -> Any:
+    if t == "boolean":
+        if not isinstance(value, bool):
+            raise InvalidPolicyError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if t in ("int", "long"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidPolicyError(f"{path}: expected an integer, got {value!r}")
+        low = -1 if generic in _MINUS_ONE_ALLOWED else 0
+        high = _INT_MAX if t == "int" else _LONG_MAX
+        if not low <= value <= high:
+            hint = " (-1 means infinite)" if low == -1 else ""
+            raise InvalidPolicyError(f"{path}: must be between {low}{hint} and {high}, got {value}")
+        return value
+    if t in ("double", "float"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidPolicyError(f"{path}: expected a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise InvalidPolicyError(f"{path}: must be a finite number >= 0, got {value}")
+        return float(value)
+    if t == "string":
+        if not isinstance(value, str) or not value:
+            raise InvalidPolicyError(f"{path}: expected a non-empty string, got {value!r}")
+        return value
+    raise InvalidPolicyError(f"{path}: unsupported type {t}")  # pragma: no cover
+
+
+def parse_policy_json(text: str) -> Any:
+    """Parse user JSON, refusing NaN/Infinity and duplicate keys with a clear message."""
+
+    def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise InvalidPolicyError(f"duplicate key {k!r} in JSON")
+            out[k] = v
+        return out
+
+    def no_constants(name: str) -> Any:
+        raise InvalidPolicyError(f"{name} is not valid JSON")
+
+    try:
+        return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constants)
+    except json.JSONDecodeError as exc:
+        raise InvalidPolicyError(f"malformed JSON: {exc}") from exc
+
+
+def effective_policies(
+    local: Policies | None,
+    global_: Policies | None,
+    namespace: Policies | None,
+    defaults: Mapping[str, Any] | None = None,
+) -> Policies:
+    """Per field, the first value set in: local topic > global topic > namespace > defaults."""
+    fields: dict[str, Any] = dict(defaults or {})
+    for layer in (namespace, global_, local):
+        if layer is not None:
+            fields.update(layer.items())
+    return Policies(fields)

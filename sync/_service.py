@@ -1,0 +1,136 @@
+"""The policy service: one cache plus one writer, with validation at the edge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import Any
+
+from ._cache import CacheConfig, PolicyCache
+from ._codec import Codec
+from ._errors import InvalidPolicyError, NotFoundError
+from ._names import NamespaceName, TopicName
+from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget
+from ._writer import PolicyWriter, WriterConfig, WriteResult
+from .transport import Transport
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PolicyService", "ServiceConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """Settings of a policy service: its cache, its writer and the broker defaults."""
+
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    writer: WriterConfig = field(default_factory=WriterConfig)
+    #: Broker-level defaults, the last layer of precedence (validated like a policy).
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+
+
+class PolicyService:
+    """Read and write topic and namespace policies through ``__change_events``."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        config: ServiceConfig | None = None,
+        *,
+        codec: Codec | None = None,
+        cache: PolicyCache | None = None,
+    ) -> None:
+        self.config = config or ServiceConfig()
+        self.codec = codec or Codec()
+        self.catalog = FieldCatalog.from_change_event_schema(self.codec.current.parsed)
+        self.defaults = Policies(self.catalog.validate_patch(dict(self.config.defaults)))
+        self.cache = cache or PolicyCache(transport, config=self.config.cache, codec=self.codec)
+        self.writer = PolicyWriter(transport, self.cache, self.config.writer)
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self, *, wait: bool = True, timeout_s: float | None = None) -> PolicyService:
+        self.cache.start()
+        if wait:
+            self.cache.wait_ready(timeout_s)
+        return self
+
+    def close(self) -> None:
+        self.writer.close()
+        self.cache.close()
+
+    def __enter__(self) -> PolicyService:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reads -----------------------------------------------------------------------
+    def get(self, target: PolicyTarget) -> Policies | None:
+        """Policies set at exactly this level, or None."""
+        return self.cache.get_target(target)
+
+    def applied(self, topic: TopicName) -> Policies:
+        """Effective policies of a topic after precedence (local > global > ns > defaults)."""
+        return self.cache.effective(topic, self.defaults)
+
+    def list_namespace(self, namespace: NamespaceName) -> dict[str, Policies]:
+        """Every policy record of one namespace, by key."""
+        prefix_local = f"://{namespace.tenant}/{namespace.namespace}/"
+        out: dict[str, Policies] = {}
+        for key in sorted(self.cache.keys()):
+            try:
+                target = PolicyTarget.from_key(key)
+            except InvalidPolicyError:
+                continue
+            except Exception:
+                logger.debug("skipping unparsable key %r", key)
+                continue
+            if (target.tenant, target.namespace) != (namespace.tenant, namespace.namespace):
+                continue
+            if target.scope is not PolicyScope.NAMESPACE and prefix_local not in key:
+                continue
+            policies = self.cache.get(key)
+            if policies is not None:
+                out[key] = policies
+        return out
+
+    def export(self) -> Iterator[tuple[PolicyTarget, Policies]]:
+        """Every policy record, sorted by key."""
+        for key in sorted(self.cache.keys()):
+            policies = self.cache.get(key)
+            if policies is not None:
+                yield PolicyTarget.from_key(key), policies
+
+    # -- writes ----------------------------------------------------------------------
+    def set(self, target: PolicyTarget, patch: Any) -> WriteResult:
+        """Merge a validated partial document into one target (``null`` removes a field)."""
+        fields = self.catalog.validate_patch(patch)
+        return self.writer.update(target, lambda current: (current or Policies()).merged(fields))
+
+    def delete(self, target: PolicyTarget) -> WriteResult:
+        """Remove every policy of one target (a tombstone); NotFoundError if none is set."""
+        if self.cache.get_target(target) is None:
+            raise NotFoundError(f"no policies are set for {target.key}")
+        return self.writer.update(target, lambda _current: None)
+
+    def set_many(self, items: Iterable[tuple[PolicyTarget, Any]]) -> list[WriteResult]:
+        """Validate every patch first (nothing is written if one is bad), then merge all."""
+        checked = [(t, self.catalog.validate_patch(p)) for t, p in items]
+        return self.writer.update_many((t, _merge_with(fields)) for t, fields in checked)
+
+
+def _merge_with(fields: Mapping[str, Any]) -> Callable[[Policies | None], Policies | None]:
+    def merge(current: Policies | None) -> Policies | None:
+        return (current or Policies()).merged(fields)
+
+    return merge

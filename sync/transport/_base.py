@@ -1,0 +1,186 @@
+"""The transport seam: the only surface policy-sync needs from Kafka.
+
+Everything above this module talks to :class:`Transport`; the real implementation
+(:mod:`sync.transport._kafka`) wraps confluent-kafka and the twin
+(:mod:`sync.transport._memory`) keeps an in-memory log with the same semantics
+(partitioning, compaction, read-committed visibility, producer fencing), so one
+contract test suite runs against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
+
+from .._errors import ConfigurationError
+
+__all__ = [
+    "OFFSET_BEGINNING",
+    "Admin",
+    "Consumer",
+    "DeliveryCallback",
+    "DeliveryReport",
+    "Header",
+    "KafkaConfig",
+    "Message",
+    "Producer",
+    "TopicDescription",
+    "TopicSpec",
+    "Transport",
+]
+
+#: Start offset meaning "the first offset still in the log".
+OFFSET_BEGINNING = -2
+
+Header = tuple[str, bytes]
+ConfigValue = str | int | float | bool
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConfig:
+    """Where Kafka is and how to talk to it.
+
+    ``extra`` is a librdkafka passthrough (e.g. security settings). It is copied on
+    construction and never mutated, so one config can safely be shared.
+    """
+
+    bootstrap_servers: str
+    client_id: str = "policy-sync"
+    extra: Mapping[str, ConfigValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers.strip():
+            raise ConfigurationError("bootstrap_servers is empty; pass host:port[,host:port]")
+        for host_port in self.bootstrap_servers.split(","):
+            host, sep, port = host_port.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigurationError(
+                    f"bootstrap server {host_port!r} is not host:port "
+                    f"(in bootstrap_servers={self.bootstrap_servers!r})"
+                )
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic as policy-sync needs it.
+
+    ``config`` is used when creating the topic; ``required_config`` are the keys an
+    existing topic must match exactly (``ensure_topic`` raises otherwise).
+    """
+
+    name: str
+    partitions: int
+    config: Mapping[str, str] = field(default_factory=dict)
+    required_config: Mapping[str, str] = field(default_factory=dict)
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise ConfigurationError(f"topic {self.name!r}: partitions must be >= 1")
+        object.__setattr__(self, "config", MappingProxyType(dict(self.config)))
+        object.__setattr__(self, "required_config", MappingProxyType(dict(self.required_config)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """What the broker says a topic is."""
+
+    name: str
+    partitions: int
+    config: Mapping[str, str]
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryReport:
+    """Outcome of one produced record."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: str | None = None
+
+
+DeliveryCallback = Callable[[DeliveryReport], None]
+
+
+class Message(Protocol):
+    """A consumed record. confluent-kafka's ``Message`` satisfies this structurally,
+    so hot loops touch librdkafka's objects without copying them."""
+
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> list[tuple[str, bytes]] | None: ...
+
+
+class Producer(Protocol):
+    """Idempotent, optionally transactional producer; keys partitioned as Kafka's Java client."""
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[Header] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None: ...
+    def poll(self, timeout_s: float = 0.0) -> int: ...
+    def flush(self, timeout_s: float) -> int: ...
+    def partition_for(self, topic: str, key: bytes) -> int: ...
+    def init_transactions(self, timeout_s: float) -> None: ...
+    def begin_transaction(self) -> None: ...
+    def commit_transaction(self, timeout_s: float) -> None: ...
+    def abort_transaction(self, timeout_s: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class Consumer(Protocol):
+    """A manually assigned consumer (no group management, no commits)."""
+
+    def assign(self, topic: str, offsets: Mapping[int, int]) -> None: ...
+    def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]: ...
+    def positions(self, topic: str, partitions: Sequence[int]) -> dict[int, int]: ...
+    def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]: ...
+    def start_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]: ...
+    def close(self) -> None: ...
+
+
+class Admin(Protocol):
+    """Topic administration."""
+
+    def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription: ...
+    def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None: ...
+    def delete_topic(self, topic: str, timeout_s: float = 30.0) -> None: ...
+
+
+class Transport(Protocol):
+    """Factory for producers, consumers and admin clients bound to one cluster."""
+
+    @property
+    def description(self) -> str: ...
+    def producer(self, *, transactional_id: str | None = None, linger_ms: int = 0) -> Producer: ...
+    def consumer(self, *, read_committed: bool = True, fetch_wait_max_ms: int = 10) -> Consumer: ...
+    def admin(self) -> Admin: ...
+
+
+def config_differences(
+    spec: TopicSpec, partitions: int, config: Mapping[str, str]
+) -> dict[str, tuple[str | None, str]]:
+    """What an existing topic gets wrong against ``spec`` (empty when it fits)."""
+    diff: dict[str, tuple[str | None, str]] = {}
+    if partitions != spec.partitions:
+        diff["partitions"] = (str(partitions), str(spec.partitions))
+    for key, need in spec.required_config.items():
+        found = config.get(key)
+        if found != need:
+            diff[key] = (found, need)
+    return diff

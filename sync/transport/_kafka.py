@@ -1,0 +1,387 @@
+"""The real transport: confluent-kafka (librdkafka) behind the seam's protocols."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from confluent_kafka import (
+    Consumer as _RdConsumer,
+)
+from confluent_kafka import (
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka import (
+    Producer as _RdProducer,
+)
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.cimpl import NewTopic
+
+from .._errors import ProducerFencedError, TopicConfigurationMismatch, TransportError
+from ._base import (
+    DeliveryCallback,
+    DeliveryReport,
+    Header,
+    KafkaConfig,
+    Message,
+    TopicDescription,
+    TopicSpec,
+    config_differences,
+)
+
+logger = logging.getLogger(__name__)
+#: librdkafka's own log lines go through Python logging, not straight to stderr.
+_RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
+
+__all__ = ["KafkaTransport"]
+
+_FENCED_CODES = frozenset(
+    {
+        KafkaError._FENCED,  # noqa: SLF001 - librdkafka's public constant for a local fence
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+
+
+_TRANSIENT_CODES = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TRANSPORT,  # noqa: SLF001 - public constant
+        KafkaError._TIMED_OUT,  # noqa: SLF001 - public constant
+    }
+)
+
+
+def _translate(exc: KafkaException, what: str) -> TransportError:
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError) and err.code() in _FENCED_CODES:
+        return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
+    return TransportError(f"{what} failed: {exc}")
+
+
+class KafkaProducer:
+    """confluent-kafka producer: idempotent, acks=all, Java-compatible key partitioning."""
+
+    def __init__(self, config: KafkaConfig, transactional_id: str | None, linger_ms: int) -> None:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "client.id": config.client_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": linger_ms,
+            # Kafka's Java partitioner (murmur2); librdkafka's default is CRC32-based.
+            "partitioner": "murmur2_random",
+            "logger": _RDKAFKA_LOG,
+        }
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
+            conf["transaction.timeout.ms"] = 15000
+        conf.update(config.extra)
+        self._producer = _RdProducer(conf)
+        self._partition_counts: dict[str, int] = {}
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[Header] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {"key": key, "value": value}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = list(headers)
+        if on_delivery is not None:
+            callback = on_delivery
+
+            def _report(err: KafkaError | None, msg: Any) -> None:
+                callback(
+                    DeliveryReport(
+                        topic=msg.topic(),
+                        partition=msg.partition(),
+                        offset=msg.offset(),
+                        error=None if err is None else err.str(),
+                    )
+                )
+
+            kwargs["on_delivery"] = _report
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                return
+            except BufferError:
+                # Local queue full: serve delivery reports to make room, then retry.
+                self._producer.poll(0.05)
+            except KafkaException as exc:
+                raise _translate(exc, f"produce to {topic}") from exc
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        return int(self._producer.poll(timeout_s))
+
+    def flush(self, timeout_s: float) -> int:
+        return int(self._producer.flush(timeout_s))
+
+    def partition_for(self, topic: str, key: bytes) -> int:
+        from ..routing import kafka_partition
+
+        count = self._partition_counts.get(topic)
+        if count is None:
+            meta = self._producer.list_topics(topic, timeout=10)
+            tmeta = meta.topics.get(topic)
+            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+                raise TransportError(f"cannot read partition count of {topic!r}")
+            count = len(tmeta.partitions)
+            self._partition_counts[topic] = count
+        return kafka_partition(key, count)
+
+    def init_transactions(self, timeout_s: float) -> None:
+        try:
+            self._producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise _translate(exc, "init_transactions") from exc
+
+    def begin_transaction(self) -> None:
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise _translate(exc, "begin_transaction") from exc
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        try:
+            self._producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise _translate(exc, "commit_transaction") from exc
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        try:
+            self._producer.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            raise _translate(exc, "abort_transaction") from exc
+
+    def close(self) -> None:
+        self._producer.flush(5.0)
+
+
+class KafkaConsumer:
+    """confluent-kafka consumer used with manual assignment only (no group, no commits)."""
+
+    def __init__(self, config: KafkaConfig, read_committed: bool, fetch_wait_max_ms: int) -> None:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "client.id": config.client_id,
+            # Required by librdkafka even for assign(); never joins since we never subscribe.
+            "group.id": f"{config.client_id}.unused",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+            "fetch.wait.max.ms": fetch_wait_max_ms,
+            "auto.offset.reset": "earliest",
+            # Bootstrap reads whole compacted logs; large fetches keep librdkafka ahead of Python.
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.max.messages.kbytes": 262144,
+            "logger": _RDKAFKA_LOG,
+        }
+        conf.update(config.extra)
+        self._consumer = _RdConsumer(conf)
+
+    def assign(self, topic: str, offsets: Mapping[int, int]) -> None:
+        self._consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+
+    def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]:
+        """Wait up to ``timeout_s`` for the first record, then take what is already fetched.
+
+        librdkafka's batch consume waits for the whole timeout unless the batch fills,
+        which would add the timeout to every tailing read; poll() returns on arrival.
+        """
+        batch = self._consumer.consume(num_messages=max_messages, timeout=0)
+        if not batch:
+            first = self._consumer.poll(timeout_s)
+            if first is None:
+                return []
+            batch = [first]
+            if max_messages > 1:
+                batch.extend(self._consumer.consume(num_messages=max_messages - 1, timeout=0))
+        for msg in batch:
+            if msg.error() is not None:
+                return self._drop_errors(batch)
+        return cast(Sequence[Message], batch)
+
+    def _drop_errors(self, batch: list[Any]) -> list[Message]:
+        kept: list[Message] = []
+        for msg in batch:
+            err = msg.error()
+            if err is None:
+                kept.append(msg)
+            elif err.fatal():
+                raise TransportError(f"consumer failed: {err.str()}")
+            elif err.code() != KafkaError._PARTITION_EOF:  # noqa: SLF001 - public constant
+                logger.warning(
+                    "consume error on %s[%s]: %s", msg.topic(), msg.partition(), err.str()
+                )
+        return kept
+
+    def positions(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        tps = self._consumer.position([TopicPartition(topic, p) for p in partitions])
+        return {tp.partition: tp.offset for tp in tps}
+
+    def _watermarks(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        out: dict[int, tuple[int, int]] = {}
+        for p in partitions:
+            deadline = time.monotonic() + 15.0
+            while True:
+                try:
+                    low, high = self._consumer.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=10, cached=False
+                    )
+                    break
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else None
+                    # Leader elections (new topic, broker restart) are transient.
+                    if (
+                        isinstance(err, KafkaError)
+                        and err.retriable()
+                        and time.monotonic() < deadline
+                    ) or (
+                        isinstance(err, KafkaError)
+                        and err.code() in _TRANSIENT_CODES
+                        and time.monotonic() < deadline
+                    ):
+                        time.sleep(0.1)
+                        continue
+                    raise _translate(exc, f"watermarks of {topic}[{p}]") from exc
+            out[p] = (int(low), int(high))
+        return out
+
+    def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        # With isolation.level=read_committed librdkafka's ListOffsets returns the
+        # last stable offset, which is what a read-committed reader can reach.
+        return {p: hw for p, (_, hw) in self._watermarks(topic, partitions).items()}
+
+    def start_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        return {p: lo for p, (lo, _) in self._watermarks(topic, partitions).items()}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class KafkaAdmin:
+    """Topic administration through confluent-kafka's AdminClient."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "client.id": config.client_id,
+            "logger": _RDKAFKA_LOG,
+        }
+        conf.update(config.extra)
+        self._admin = AdminClient(conf)
+
+    def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None:
+        futures = self._admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
+        try:
+            desc = futures[topic].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise _translate(exc, f"describe topic {topic}") from exc
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
+                resource
+            ].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"describe configs of {topic}") from exc
+        config = {name: str(entry.value) for name, entry in entries.items()}
+        return TopicDescription(
+            name=topic,
+            partitions=len(desc.partitions),
+            config=config,
+            topic_id=str(desc.topic_id),
+        )
+
+    def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription:
+        existing = self.describe_topic(spec.name, timeout_s)
+        if existing is None:
+            new = NewTopic(
+                spec.name,
+                num_partitions=spec.partitions,
+                replication_factor=spec.replication_factor,
+                config=dict(spec.config),
+            )
+            try:
+                self._admin.create_topics([new], request_timeout=timeout_s)[spec.name].result()
+                logger.info("created topic %s with %d partitions", spec.name, spec.partitions)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not (
+                    isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS
+                ):
+                    raise _translate(exc, f"create topic {spec.name}") from exc
+            existing = self._wait_described(spec.name, timeout_s)
+        diff = config_differences(spec, existing.partitions, existing.config)
+        if diff:
+            raise TopicConfigurationMismatch(spec.name, diff)
+        return existing
+
+    def _wait_described(self, topic: str, timeout_s: float) -> TopicDescription:
+        """Wait until a new topic is visible and every partition has a leader."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            desc = self.describe_topic(topic, timeout_s)
+            if desc is not None and self._leaders_ready(topic):
+                return desc
+            if time.monotonic() > deadline:
+                raise TransportError(f"topic {topic!r} was created but never became available")
+            time.sleep(0.05)
+
+    def _leaders_ready(self, topic: str) -> bool:
+        meta = self._admin.list_topics(topic, timeout=5)
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+            return False
+        return all(pm.leader >= 0 and pm.error is None for pm in tmeta.partitions.values())
+
+    def delete_topic(self, topic: str, timeout_s: float = 30.0) -> None:
+        try:
+            self._admin.delete_topics([topic], request_timeout=timeout_s)[topic].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"delete topic {topic}") from exc
+
+
+class KafkaTransport:
+    """The production transport."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+
+    @property
+    def description(self) -> str:
+        return f"kafka://{self.config.bootstrap_servers}"
+
+    def producer(self, *, transactional_id: str | None = None, linger_ms: int = 0) -> KafkaProducer:
+        return KafkaProducer(self.config, transactional_id, linger_ms)
+
+    def consumer(
+        self, *, read_committed: bool = True, fetch_wait_max_ms: int = 10
+    ) -> KafkaConsumer:
+        return KafkaConsumer(self.config, read_committed, fetch_wait_max_ms)
+
+    def admin(self) -> KafkaAdmin:
+        return KafkaAdmin(self.config)
