@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -99,6 +100,19 @@ async def digest(request: web.Request) -> web.Response:
     )
 
 
+async def entries(request: web.Request) -> web.Response:
+    """Every key with the sha256 of its value as written to Kafka (for reconciliation)."""
+    svc = _ready_service(request)
+
+    def collect() -> dict[str, str]:
+        return {
+            k.decode("utf-8", "replace"): hashlib.sha256(v).hexdigest()
+            for k, v in svc.cache.raw_items()
+        }
+
+    return web.json_response({"entries": await asyncio.to_thread(collect)})
+
+
 def _topic_and_policy(request: web.Request) -> tuple[TopicName, str]:
     m = request.match_info
     topic = TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
@@ -170,6 +184,7 @@ def build_app(sidecar: Sidecar) -> web.Application:
             web.get("/health", health),
             web.get("/metrics", metrics),
             web.get("/policy-sync/v1/digest", digest),
+            web.get("/policy-sync/v1/entries", entries),
             web.get(policy, get_policy),
             web.post(policy, set_policy),
             web.delete(policy, delete_policy),
