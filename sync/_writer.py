@@ -196,13 +196,17 @@ class PolicyWriter:
         for r in reports:
             wanted[r.partition] = max(wanted.get(r.partition, 0), r.offset + 1)
         self._cache.wait_for(wanted, self.config.timeout_s)
-        landed = iter(reports)
+        # Delivery reports arrive per partition, not in produce order; one key always
+        # lands in one partition, so its reports in offset order follow its writes.
+        by_key: dict[bytes | None, list[DeliveryReport]] = {}
+        for r in sorted(reports, key=lambda r: r.offset):
+            by_key.setdefault(r.key, []).append(r)
         results = []
         for target, policies, done in planned:
             if done is None:
                 results.append(WriteResult(target, policies, None))
             else:
-                r = next(landed)
+                r = by_key[target.key_bytes].pop(0)
                 results.append(WriteResult(target, policies, done, r.partition, r.offset))
         return results
 

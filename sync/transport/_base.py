@@ -102,6 +102,7 @@ class DeliveryReport:
     partition: int
     offset: int
     error: str | None = None
+    key: bytes | None = None
 
 
 DeliveryCallback = Callable[[DeliveryReport], None]

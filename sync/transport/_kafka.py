@@ -116,6 +116,7 @@ class KafkaProducer:
                         partition=msg.partition(),
                         offset=msg.offset(),
                         error=None if err is None else err.str(),
+                        key=msg.key(),
                     )
                 )
 

@@ -205,6 +205,18 @@ class MemoryProducer:
                     )
                 if self._fenced():
                     raise ProducerFencedError(f"producer {self._tid!r} was fenced")
+            if key is None and "compact" in t.config.get("cleanup.policy", ""):
+                # Kafka's broker refuses keyless records on compacted topics.
+                if on_delivery is not None:
+                    self._reports.append(
+                        (
+                            on_delivery,
+                            DeliveryReport(
+                                topic, -1, -1, "Broker: Broker failed to validate record"
+                            ),
+                        )
+                    )
+                return
             if partition is None:
                 if key is None:
                     partition = next(self._round_robin) % len(t.partitions)
@@ -226,7 +238,7 @@ class MemoryProducer:
             part.next_offset += 1
             self._touched.add((topic, partition))
             if on_delivery is not None:
-                report = DeliveryReport(topic, partition, entry.offset)
+                report = DeliveryReport(topic, partition, entry.offset, key=key)
                 (self._txn_reports if self._tid else self._reports).append((on_delivery, report))
             b._lock.notify_all()  # noqa: SLF001
 
