@@ -16,6 +16,7 @@ from sync import (
     CacheState,
     CacheStateError,
     Codec,
+    NamespaceName,
     Policies,
     PolicyCache,
     PolicyService,
@@ -310,7 +311,7 @@ def test_bootstrap_time_limit_fails_clearly(
     with pytest.raises(CacheStateError):
         cache.get(ORDERS.key)
     cache.close()
-    assert cache.state is CacheState.CLOSED
+    assert cache.stats().state is CacheState.CLOSED
 
 
 def test_list_and_export(services: Callable[..., PolicyService]) -> None:
@@ -319,7 +320,7 @@ def test_list_and_export(services: Callable[..., PolicyService]) -> None:
     svc.set(PolicyTarget.parse("acme/ops/orders", is_global=True), {"messageTTLInSeconds": 5})
     svc.set(PolicyTarget.parse("acme/ops"), {"maxProducerPerTopic": 3})
     svc.set(PolicyTarget.parse("other/ns/x"), {"maxProducerPerTopic": 3})
-    listed = svc.list_namespace(PolicyTarget.parse("acme/ops").namespace_of("acme", "ops"))
+    listed = svc.list_namespace(NamespaceName.parse("acme/ops"))
     assert set(listed) == {
         "persistent://acme/ops/orders",
         "__G__persistent://acme/ops/orders",

@@ -13,11 +13,16 @@ from sync.transport import OFFSET_BEGINNING, DeliveryReport, TopicSpec, Transpor
 COMPACT = {"cleanup.policy": "compact"}
 
 
-def _drain(transport: Transport, topic: str, partitions: int, *, committed: bool = True) -> list:
+Row = tuple[int | None, int | None, bytes | None, bytes | None]
+
+
+def _drain(
+    transport: Transport, topic: str, partitions: int, *, committed: bool = True
+) -> list[Row]:
     consumer = transport.consumer(read_committed=committed)
     consumer.assign(topic, dict.fromkeys(range(partitions), OFFSET_BEGINNING))
     ends = consumer.end_offsets(topic, list(range(partitions)))
-    out = []
+    out: list[Row] = []
     for _ in range(100):
         out.extend(
             (m.partition(), m.offset(), m.key(), m.value()) for m in consumer.consume(500, 0.2)

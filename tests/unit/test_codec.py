@@ -84,6 +84,7 @@ def test_current_events_decode_with_the_v1_reader() -> None:
     }
     value = codec.encode(event)
     old = schemaless_reader(io.BytesIO(value[10:]), codec.current.parsed, v1)
+    assert isinstance(old, dict)
     assert old["topicPoliciesEvent"]["policies"]["messageTTLInSeconds"] == 60
     assert "metadata" not in old
 
