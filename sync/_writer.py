@@ -110,21 +110,30 @@ class PolicyWriter:
                 self._producer = None
 
     # -- internals ---------------------------------------------------------------------
-    def _fresh_producer(self) -> Producer:
+    def _fresh_producer(self, timeout_s: float) -> Producer:
         if self._producer is None:
             producer = self._transport.producer(transactional_id=self._tid)
-            producer.init_transactions(self.config.timeout_s)
+            try:
+                producer.init_transactions(timeout_s)
+            except TransportError:
+                producer.close()
+                raise
             self._producer = producer
             # We may have been fenced out before: what others committed must be seen.
-            self._cache.sync(self.config.timeout_s)
+            self._cache.sync(timeout_s)
         return self._producer
 
     def _write_chunk(self, items: list[tuple[PolicyTarget, Update]]) -> list[WriteResult]:
         delay = 0.005
         last: TransportError | None = None
+        deadline = time.monotonic() + self.config.timeout_s
+        attempt = 0
         for attempt in range(1, self.config.max_attempts + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
             try:
-                return self._attempt(items)
+                return self._attempt(items, remaining)
             except ProducerFencedError as exc:
                 self.fenced_retries += 1
                 last = exc
@@ -141,11 +150,12 @@ class PolicyWriter:
             delay = min(delay * 2, 0.5)
         if isinstance(last, ProducerFencedError):
             raise WriteConflictError(
-                f"gave up after {self.config.max_attempts} attempts: other writers kept "
-                "fencing this one; retry later"
+                f"gave up after {attempt} attempts in {self.config.timeout_s:.0f}s: other "
+                "writers kept fencing this one; retry later"
             ) from last
         raise TransportError(
-            f"policy write failed after {self.config.max_attempts} attempts: {last}"
+            f"policy write failed after {attempt} attempts in {self.config.timeout_s:.0f}s: "
+            f"{last}; is Kafka reachable?"
         ) from last
 
     def _abort_quietly(self) -> None:
@@ -156,8 +166,10 @@ class PolicyWriter:
             except TransportError:
                 logger.debug("abort after a failed write failed too", exc_info=True)
 
-    def _attempt(self, items: list[tuple[PolicyTarget, Update]]) -> list[WriteResult]:
-        producer = self._fresh_producer()
+    def _attempt(
+        self, items: list[tuple[PolicyTarget, Update]], timeout_s: float
+    ) -> list[WriteResult]:
+        producer = self._fresh_producer(timeout_s)
         overlay: dict[str, Policies | None] = {}
         planned: list[tuple[PolicyTarget, Policies | None, str | None]] = []
         for target, fn in items:
@@ -185,7 +197,7 @@ class PolicyWriter:
             if policies is not None:
                 value = self._encode(target, policies, planned_action, now_ms)
             producer.produce(self._topic, target.key_bytes, value, on_delivery=reports.append)
-        producer.commit_transaction(self.config.timeout_s)
+        producer.commit_transaction(timeout_s)
         producer.poll(0)
         failed = [r for r in reports if r.error]
         if failed:
@@ -195,7 +207,7 @@ class PolicyWriter:
         wanted: dict[int, int] = {}
         for r in reports:
             wanted[r.partition] = max(wanted.get(r.partition, 0), r.offset + 1)
-        self._cache.wait_for(wanted, self.config.timeout_s)
+        self._cache.wait_for(wanted, max(1.0, timeout_s))
         # Delivery reports arrive per partition, not in produce order; one key always
         # lands in one partition, so its reports in offset order follow its writes.
         by_key: dict[bytes | None, list[DeliveryReport]] = {}

@@ -1,0 +1,123 @@
+"""The sidecar process: health, Pulsar topic-policy REST, metrics, clean SIGTERM."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kafka_broker import free_port
+
+from .helpers import Sidecar, http, run_cli
+
+BASE = "/admin/v2/persistent/acme/ops/orders"
+
+
+@pytest.fixture
+def sidecar(
+    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> Iterator[Sidecar]:
+    shim = Sidecar(kafka_bootstrap, unique_name("ce"), free_port(), tmp_path)
+    shim.wait_ready()
+    yield shim
+    shim.stop()
+
+
+def test_topic_policy_rest_like_pulsar(sidecar: Sidecar) -> None:
+    url = sidecar.url + BASE
+    assert http("GET", url + "/maxConsumers").status == 204  # unset: empty 204
+    assert http("POST", url + "/maxConsumers", "5").status == 204
+    assert http("GET", url + "/maxConsumers").json() == 5
+    assert http("POST", url + "/messageTTL?messageTTL=60").status == 204
+    assert http("GET", url + "/messageTTL").json() == 60
+    retention = {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1}
+    assert http("POST", url + "/retention", json.dumps(retention)).status == 204
+    assert http("GET", url + "/retention").json() == retention
+    rate = {"dispatchThrottlingRateInMsg": 100}
+    assert http("POST", url + "/dispatchRate", json.dumps(rate)).status == 204
+    assert http("GET", url + "/dispatchRate").json() == {
+        "dispatchThrottlingRateInMsg": 100,
+        "dispatchThrottlingRateInByte": 0,
+        "relativeToPublishRate": False,
+        "ratePeriodInSecond": 1,
+    }
+    types = '["Shared", "Key_Shared"]'
+    assert http("POST", url + "/subscriptionTypesEnabled", types).status == 204
+    assert http("GET", url + "/subscriptionTypesEnabled").json() == ["Shared", "Key_Shared"]
+    assert http("POST", url + "/deduplicationEnabled", "true").status == 204
+    assert http("GET", url + "/deduplicationEnabled").json() is True
+    # global and applied
+    assert http("POST", url + "/maxProducers?isGlobal=true", "3").status == 204
+    assert http("GET", url + "/maxProducers").status == 204
+    assert http("GET", url + "/maxProducers?isGlobal=true").json() == 3
+    assert http("GET", url + "-partition-2/maxProducers?applied=true").json() == 3
+    assert http("DELETE", url + "/maxConsumers").status == 204
+    assert http("GET", url + "/maxConsumers").status == 204
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "reason"),
+    [
+        ("POST", BASE + "/maxConsumers", "-1", 412, "must be between 0"),
+        ("POST", BASE + "/maxConsumers", '"x"', 412, "expected an integer"),
+        ("POST", BASE + "/maxConsumers", "{", 412, "malformed JSON"),
+        ("POST", BASE + "/maxConsumers", "", 412, "request body is empty"),
+        ("POST", BASE + "/dispatchRate", '{"bogus": 1}', 412, "unknown field"),
+        ("GET", BASE + "/noSuchPolicy", None, 404, "unknown topic policy"),
+        ("GET", "/admin/v2/bogus/acme/ops/orders/maxConsumers", None, 412, "Invalid topic domain"),
+        ("GET", BASE + "/maxConsumers?applied=maybe", None, 412, "true or false"),
+    ],
+)
+def test_bad_requests_get_pulsar_style_errors_and_write_nothing(
+    sidecar: Sidecar, method: str, path: str, body: str | None, status: int, reason: str
+) -> None:
+    before = sidecar.digest()
+    result = http(method, sidecar.url + path, body)
+    assert result.status == status, result.body
+    assert reason in result.json()["reason"]
+    assert sidecar.digest() == before
+
+
+def test_health_and_metrics(sidecar: Sidecar) -> None:
+    assert http("GET", sidecar.url + "/health").json()["state"] == "READY"
+    digest_topic = sidecar.digest()
+    assert digest_topic["size"] == 0
+    metrics = http("GET", sidecar.url + "/metrics").body
+    for name in (
+        'policy_sync_cache_state{state="READY"} 1.0',
+        "policy_sync_cache_size 0.0",
+        "policy_sync_cache_lag_records",
+        "policy_sync_cache_bootstrap_seconds",
+        'policy_sync_poison_records_total{reason="bad_magic"} 0.0',
+        "policy_sync_apply_latency_seconds_bucket",
+    ):
+        assert name in metrics
+
+
+def test_sigterm_shuts_down_cleanly_and_snapshot_speeds_restart(
+    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    topic = unique_name("ce")
+    lines = "\n".join(
+        json.dumps({"target": f"acme/ops/t{i}", "policies": {"maxConsumerPerTopic": i}})
+        for i in range(50)
+    )
+    assert (
+        run_cli(
+            "policyctl", "--topic", topic, "import", "-", bootstrap=kafka_bootstrap, stdin=lines
+        )
+    ).returncode == 0
+    port = free_port()
+    shim = Sidecar(kafka_bootstrap, topic, port, tmp_path)
+    shim.wait_ready()
+    first = shim.digest()
+    assert first["size"] == 50
+    assert shim.stop() == 0
+    assert (tmp_path / "state-1" / f"{topic}.snapshot").exists()
+    again = Sidecar(kafka_bootstrap, topic, port, tmp_path)
+    again.wait_ready()
+    assert again.digest()["digest"] == first["digest"]
+    assert "resumed from snapshot with 50 policies" in again.log_text()
+    assert again.stop() == 0
