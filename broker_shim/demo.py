@@ -110,6 +110,8 @@ class Shim:
 def main() -> None:
     port = int(os.environ.get("KAFKA_PORT", "9092"))
     workdir = Path(tempfile.mkdtemp(prefix="policy-sync-demo-"))
+    with socket.socket() as probe:
+        ours = probe.connect_ex(("127.0.0.1", port)) != 0  # else: a broker from `make kafka-up`
     say(f"1. A real Apache Kafka on 127.0.0.1:{port} (jars from Maven Central, no Docker)")
     up = subprocess.run(
         [sys.executable, str(KAFKACTL), "up", "--port", str(port)], text=True, capture_output=True
@@ -172,7 +174,9 @@ def main() -> None:
     finally:
         for shim in shims:
             shim.stop()
-        subprocess.run([sys.executable, str(KAFKACTL), "down", "--port", str(port)], check=False)
+        if ours:
+            down = [sys.executable, str(KAFKACTL), "down", "--port", str(port)]
+            subprocess.run(down, check=False)
 
 
 if __name__ == "__main__":
