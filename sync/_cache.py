@@ -103,6 +103,9 @@ class CacheConfig:
     snapshot_interval_s: float = 60.0
     dead_letter: bool = True
     decoded_cache_entries: int = 100_000
+    #: Decode replayed values in the background after READY (finds poison bodies early).
+    #: Short-lived readers such as policyctl turn it off: reads still decode on demand.
+    verify: bool = True
     verify_chunk: int = 2_000
     tail_poll_s: float = 0.05
 
@@ -720,7 +723,7 @@ class PolicyCache:
 
     def _verify_some(self) -> None:
         """Decode a chunk of replayed-but-never-decoded values (finds poison bodies)."""
-        if not self._unverified:
+        if not self._unverified or not self.config.verify:
             return
         chunk = self._unverified[-self.config.verify_chunk :]
         del self._unverified[-self.config.verify_chunk :]

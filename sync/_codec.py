@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
+from ._avro_encoder import compile_encoder
 from ._constants import SINGLE_OBJECT_HEADER_LEN, SINGLE_OBJECT_MAGIC
 from ._errors import CodecError, ConfigurationError
 
@@ -89,22 +90,6 @@ def _load_version(name: str, directory: Path) -> SchemaVersion:
     return SchemaVersion(name, path, fp, parse_schema(raw), canonical, classes)
 
 
-def _union_records(schema: Any, found: dict[str, list[tuple[str, str]]]) -> str:
-    """Index, per record name, its fields typed ``["null", <record>]``; returns the name."""
-    name = str(schema["name"])
-    if name in found:
-        return name
-    found[name] = []
-    for field in schema["fields"]:
-        branches = field["type"] if isinstance(field["type"], list) else [field["type"]]
-        for branch in branches:
-            if isinstance(branch, dict) and branch.get("type") == "record":
-                found[name].append((field["name"], _union_records(branch, found)))
-            elif isinstance(branch, str) and branch in found and isinstance(field["type"], list):
-                found[name].append((field["name"], branch))
-    return name
-
-
 class Codec:
     """Encodes and decodes change events; knows every schema version shipped."""
 
@@ -117,31 +102,14 @@ class Codec:
             versions += [_load_version(d.name, d) for d in sorted(history.iterdir()) if d.is_dir()]
         self.versions: dict[bytes, SchemaVersion] = {v.fingerprint: v for v in versions}
         self.header = SINGLE_OBJECT_MAGIC + self.current.fingerprint
-        self._records: dict[str, list[tuple[str, str]]] = {}
-        self._root = _union_records(self.current.parsed, self._records)
-
-    def _tag(self, record_name: str, datum: Mapping[str, Any]) -> dict[str, Any]:
-        """Name the branch of every ``["null", record]`` union (fastavro's tuple notation).
-
-        Otherwise fastavro finds the branch by validating the whole nested record against
-        each candidate, which made encoding several times slower.
-        """
-        out = dict(datum)
-        for field, child in self._records[record_name]:
-            value = out.get(field)
-            if value is not None and (type(value) is dict or isinstance(value, Mapping)):
-                out[field] = (child, self._tag(child, value))
-        return out
+        self._encode_body = compile_encoder(self.current.parsed)
 
     def encode(self, event: Mapping[str, Any]) -> bytes:
-        """Serialize a ChangeEvent dict with the current schema."""
-        buf = io.BytesIO()
-        buf.write(self.header)
+        """Serialize a ChangeEvent dict with the current schema (header included)."""
         try:
-            schemaless_writer(buf, self.current.parsed, self._tag(self._root, event))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise CodecError(f"event does not fit the ChangeEvent schema: {exc}") from exc
-        return buf.getvalue()
+            return self._encode_body(event, self.header)
+        except CodecError as exc:
+            raise CodecError(f"event does not fit the ChangeEvent schema: {exc.reason}") from exc
 
     def version_of(self, value: bytes) -> SchemaVersion | None:
         """The writer schema of a value, or None for bad magic / unknown fingerprint."""

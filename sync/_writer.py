@@ -191,6 +191,10 @@ class PolicyWriter:
             return [WriteResult(t, p, None) for t, p, _ in planned]
 
         reports: list[DeliveryReport] = []
+        # Bulk writes skip per-record delivery reports (a Python callback each): a commit
+        # fails if any record failed, and read-your-writes then waits for the end offsets.
+        bulk = sum(action is not None for _, _, action in planned) > 1
+        on_delivery = None if bulk else reports.append
         producer.begin_transaction()
         now_ms = int(time.time() * 1000)
         for target, policies, planned_action in planned:
@@ -199,8 +203,11 @@ class PolicyWriter:
             value = None
             if policies is not None:
                 value = self._encode(target, policies, planned_action, now_ms)
-            producer.produce(self._topic, target.key_bytes, value, on_delivery=reports.append)
+            producer.produce(self._topic, target.key_bytes, value, on_delivery=on_delivery)
         producer.commit_transaction(timeout_s)
+        if bulk:
+            self._cache.sync(max(1.0, timeout_s))
+            return [WriteResult(t, p, a) for t, p, a in planned]
         producer.poll(0)
         failed = [r for r in reports if r.error]
         if failed:

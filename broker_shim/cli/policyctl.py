@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _service(args: argparse.Namespace) -> PolicyService:
     author = args.author or f"{getpass.getuser()}"
     config = ServiceConfig(
-        cache=CacheConfig(topic=args.topic, bootstrap_timeout_s=args.timeout, dead_letter=False),
+        cache=CacheConfig(
+            topic=args.topic, bootstrap_timeout_s=args.timeout, dead_letter=False, verify=False
+        ),
         writer=WriterConfig(
             author=author, origin=f"policyctl@{socket.gethostname()}", timeout_s=args.timeout
         ),
