@@ -32,9 +32,9 @@ def _raw(bootstrap: str, topic: str) -> tuple[int, int]:
             "group.id": "bench-raw",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
-            "fetch.max.bytes": 64 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 65536,
+            "fetch.max.bytes": 16 * 1024 * 1024,
+            "max.partition.fetch.bytes": 4 * 1024 * 1024,
+            "queued.max.messages.kbytes": 16384,  # per partition
         }
     )
     meta = c.list_topics(topic, timeout=10).topics[topic]

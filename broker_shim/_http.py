@@ -24,8 +24,10 @@ from sync import (
 )
 from sync._names import TopicName
 
+from ._lookup_http import add_lookup_routes
 from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
+from ._ws import add_ws_routes
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +180,9 @@ def build_app(sidecar: Sidecar) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup)."""
     app = web.Application(middlewares=[_errors])
     app[SIDECAR_KEY] = sidecar
+    if sidecar.cluster is not None:
+        # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
+        add_lookup_routes(app, sidecar.cluster)
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
     app.add_routes(
         [
@@ -201,4 +206,5 @@ def build_app(sidecar: Sidecar) -> web.Application:
 
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
+    add_ws_routes(app, sidecar)  # Pulsar WebSocket producers/consumers (issue 5)
     return app

@@ -18,6 +18,7 @@ from sync import (
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._metrics import SidecarMetrics
+from .registry import ClusterService, ClusterSettings
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class SidecarConfig:
     bootstrap_timeout_s: float = 120.0
     restart_backoff_s: float = 2.0
     kafka_extra: dict[str, str] = field(default_factory=dict)
+    #: Registry, bundle ownership and lookup (issue 4); None: this sidecar does not join.
+    lookup: ClusterSettings | None = None
 
     @property
     def advertised_broker_url(self) -> str:
@@ -73,6 +76,19 @@ class Sidecar:
         )
         self.restarts = 0
         self.last_failure: str | None = None
+        #: Registry, ownership and lookup of this sidecar's cluster (started by the app).
+        self.cluster: ClusterService | None = None
+        if config.lookup is not None:
+            self.cluster = ClusterService(
+                self.transport,
+                config.lookup.to_config(
+                    broker_id=config.broker_id,
+                    cluster=config.cluster,
+                    service_url=config.advertised_broker_url,
+                    http_url=config.http_url,
+                    bootstrap_timeout_s=config.bootstrap_timeout_s,
+                ),
+            )
 
     @property
     def service(self) -> PolicyService | None:

@@ -6,18 +6,26 @@ The library knows nothing of HTTP; the sidecar in ``broker_shim`` builds on it.
 from ._cache import CacheConfig, CacheState, CacheStats, Listener, PolicyCache
 from ._codec import Codec, SchemaVersion, default_schema_dir
 from ._errors import (
+    AccessDeniedError,
+    AuthenticationError,
+    AuthorizationError,
     BootstrapTimeout,
+    BundleUnloadingError,
     CacheStateError,
     CodecError,
     ConfigurationError,
+    ConflictError,
+    GroupFencedError,
     InvalidInputError,
     InvalidPolicyError,
     InvalidTopicNameError,
     NotFoundError,
     PolicySyncError,
     ProducerFencedError,
+    TooManyRequestsError,
     TopicConfigurationMismatch,
     TransportError,
+    UnavailableError,
     WriteConflictError,
 )
 from ._names import NamespaceName, TopicDomain, TopicName
@@ -33,7 +41,11 @@ from ._service import PolicyService, ServiceConfig
 from ._writer import PolicyWriter, WriterConfig, WriteResult
 
 __all__ = [
+    "AccessDeniedError",
+    "AuthenticationError",
+    "AuthorizationError",
     "BootstrapTimeout",
+    "BundleUnloadingError",
     "CacheConfig",
     "CacheState",
     "CacheStateError",
@@ -41,7 +53,9 @@ __all__ = [
     "Codec",
     "CodecError",
     "ConfigurationError",
+    "ConflictError",
     "FieldCatalog",
+    "GroupFencedError",
     "InvalidInputError",
     "InvalidPolicyError",
     "InvalidTopicNameError",
@@ -58,10 +72,12 @@ __all__ = [
     "ProducerFencedError",
     "SchemaVersion",
     "ServiceConfig",
+    "TooManyRequestsError",
     "TopicConfigurationMismatch",
     "TopicDomain",
     "TopicName",
     "TransportError",
+    "UnavailableError",
     "WriteConflictError",
     "WriteResult",
     "WriterConfig",

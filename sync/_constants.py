@@ -43,3 +43,59 @@ WRITER_TRANSACTIONAL_ID_PREFIX: Final = "policy-sync.writer."
 #: Default broker address when neither a flag nor $KAFKA_BOOTSTRAP_SERVERS says otherwise.
 DEFAULT_BOOTSTRAP_SERVERS: Final = "127.0.0.1:9092"
 BOOTSTRAP_ENV_VAR: Final = "KAFKA_BOOTSTRAP_SERVERS"
+
+# -- messages and subscriptions (Pulsar producers/consumers over Kafka) -------------------
+#: Kafka headers on message records: a Pulsar property ``name=value`` is the header
+#: ``name`` with the UTF-8 value; names starting with this prefix are reserved.
+RESERVED_HEADER_PREFIX: Final = "__pulsar."
+#: Header carrying a message's Pulsar ``eventTime`` (decimal epoch milliseconds).
+HEADER_EVENT_TIME: Final = "__pulsar.eventTime"
+#: Kafka consumer group of a Pulsar subscription: ``<prefix><kafka topic>/<subscription>``.
+#: A Kafka topic name has no ``/``, so the subscription is everything after the second one.
+SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"
+#: Version tag of the individual-ack set carried in a subscription's commit metadata.
+ACK_SET_METADATA_PREFIX: Final = "ps1:"
+
+# -- broker registry, namespace bundles, bundle ownership, lookup (broker_shim.registry) --
+#: Compacted topic shared by every cluster: broker registrations, group membership
+#: snapshots, namespace bundle layouts, partitioned-topic metadata, KV config, write perms.
+REGISTRY_TOPIC: Final = "__policy_sync.registry"
+#: Compacted topic of one cluster's bundle ownership (``<prefix><cluster>``), key = bundle.
+OWNERSHIP_TOPIC_PREFIX: Final = "__policy_sync.ownership."
+#: One cluster's ownership slots (``<prefix><cluster>``): partition p = slot p; a bundle's
+#: slot is Kafka's default partition of its key; carries ownership requests.
+OWNERSHIP_SLOTS_TOPIC_PREFIX: Final = "__policy_sync.slots."
+#: Consumer group whose members are one cluster's live sidecars (``<prefix><cluster>``).
+OWNERSHIP_GROUP_PREFIX: Final = "policy-sync.ownership."
+#: Transactional id of a sidecar's ownership writer: ``<prefix><cluster>.<broker id>``.
+OWNERSHIP_TRANSACTIONAL_ID_PREFIX: Final = "policy-sync.ownership."
+#: client.id of a sidecar in the ownership group: ``<prefix><incarnation>``.
+OWNERSHIP_MEMBER_CLIENT_PREFIX: Final = "policy-sync.member."
+#: Every writer of namespace layouts, topic metadata, KV config and write perms shares this
+#: transactional id, so Kafka's producer fencing serializes their read-modify-write cycles.
+METADATA_TRANSACTIONAL_ID: Final = "policy-sync.metadata"
+#: Partitions (slots) of a cluster's slots topic when policy-sync creates it.
+DEFAULT_OWNERSHIP_SLOTS: Final = 64
+#: Registry keys: ``broker/<cluster>/<broker id>``, ``members/<cluster>``,
+#: ``ns/<tenant>/<namespace>``, ``topic/<canonical topic>``,
+#: ``kv/<url-quoted namespace>/<url-quoted key>``, ``perm/<cluster>/<broker name>``.
+REGISTRY_KEY_BROKER: Final = "broker/"
+REGISTRY_KEY_MEMBERS: Final = "members/"
+REGISTRY_KEY_NAMESPACE: Final = "ns/"
+REGISTRY_KEY_TOPIC: Final = "topic/"
+REGISTRY_KEY_KV: Final = "kv/"
+REGISTRY_KEY_PERM: Final = "perm/"
+#: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
+ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
+#: Settings the registry and ownership topics are created with (compaction is required:
+#: the last record per key is the truth).
+COMPACTED_TABLE_REQUIRED_CONFIG: Final = {"cleanup.policy": "compact"}
+COMPACTED_TABLE_CREATE_CONFIG: Final = {
+    "cleanup.policy": "compact",
+    "delete.retention.ms": "86400000",
+    "min.compaction.lag.ms": "0",
+    "min.cleanable.dirty.ratio": "0.1",
+    "segment.ms": "3600000",
+}
+#: Ownership requests are only useful while someone may still act on them.
+OWNERSHIP_SLOTS_CREATE_CONFIG: Final = {"cleanup.policy": "delete", "retention.ms": "3600000"}

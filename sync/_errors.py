@@ -6,11 +6,28 @@
     ├── ConfigurationError               a setting or argument is invalid (fix the call)
     ├── InvalidInputError                user input refused before anything was written
     │   ├── InvalidTopicNameError        a topic/namespace name breaks Pulsar's TopicName rules
-    │   └── InvalidPolicyError           a policy field is unknown, mistyped or out of range
+    │   ├── InvalidPolicyError           a policy field is unknown, mistyped or out of range
+    │   ├── InvalidMessageIdError        a message id is not one this system encoded
+    │   └── MessageTooLargeError         a payload exceeds the topic's maxMessageSize
     ├── NotFoundError                    the thing asked for does not exist
+    │   └── TopicNotFoundError           a topic (or one of its partitions) does not exist
+    ├── ConflictError                    it already exists, or changed under us (HTTP 409)
+    ├── AccessDeniedError                the caller may not do this; nothing was written
+    │   ├── AuthenticationError          no valid credentials (HTTP 401)
+    │   └── AuthorizationError           valid credentials, not enough rights (HTTP 403)
+    ├── UnavailableError                 cannot answer now; retry later (HTTP 503)
+    │   ├── TooManyRequestsError         a concurrency limit is full (HTTP 429)
+    │   └── BundleUnloadingError         the namespace bundle is moving between owners
     ├── TransportError                   Kafka said no, or did not answer
     │   ├── TopicConfigurationMismatch   an existing topic disagrees with what we need
-    │   └── ProducerFencedError          another writer took over our transactional id
+    │   ├── ProducerFencedError          another writer took over our transactional id
+    │   ├── GroupFencedError             our consumer-group generation is stale (zombie)
+    │   └── DeliveryError                Kafka did not confirm a produced message
+    ├── MessagingError                   a producer, consumer or subscription was refused
+    │   ├── ProducerBusyError            too many producers (maxProducerPerTopic)
+    │   ├── ConsumerBusyError            exclusive sub taken, or a consumer limit reached
+    │   ├── SubscriptionBusyError        the subscription exists with another type
+    │   └── NotAllowedError              a policy forbids it (type disabled, max subscriptions)
     ├── CodecError                       a record is not a valid change event (poison)
     ├── CacheStateError                  the cache is not in a state that allows the call
     │   └── BootstrapTimeout             replay did not reach the end offsets in time
@@ -23,18 +40,35 @@ operator to find the record or setting at fault; the message says what to do.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
+    "AuthenticationError",
+    "AuthorizationError",
     "BootstrapTimeout",
+    "BundleUnloadingError",
     "CacheStateError",
     "CodecError",
     "ConfigurationError",
+    "ConflictError",
+    "ConsumerBusyError",
+    "DeliveryError",
+    "GroupFencedError",
     "InvalidInputError",
+    "InvalidMessageIdError",
     "InvalidPolicyError",
     "InvalidTopicNameError",
+    "MessageTooLargeError",
+    "MessagingError",
+    "NotAllowedError",
     "NotFoundError",
+    "ProducerBusyError",
+    "SubscriptionBusyError",
+    "TopicNotFoundError",
     "PolicySyncError",
     "ProducerFencedError",
+    "TooManyRequestsError",
     "TopicConfigurationMismatch",
     "TransportError",
+    "UnavailableError",
     "WriteConflictError",
 ]
 
@@ -63,6 +97,34 @@ class NotFoundError(PolicySyncError):
     """The requested policy, topic or namespace does not exist."""
 
 
+class ConflictError(PolicySyncError):
+    """The thing to create already exists, or it changed between read and write."""
+
+
+class AccessDeniedError(PolicySyncError):
+    """The caller may not perform this operation; nothing was written."""
+
+
+class AuthenticationError(AccessDeniedError):
+    """The request carries no valid credentials."""
+
+
+class AuthorizationError(AccessDeniedError):
+    """The authenticated role lacks the permission the operation needs."""
+
+
+class UnavailableError(PolicySyncError):
+    """The service cannot answer right now (no owner yet, still starting); retry later."""
+
+
+class TooManyRequestsError(UnavailableError):
+    """A concurrency limit (e.g. pending lookups) is full; retry with backoff."""
+
+
+class BundleUnloadingError(UnavailableError):
+    """The namespace bundle is being unloaded (moving to a new owner); retry shortly."""
+
+
 class TransportError(PolicySyncError):
     """Kafka refused a request or did not answer in time."""
 
@@ -85,6 +147,11 @@ class TopicConfigurationMismatch(TransportError):
 
 class ProducerFencedError(TransportError):
     """Another producer with the same transactional id fenced this one; start over."""
+
+
+class GroupFencedError(TransportError):
+    """The group coordinator refused our consumer-group generation (we were rebalanced out
+    or our session expired): abort the transaction; its writes must not become visible."""
 
 
 class CodecError(PolicySyncError):
@@ -118,3 +185,66 @@ class BootstrapTimeout(CacheStateError):
 
 class WriteConflictError(PolicySyncError):
     """A write was fenced by concurrent writers more times than the retry limit."""
+
+
+class InvalidMessageIdError(InvalidInputError):
+    """A message id could not be decoded, or names a partition the topic does not have."""
+
+
+class MessageTooLargeError(InvalidInputError):
+    """A message payload is larger than the topic's ``maxMessageSize``."""
+
+    def __init__(self, message: str, *, topic: str, size: int, limit: int) -> None:
+        self.topic = topic
+        self.size = size
+        self.limit = limit
+        super().__init__(message)
+
+
+class TopicNotFoundError(NotFoundError):
+    """The topic (or the addressed partition) does not exist; nothing creates it implicitly."""
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        self.topic = topic
+        super().__init__(message)
+
+
+class DeliveryError(TransportError):
+    """Kafka did not confirm a produced message (its error is in the message)."""
+
+    def __init__(
+        self, message: str, *, topic: str, partition: int | None = None, error: str | None = None
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.error = error
+        super().__init__(message)
+
+
+class MessagingError(PolicySyncError):
+    """A producer, consumer or subscription request was refused.
+
+    ``reason`` is the Pulsar-style text (e.g. "Exclusive consumer is already connected")
+    a client sees; ``topic`` is the topic asked for.
+    """
+
+    def __init__(self, reason: str, *, topic: str | None = None) -> None:
+        self.reason = reason
+        self.topic = topic
+        super().__init__(reason)
+
+
+class ProducerBusyError(MessagingError):
+    """The topic already has ``maxProducerPerTopic`` producers."""
+
+
+class ConsumerBusyError(MessagingError):
+    """An exclusive subscription is taken, or a consumer limit is reached."""
+
+
+class SubscriptionBusyError(MessagingError):
+    """The subscription is attached with another subscription type."""
+
+
+class NotAllowedError(MessagingError):
+    """A policy forbids the request (subscription type disabled, too many subscriptions)."""

@@ -13,6 +13,7 @@ from sync import ConfigurationError
 
 from .._http import build_app
 from .._sidecar import Sidecar, SidecarConfig
+from ..registry._cli import add_lookup_flags, lookup_settings
 from ._common import add_bootstrap_flag, configure_logging, run_main
 
 __all__ = ["main"]
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--bootstrap-timeout", type=float, default=120.0)
     run.add_argument("--log-level", default="info")
+    add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser
 
 
@@ -76,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
         topic=args.topic,
         state_dir=_state_dir(args),
         bootstrap_timeout_s=args.bootstrap_timeout,
+        lookup=lookup_settings(args),
     )
     sidecar = Sidecar(config)
     logger.info("broker-shim %s listening on %s", config.broker_id, config.http_url)

@@ -18,14 +18,20 @@ from .._errors import ConfigurationError
 
 __all__ = [
     "OFFSET_BEGINNING",
+    "OFFSET_INVALID",
     "Admin",
     "Consumer",
     "DeliveryCallback",
     "DeliveryReport",
+    "GroupConsumer",
+    "GroupDescription",
+    "GroupMember",
+    "GroupMetadata",
     "Header",
     "KafkaConfig",
     "Message",
     "Producer",
+    "RebalanceListener",
     "TopicDescription",
     "TopicSpec",
     "Transport",
@@ -33,6 +39,12 @@ __all__ = [
 
 #: Start offset meaning "the first offset still in the log".
 OFFSET_BEGINNING = -2
+#: What ``GroupConsumer.committed`` reports for a partition the group never committed.
+OFFSET_INVALID = -1001
+
+#: The group coordinator's token for "this member, in this generation" (opaque: pass it back
+#: to ``Producer.send_offsets_to_transaction`` unchanged).
+GroupMetadata = object
 
 Header = tuple[str, bytes]
 ConfigValue = str | int | float | bool
@@ -139,20 +151,111 @@ class Producer(Protocol):
     def partition_for(self, topic: str, key: bytes) -> int: ...
     def init_transactions(self, timeout_s: float) -> None: ...
     def begin_transaction(self) -> None: ...
+    def send_offsets_to_transaction(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        group_metadata: GroupMetadata,
+        timeout_s: float,
+    ) -> None:
+        """Commit consumer offsets in the open transaction (Kafka's KIP-447 fencing).
+
+        The group coordinator checks ``group_metadata`` (member id and generation): a member
+        whose generation is stale gets :class:`~sync._errors.GroupFencedError` and must abort,
+        so nothing it produced in the transaction becomes visible.
+        """
+        ...
+
     def commit_transaction(self, timeout_s: float) -> None: ...
     def abort_transaction(self, timeout_s: float) -> None: ...
     def close(self) -> None: ...
 
 
 class Consumer(Protocol):
-    """A manually assigned consumer (no group management, no commits)."""
+    """A manually assigned consumer (no group membership, no rebalancing).
+
+    Created with a ``group_id`` it can also read and write that group's committed
+    offsets: ``(offset, metadata)`` per partition, as Kafka's ``OffsetAndMetadata``
+    (the metadata string is limited by the broker's ``offset.metadata.max.bytes``,
+    4096 by default; a longer one raises :class:`TransportError`).
+    """
 
     def assign(self, topic: str, offsets: Mapping[int, int]) -> None: ...
     def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]: ...
     def positions(self, topic: str, partitions: Sequence[int]) -> dict[int, int]: ...
     def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]: ...
     def start_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]: ...
+    def pause(self, topic: str, partitions: Sequence[int]) -> None: ...
+    def resume(self, topic: str, partitions: Sequence[int]) -> None: ...
+    def committed(
+        self, topic: str, partitions: Sequence[int], timeout_s: float = 10.0
+    ) -> dict[int, tuple[int, str] | None]: ...
+    def commit(
+        self, topic: str, offsets: Mapping[int, tuple[int, str]], timeout_s: float = 10.0
+    ) -> None: ...
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One member of a consumer group as the group coordinator describes it."""
+
+    member_id: str
+    client_id: str
+    host: str
+    #: topic -> partitions currently assigned to this member.
+    assignment: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A consumer group's state (``Stable``, ``PreparingRebalance``, ``CompletingRebalance``,
+    ``Empty``, ``Dead`` or ``Unknown``) and members, from the group coordinator."""
+
+    group_id: str
+    state: str
+    members: tuple[GroupMember, ...]
+
+
+class RebalanceListener(Protocol):
+    """Told about partition movements; called from inside :meth:`GroupConsumer.consume`.
+
+    With the cooperative protocol only partitions that move are revoked, and ``on_revoke``
+    runs while this member's generation is still valid (it may still commit). ``on_lost``
+    means the member was already thrown out (e.g. its session expired): it must not write.
+    """
+
+    def on_assign(self, partitions: Sequence[int]) -> None: ...
+    def on_revoke(self, partitions: Sequence[int]) -> None: ...
+    def on_lost(self, partitions: Sequence[int]) -> None: ...
+
+
+class GroupConsumer(Protocol):
+    """A member of a Kafka consumer group (cooperative-sticky assignor) reading one topic.
+
+    Liveness is the group's: a member that stops heartbeating for ``session_timeout_ms`` is
+    removed and its partitions are given to the others. Offsets are never auto-committed;
+    commit them with :meth:`Producer.send_offsets_to_transaction`.
+    """
+
+    def subscribe(self, topic: str, listener: RebalanceListener) -> None: ...
+    def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]: ...
+    def assignment(self) -> list[int]: ...
+    def committed(self, partitions: Sequence[int], timeout_s: float) -> dict[int, int]:
+        """Committed offsets (``OFFSET_INVALID`` if none); with read_committed this waits
+        until no transaction that commits offsets for these partitions is still open."""
+        ...
+
+    def seek(self, partition: int, offset: int) -> None: ...
+    def group_metadata(self) -> GroupMetadata: ...
+    def generation(self) -> int:
+        """The group generation this member last joined (-1 before the first join)."""
+        ...
+
+    def member_id(self) -> str: ...
+    def close(self) -> None:
+        """Leave the group; revocations are delivered to the listener before returning."""
+        ...
 
 
 class Admin(Protocol):
@@ -161,6 +264,11 @@ class Admin(Protocol):
     def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription: ...
     def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None: ...
     def delete_topic(self, topic: str, timeout_s: float = 30.0) -> None: ...
+    def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
+        """The group's state and members (state ``Dead`` with no members if unknown)."""
+        ...
+    def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]: ...
+    def delete_group(self, group: str, timeout_s: float = 30.0) -> None: ...
 
 
 class Transport(Protocol):
@@ -168,8 +276,33 @@ class Transport(Protocol):
 
     @property
     def description(self) -> str: ...
-    def producer(self, *, transactional_id: str | None = None, linger_ms: int = 0) -> Producer: ...
-    def consumer(self, *, read_committed: bool = True, fetch_wait_max_ms: int = 10) -> Consumer: ...
+    def producer(
+        self,
+        *,
+        transactional_id: str | None = None,
+        linger_ms: int = 0,
+        transaction_timeout_ms: int | None = None,
+    ) -> Producer: ...
+    def consumer(
+        self,
+        *,
+        read_committed: bool = True,
+        fetch_wait_max_ms: int = 10,
+        group_id: str | None = None,
+    ) -> Consumer: ...
+    def group_consumer(
+        self,
+        group_id: str,
+        *,
+        client_id: str | None = None,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int | None = None,
+        read_committed: bool = True,
+        fetch_wait_max_ms: int = 10,
+    ) -> GroupConsumer:
+        """Join ``group_id`` as a cooperative-sticky member (subscribe to start)."""
+        ...
+
     def admin(self) -> Admin: ...
 
 

@@ -24,10 +24,17 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from .._errors import ProducerFencedError, TopicConfigurationMismatch, TransportError
+from .._errors import (
+    GroupFencedError,
+    ProducerFencedError,
+    TopicConfigurationMismatch,
+    TransportError,
+)
 from ._base import (
     DeliveryCallback,
     DeliveryReport,
+    GroupDescription,
+    GroupMetadata,
     Header,
     KafkaConfig,
     Message,
@@ -35,6 +42,7 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
+from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer, describe_group
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging, not straight to stderr.
@@ -57,6 +65,8 @@ _TRANSIENT_CODES = frozenset(
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError._UNKNOWN_PARTITION,  # noqa: SLF001 - stale local metadata
         KafkaError._TRANSPORT,  # noqa: SLF001 - public constant
         KafkaError._TIMED_OUT,  # noqa: SLF001 - public constant
     }
@@ -67,13 +77,21 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and err.code() in _FENCED_CODES:
         return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
+    if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
+        return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
 
 
 class KafkaProducer:
     """confluent-kafka producer: idempotent, acks=all, Java-compatible key partitioning."""
 
-    def __init__(self, config: KafkaConfig, transactional_id: str | None, linger_ms: int) -> None:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        transactional_id: str | None,
+        linger_ms: int,
+        transaction_timeout_ms: int | None = None,
+    ) -> None:
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
             "client.id": config.client_id,
@@ -86,7 +104,7 @@ class KafkaProducer:
         }
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
-            conf["transaction.timeout.ms"] = 15000
+            conf["transaction.timeout.ms"] = transaction_timeout_ms or 15000
         conf.update(config.extra)
         self._producer = _RdProducer(conf)
         self._partition_counts: dict[str, int] = {}
@@ -162,6 +180,19 @@ class KafkaProducer:
         except KafkaException as exc:
             raise _translate(exc, "begin_transaction") from exc
 
+    def send_offsets_to_transaction(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        group_metadata: GroupMetadata,
+        timeout_s: float,
+    ) -> None:
+        tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
+        try:
+            self._producer.send_offsets_to_transaction(tps, group_metadata, timeout_s)
+        except KafkaException as exc:
+            raise _translate(exc, f"send offsets of {topic} to the transaction") from exc
+
     def commit_transaction(self, timeout_s: float) -> None:
         try:
             self._producer.commit_transaction(timeout_s)
@@ -179,26 +210,37 @@ class KafkaProducer:
 
 
 class KafkaConsumer:
-    """confluent-kafka consumer used with manual assignment only (no group, no commits)."""
+    """confluent-kafka consumer used with manual assignment only (never joins a group).
 
-    def __init__(self, config: KafkaConfig, read_committed: bool, fetch_wait_max_ms: int) -> None:
+    With a ``group_id`` its commits go to that group (a "simple" consumer group: no
+    members, no generations), which is how subscriptions keep their positions.
+    """
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        read_committed: bool,
+        fetch_wait_max_ms: int,
+        group_id: str | None = None,
+    ) -> None:
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
             "client.id": config.client_id,
             # Required by librdkafka even for assign(); never joins since we never subscribe.
-            "group.id": f"{config.client_id}.unused",
+            "group.id": group_id if group_id is not None else f"{config.client_id}.unused",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed" if read_committed else "read_uncommitted",
             "fetch.wait.max.ms": fetch_wait_max_ms,
             "auto.offset.reset": "earliest",
             # Bootstrap reads whole compacted logs; large fetches keep librdkafka ahead of Python.
-            "fetch.max.bytes": 64 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 262144,
+            "fetch.max.bytes": 16 * 1024 * 1024,
+            "max.partition.fetch.bytes": 4 * 1024 * 1024,
+            "queued.max.messages.kbytes": 16384,  # per partition
             "logger": _RDKAFKA_LOG,
         }
         conf.update(config.extra)
+        self._group_id = group_id
         self._consumer = _RdConsumer(conf)
 
     def assign(self, topic: str, offsets: Mapping[int, int]) -> None:
@@ -253,19 +295,18 @@ class KafkaConsumer:
                     break
                 except KafkaException as exc:
                     err = exc.args[0] if exc.args else None
-                    # Leader elections (new topic, broker restart) are transient.
-                    if (
-                        isinstance(err, KafkaError)
-                        and err.retriable()
-                        and time.monotonic() < deadline
-                    ) or (
-                        isinstance(err, KafkaError)
-                        and err.code() in _TRANSIENT_CODES
-                        and time.monotonic() < deadline
-                    ):
-                        time.sleep(0.1)
-                        continue
-                    raise _translate(exc, f"watermarks of {topic}[{p}]") from exc
+                    transient = isinstance(err, KafkaError) and (
+                        err.retriable() or err.code() in _TRANSIENT_CODES
+                    )
+                    if not transient or time.monotonic() > deadline:
+                        raise _translate(exc, f"watermarks of {topic}[{p}]") from exc
+                    # Leader moves (broker loss, new topic): refresh metadata, then retry.
+                    logger.info("watermarks of %s[%d]: %s; retrying", topic, p, err)
+                    try:
+                        self._consumer.list_topics(topic, timeout=5)
+                    except KafkaException:
+                        logger.debug("metadata refresh failed", exc_info=True)
+                    time.sleep(0.2)
             out[p] = (int(low), int(high))
         return out
 
@@ -276,6 +317,60 @@ class KafkaConsumer:
 
     def start_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         return {p: lo for p, (lo, _) in self._watermarks(topic, partitions).items()}
+
+    def pause(self, topic: str, partitions: Sequence[int]) -> None:
+        if partitions:
+            self._consumer.pause([TopicPartition(topic, p) for p in partitions])
+
+    def resume(self, topic: str, partitions: Sequence[int]) -> None:
+        if partitions:
+            self._consumer.resume([TopicPartition(topic, p) for p in partitions])
+
+    def _require_group(self, what: str) -> str:
+        if self._group_id is None:
+            raise TransportError(f"{what} needs a consumer created with a group_id")
+        return self._group_id
+
+    def committed(
+        self, topic: str, partitions: Sequence[int], timeout_s: float = 10.0
+    ) -> dict[int, tuple[int, str] | None]:
+        group = self._require_group("committed()")
+        try:
+            tps = self._consumer.committed(
+                [TopicPartition(topic, p) for p in partitions], timeout=timeout_s
+            )
+        except KafkaException as exc:
+            raise _translate(exc, f"read committed offsets of group {group!r}") from exc
+        out: dict[int, tuple[int, str] | None] = {}
+        for tp in tps:
+            if tp.error is not None:
+                raise TransportError(
+                    f"read committed offset of {topic}[{tp.partition}] for group {group!r} "
+                    f"failed: {tp.error}"
+                )
+            out[tp.partition] = None if tp.offset < 0 else (tp.offset, tp.metadata or "")
+        return out
+
+    def commit(
+        self, topic: str, offsets: Mapping[int, tuple[int, str]], timeout_s: float = 10.0
+    ) -> None:
+        group = self._require_group("commit()")
+        if not offsets:
+            return
+        tps = [
+            TopicPartition(topic, p, offset, metadata=metadata)
+            for p, (offset, metadata) in offsets.items()
+        ]
+        try:
+            result = self._consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as exc:
+            raise _translate(exc, f"commit offsets of group {group!r} on {topic}") from exc
+        for tp in result or ():
+            if tp.error is not None:
+                raise TransportError(
+                    f"commit of {topic}[{tp.partition}]@{tp.offset} for group {group!r} "
+                    f"failed: {tp.error}"
+                )
 
     def close(self) -> None:
         self._consumer.close()
@@ -365,6 +460,25 @@ class KafkaAdmin:
         except KafkaException as exc:
             raise _translate(exc, f"delete topic {topic}") from exc
 
+    def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
+        return describe_group(self._admin, group_id, timeout_s)
+
+    def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
+        try:
+            listing = self._admin.list_consumer_groups(request_timeout=timeout_s).result()
+        except KafkaException as exc:
+            raise _translate(exc, "list consumer groups") from exc
+        return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
+
+    def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
+        try:
+            self._admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return
+            raise _translate(exc, f"delete consumer group {group!r}") from exc
+
 
 class KafkaTransport:
     """The production transport."""
@@ -376,13 +490,43 @@ class KafkaTransport:
     def description(self) -> str:
         return f"kafka://{self.config.bootstrap_servers}"
 
-    def producer(self, *, transactional_id: str | None = None, linger_ms: int = 0) -> KafkaProducer:
-        return KafkaProducer(self.config, transactional_id, linger_ms)
+    def producer(
+        self,
+        *,
+        transactional_id: str | None = None,
+        linger_ms: int = 0,
+        transaction_timeout_ms: int | None = None,
+    ) -> KafkaProducer:
+        return KafkaProducer(self.config, transactional_id, linger_ms, transaction_timeout_ms)
+
+    def group_consumer(
+        self,
+        group_id: str,
+        *,
+        client_id: str | None = None,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int | None = None,
+        read_committed: bool = True,
+        fetch_wait_max_ms: int = 10,
+    ) -> KafkaGroupConsumer:
+        return KafkaGroupConsumer(
+            self.config,
+            group_id,
+            client_id=client_id,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            read_committed=read_committed,
+            fetch_wait_max_ms=fetch_wait_max_ms,
+        )
 
     def consumer(
-        self, *, read_committed: bool = True, fetch_wait_max_ms: int = 10
+        self,
+        *,
+        read_committed: bool = True,
+        fetch_wait_max_ms: int = 10,
+        group_id: str | None = None,
     ) -> KafkaConsumer:
-        return KafkaConsumer(self.config, read_committed, fetch_wait_max_ms)
+        return KafkaConsumer(self.config, read_committed, fetch_wait_max_ms, group_id)
 
     def admin(self) -> KafkaAdmin:
         return KafkaAdmin(self.config)

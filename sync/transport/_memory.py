@@ -22,14 +22,20 @@ from ._base import (
     OFFSET_BEGINNING,
     DeliveryCallback,
     DeliveryReport,
+    GroupDescription,
+    GroupMetadata,
     Header,
     Message,
     TopicDescription,
     TopicSpec,
     config_differences,
 )
+from ._memory_group import GroupCoordinator, MemoryGroupConsumer, start_offset_of
 
 __all__ = ["MemoryBroker", "MemoryTransport"]
+
+#: Kafka's default ``offset.metadata.max.bytes``: the longest commit metadata string.
+OFFSET_METADATA_MAX_BYTES = 4096
 
 
 class _State(enum.Enum):
@@ -109,7 +115,21 @@ class MemoryBroker:
         self._lock = threading.Condition()
         self._topics: dict[str, _Topic] = {}
         self._epochs: dict[str, int] = {}
+        #: Committed offsets per consumer group: (topic, partition) -> (offset, metadata).
+        self._groups: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self._available = True
+        #: Consumer groups with members (subscribe / rebalance / generations).
+        self._coordinator = GroupCoordinator(self._lock, self._partition_count)
+
+    def _partition_count(self, topic: str) -> int:
+        with self._lock:
+            found = self._topics.get(topic)
+            return 0 if found is None else len(found.partitions)
+
+    def expire_group_member(self, group_id: str, client_id: str) -> int:
+        """Expire the session of ``client_id`` in ``group_id`` now, as Kafka does to a
+        member killed with ``kill -9``; returns how many members were dropped."""
+        return self._coordinator.expire_member(group_id, client_id)
 
     # -- test controls -------------------------------------------------------------
     def set_available(self, available: bool) -> None:
@@ -243,7 +263,9 @@ class MemoryProducer:
             b._lock.notify_all()  # noqa: SLF001
 
     def poll(self, timeout_s: float = 0.0) -> int:
-        reports, self._reports = self._reports, []
+        # Under the lock: produce() may append from another thread (librdkafka allows it).
+        with self._broker._lock:  # noqa: SLF001
+            reports, self._reports = self._reports, []
         for callback, report in reports:
             callback(report)
         return len(reports)
@@ -262,6 +284,7 @@ class MemoryProducer:
             b._epochs[self._tid] = epoch  # noqa: SLF001
             # A new epoch aborts whatever an older incarnation left open.
             self._end_pending(lambda txn: txn[0] == self._tid and txn[1] < epoch, _State.ABORTED)
+            b._coordinator.finish_older(self._tid, epoch)  # noqa: SLF001
             self._epoch = epoch
 
     def _end_pending(self, match: object, state: _State) -> None:
@@ -293,11 +316,32 @@ class MemoryProducer:
                 raise ProducerFencedError(f"producer {self._tid!r} was fenced")
             mine = (self._tid, self._epoch)
             self._end_pending(lambda txn: txn == mine, state)
+            if self._tid is not None and self._epoch is not None:
+                b._coordinator.finish(  # noqa: SLF001
+                    (self._tid, self._epoch), state is _State.COMMITTED
+                )
         self._in_txn = False
         reports, self._txn_reports = self._txn_reports, []
         if state is _State.COMMITTED:
             for callback, report in reports:
                 callback(report)
+
+    def send_offsets_to_transaction(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        group_metadata: GroupMetadata,
+        timeout_s: float,
+    ) -> None:
+        if self._tid is None or self._epoch is None or not self._in_txn:
+            raise TransportError("send_offsets_to_transaction outside a transaction")
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            if self._fenced():
+                raise ProducerFencedError(f"producer {self._tid!r} was fenced")
+            self._broker._coordinator.stage_offsets(  # noqa: SLF001
+                group_metadata, topic, offsets, (self._tid, self._epoch)
+            )
 
     def commit_transaction(self, timeout_s: float) -> None:
         self._finish(_State.COMMITTED)
@@ -310,13 +354,17 @@ class MemoryProducer:
 
 
 class MemoryConsumer:
-    """Consumer twin with manual assignment."""
+    """Consumer twin with manual assignment (and, with a group id, group commits)."""
 
-    def __init__(self, broker: MemoryBroker, read_committed: bool) -> None:
+    def __init__(
+        self, broker: MemoryBroker, read_committed: bool, group_id: str | None = None
+    ) -> None:
         self._broker = broker
         self._read_committed = read_committed
+        self._group_id = group_id
         self._topic_name: str | None = None
         self._positions: dict[int, int] = {}
+        self._paused: set[int] = set()
 
     def assign(self, topic: str, offsets: Mapping[int, int]) -> None:
         with self._broker._lock:  # noqa: SLF001
@@ -334,6 +382,8 @@ class MemoryConsumer:
         out: list[Message] = []
         assert self._topic_name is not None  # noqa: S101 - set by assign()
         for p, pos in self._positions.items():
+            if p in self._paused:
+                continue
             part = t.partitions[p]
             end = self._visible_end(part)
             for e in part.entries:
@@ -378,6 +428,49 @@ class MemoryConsumer:
             t = self._broker._topic(topic)  # noqa: SLF001
             return {p: t.partitions[p].start_offset for p in partitions}
 
+    def pause(self, topic: str, partitions: Sequence[int]) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            self._paused.update(partitions)
+
+    def resume(self, topic: str, partitions: Sequence[int]) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            self._paused.difference_update(partitions)
+            self._broker._lock.notify_all()  # noqa: SLF001
+
+    def _require_group(self, what: str) -> str:
+        if self._group_id is None:
+            raise TransportError(f"{what} needs a consumer created with a group_id")
+        return self._group_id
+
+    def committed(
+        self, topic: str, partitions: Sequence[int], timeout_s: float = 10.0
+    ) -> dict[int, tuple[int, str] | None]:
+        group = self._require_group("committed()")
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            offsets = self._broker._groups.get(group, {})  # noqa: SLF001
+            return {p: offsets.get((topic, p)) for p in partitions}
+
+    def commit(
+        self, topic: str, offsets: Mapping[int, tuple[int, str]], timeout_s: float = 10.0
+    ) -> None:
+        group = self._require_group("commit()")
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            t = self._broker._topic(topic)  # noqa: SLF001
+            for p, (offset, metadata) in offsets.items():
+                if not 0 <= p < len(t.partitions):
+                    raise TransportError(f"commit to unknown partition {topic}[{p}]")
+                if len(metadata.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
+                    # Kafka: OFFSET_METADATA_TOO_LARGE (offset.metadata.max.bytes).
+                    raise TransportError(
+                        f"commit of {topic}[{p}]@{offset} for group {group!r} failed: "
+                        "Broker: Offset metadata string too large"
+                    )
+            stored = self._broker._groups.setdefault(group, {})  # noqa: SLF001
+            for p, (offset, metadata) in offsets.items():
+                stored[(topic, p)] = (offset, metadata)
+
     def close(self) -> None:
         self._topic_name = None
 
@@ -416,6 +509,19 @@ class MemoryAdmin:
         with self._broker._lock:  # noqa: SLF001
             self._broker._topics.pop(topic, None)  # noqa: SLF001
 
+    def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
+        self._broker._check()  # noqa: SLF001
+        return self._broker._coordinator.describe(group_id)  # noqa: SLF001
+
+    def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            return sorted(g for g in self._broker._groups if g.startswith(prefix))  # noqa: SLF001
+
+    def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._groups.pop(group, None)  # noqa: SLF001
+
 
 class MemoryTransport:
     """Transport over a :class:`MemoryBroker` (a fresh one unless given)."""
@@ -428,14 +534,42 @@ class MemoryTransport:
         return "memory://"
 
     def producer(
-        self, *, transactional_id: str | None = None, linger_ms: int = 0
+        self,
+        *,
+        transactional_id: str | None = None,
+        linger_ms: int = 0,
+        transaction_timeout_ms: int | None = None,
     ) -> MemoryProducer:
         return MemoryProducer(self.broker, transactional_id)
 
+    def group_consumer(
+        self,
+        group_id: str,
+        *,
+        client_id: str | None = None,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int | None = None,
+        read_committed: bool = True,
+        fetch_wait_max_ms: int = 10,
+    ) -> MemoryGroupConsumer:
+        fetcher = MemoryConsumer(self.broker, read_committed)
+        return MemoryGroupConsumer(
+            self.broker._coordinator,  # noqa: SLF001
+            fetcher,
+            group_id,
+            client_id or "policy-sync",
+            session_timeout_ms,
+            start_offset_of(fetcher.start_offsets),
+        )
+
     def consumer(
-        self, *, read_committed: bool = True, fetch_wait_max_ms: int = 10
+        self,
+        *,
+        read_committed: bool = True,
+        fetch_wait_max_ms: int = 10,
+        group_id: str | None = None,
     ) -> MemoryConsumer:
-        return MemoryConsumer(self.broker, read_committed)
+        return MemoryConsumer(self.broker, read_committed, group_id)
 
     def admin(self) -> MemoryAdmin:
         return MemoryAdmin(self.broker)

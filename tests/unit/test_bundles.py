@@ -23,8 +23,12 @@ from sync._errors import InvalidInputError, InvalidTopicNameError, NotFoundError
 from sync._names import NamespaceName, TopicName
 
 NS = NamespaceName("public", "default")
-FOUR = ["0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000",
-        "0xc0000000_0xffffffff"]
+FOUR = [
+    "0x00000000_0x40000000",
+    "0x40000000_0x80000000",
+    "0x80000000_0xc0000000",
+    "0xc0000000_0xffffffff",
+]
 
 
 def names(bundles: NamespaceBundles) -> list[str]:
@@ -176,8 +180,7 @@ def test_bundle_ranges_sort_by_lower_bound() -> None:
         (4, (0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF)),
         (
             7,
-            (0, 0x24924924, 0x49249248, 0x6DB6DB6C, 0x92492490, 0xB6DB6DB4, 0xDB6DB6D8,
-             0xFFFFFFFF),
+            (0, 0x24924924, 0x49249248, 0x6DB6DB6C, 0x92492490, 0xB6DB6DB4, 0xDB6DB6D8, 0xFFFFFFFF),
         ),
     ],
 )
@@ -370,7 +373,11 @@ def test_split_narrowest_bundles() -> None:
     with pytest.raises(InvalidInputError, match="split point 0x00000000 equals a bundle boundary"):
         bundles.split("0x00000000_0x00000001", "range_equally_divide")
     assert bundles.split("0x00000001_0x00000003", "range_equally_divide").boundaries == (
-        0, 1, 2, 3, FULL_UPPER,
+        0,
+        1,
+        2,
+        3,
+        FULL_UPPER,
     )
 
 
@@ -483,7 +490,12 @@ def test_to_json_after_split() -> None:
     split = NamespaceBundles.default(NS).split(FOUR[3], "range_equally_divide")
     assert split.to_json() == {
         "boundaries": [
-            "0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xdfffffff", "0xffffffff",
+            "0x00000000",
+            "0x40000000",
+            "0x80000000",
+            "0xc0000000",
+            "0xdfffffff",
+            "0xffffffff",
         ],
         "numBundles": 5,
     }

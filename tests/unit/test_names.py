@@ -68,8 +68,13 @@ def test_parse_accepts(text: str, canonical: str) -> None:
         ("my-topic", TopicDomain.PERSISTENT, "public", "default", "my-topic"),
         ("a/b/c", TopicDomain.PERSISTENT, "a", "b", "c"),
         ("non-persistent://t/n/l", TopicDomain.NON_PERSISTENT, "t", "n", "l"),
-        ("NON-persistent://t/n/l-partition-2", TopicDomain.NON_PERSISTENT, "t", "n",
-         "l-partition-2"),
+        (
+            "NON-persistent://t/n/l-partition-2",
+            TopicDomain.NON_PERSISTENT,
+            "t",
+            "n",
+            "l-partition-2",
+        ),
     ],
 )
 def test_parse_fields(

@@ -9,6 +9,9 @@ import sync.transport
 def test_sync_exports() -> None:
     assert sorted(sync.__all__) == sorted(
         [
+            "AccessDeniedError", "AuthenticationError", "AuthorizationError",
+            "BundleUnloadingError", "ConflictError", "GroupFencedError", "TooManyRequestsError",
+            "UnavailableError",
             "BootstrapTimeout", "CacheConfig", "CacheState", "CacheStateError", "CacheStats",
             "Codec", "CodecError", "ConfigurationError", "FieldCatalog", "InvalidInputError",
             "InvalidPolicyError", "InvalidTopicNameError", "Listener", "NamespaceName",
@@ -26,6 +29,8 @@ def test_sync_exports() -> None:
 def test_transport_exports() -> None:
     assert sorted(sync.transport.__all__) == sorted(
         [
+            "OFFSET_INVALID", "GroupConsumer", "GroupDescription", "GroupMember", "GroupMetadata",
+            "RebalanceListener",
             "OFFSET_BEGINNING", "Admin", "Consumer", "DeliveryCallback", "DeliveryReport",
             "Header", "KafkaConfig", "KafkaTransport", "Message", "MemoryBroker",
             "MemoryTransport", "Producer", "TopicDescription", "TopicSpec", "Transport",

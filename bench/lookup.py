@@ -1,0 +1,315 @@
+"""Lookup benchmarks: in-process lookup rate, HTTP lookup rate and latency, failover time.
+
+Figures (printed, and returned by :func:`run`; nothing is asserted):
+
+* ``inprocess_lookups_per_s`` -- ``LookupService.lookup_now(name)``: name → bundle → owner's
+  LookupData bytes, one thread, names already in the parse cache (as Pulsar's TopicName
+  cache would hold them); ``inprocess_first_sight_per_s`` -- the same with names never seen
+  before (each is parsed and validated);
+* ``http_closed_*`` -- ``GET /lookup/v2/topic/…`` on one sidecar process, load from a
+  separate process (:mod:`bench._loadgen`, 16 keep-alive connections, each sending as soon
+  as the previous answer arrives): throughput and latency percentiles;
+* ``http_open_*`` -- the same at a fixed offered 5,000 requests/s, latency measured from
+  the scheduled send time (no coordinated omission);
+* ``failover_s`` -- kill -9 of the broker owning the most bundles until every survivor
+  answers a live owner for every probe topic, per round, with ``session.timeout.ms``.
+
+Run alone: ``python -m bench.lookup`` (uses ``$KAFKA_BOOTSTRAP_SERVERS`` or starts Kafka).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from broker_shim.registry import (
+    BrokerIdentity,
+    ClusterConfig,
+    ClusterService,
+    LookupConfig,
+    OwnershipConfig,
+)
+from sync._names import NamespaceName, TopicName
+from sync.transport import KafkaConfig, KafkaTransport
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SESSION_TIMEOUT_MS = 1000
+BUNDLES = 16
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read()
+
+
+def _put(url: str, body: str) -> int:
+    req = urllib.request.Request(url, data=body.encode(), method="PUT")  # noqa: S310
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+
+
+# -- in-process ----------------------------------------------------------------------------
+def bench_inprocess(
+    bootstrap: str, names: int = 10_000, seconds: float = 2.0
+) -> tuple[float, float]:
+    """Lookups per second through one in-process service whose bundles are all owned."""
+    cluster = "bench" + uuid.uuid4().hex[:8]
+    identity = BrokerIdentity("bench-0", cluster=cluster)
+    service = ClusterService(
+        KafkaTransport(KafkaConfig(bootstrap)),
+        ClusterConfig(
+            identity,
+            ownership=OwnershipConfig(slots=16, session_timeout_ms=SESSION_TIMEOUT_MS),
+            lookup=LookupConfig(default_namespaces=()),
+        ),
+    ).start()
+    try:
+        service.wait_ready(60)
+        namespace = NamespaceName("bench", cluster)
+        service.admin.create_namespace(namespace, num_bundles=BUNDLES)
+        texts = [f"persistent://{namespace}/topic-{i}" for i in range(names)]
+
+        async def own_all() -> None:
+            await asyncio.gather(*(service.lookups.lookup(TopicName.parse(t)) for t in texts[:256]))
+
+        asyncio.run(own_all())
+        lookup_now = service.lookups.lookup_now
+        assert all(lookup_now(t) is not None for t in texts)  # noqa: S101 - a setup check
+        count, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            for text in texts:
+                lookup_now(text)
+            count += len(texts)
+        warm = count / (time.perf_counter() - started)
+        fresh = [f"persistent://{namespace}/new-{i}" for i in range(100_000)]
+        started = time.perf_counter()
+        for text in fresh:
+            lookup_now(text)
+        first_sight = len(fresh) / (time.perf_counter() - started)
+        return warm, first_sight
+    finally:
+        service.close()
+
+
+# -- sidecar processes -----------------------------------------------------------------------
+class _Shim:
+    def __init__(self, bootstrap: str, cluster: str, index: int, workdir: Path) -> None:
+        self.broker_id = f"b{index}"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.broker_url = f"pulsar://127.0.0.1:{self.port + 10000}"
+        self._args = [
+            str(BIN / "broker-shim"), "run",
+            "--broker-id", self.broker_id,
+            "--http-port", str(self.port),
+            "--bootstrap-servers", bootstrap,
+            "--cluster", cluster,
+            "--broker-url", self.broker_url,
+            "--topic", f"__change_events.{cluster}",
+            "--state-dir", str(workdir / self.broker_id),
+            "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
+            "--ownership-slots", "16",
+            "--log-level", "warning",
+        ]  # fmt: skip
+        self._log = workdir / f"{self.broker_id}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> _Shim:
+        with open(self._log, "ab") as log:
+            self.proc = subprocess.Popen(self._args, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            code, body = _get(self.url + "/policy-sync/v1/cluster", timeout=2)
+        except OSError:
+            return None
+        return dict(json.loads(body)) if code == 200 else None
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status is not None and status["state"] == "READY":
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"sidecar {self.broker_id} not ready; see {self._log}")
+
+    def owner_url(self, topic: str) -> str | None:
+        try:
+            code, body = _get(self.url + "/lookup/v2/topic/" + topic.replace("://", "/"), 2)
+        except OSError:
+            return None
+        return str(json.loads(body)["brokerUrl"]) if code == 200 else None
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def _wait_live(shims: list[_Shim], expected: set[str], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        views = [s.status() for s in shims]
+        if all(v is not None and set(v["liveBrokers"]) == expected for v in views):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"live brokers never became {sorted(expected)}")
+
+
+def _agree(shims: list[_Shim], topics: list[str], banned: str | None) -> bool:
+    views = [[s.owner_url(t) for t in topics] for s in shims]
+    first = views[0]
+    return all(v == first for v in views) and None not in first and banned not in first
+
+
+def bench_http(shim: _Shim, paths: list[str], workdir: Path, seconds: float) -> dict[str, Any]:
+    """Load one sidecar from a separate process: closed loop, then 5,000/s open loop."""
+    paths_file = workdir / "paths.txt"
+    paths_file.write_text("\n".join(paths))
+    out: dict[str, Any] = {}
+    for mode, rate in (("closed", "0"), ("open", "5000")):
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "bench._loadgen",
+                "--port", str(shim.port), "--paths", str(paths_file),
+                "--connections", "16", "--duration", str(seconds), "--rate", rate,
+            ],
+            capture_output=True, text=True, check=True, cwd=ROOT,
+        )  # fmt: skip
+        out[mode] = json.loads(done.stdout)
+    return out
+
+
+def bench_failover(shims: list[_Shim], topics: list[str], rounds: int) -> list[float]:
+    """kill -9 the busiest owner, time until the survivors agree on live owners."""
+    times: list[float] = []
+    for _ in range(rounds):
+        status = shims[0].status() or {}
+        counts: dict[str, int] = dict(status.get("ownedBundles", {}))
+        victim = max(shims, key=lambda s: counts.get(s.broker_id, 0))
+        survivors = [s for s in shims if s is not victim]
+        probe = [t for t in topics if shims[0].owner_url(t) == victim.broker_url][:8] or topics[:8]
+        assert victim.proc is not None  # noqa: S101 - started
+        started = time.monotonic()
+        victim.proc.kill()
+        while not _agree(survivors, probe, victim.broker_url):
+            if time.monotonic() - started > 60:
+                raise RuntimeError("no failover within 60 s")
+            time.sleep(0.005)
+        times.append(time.monotonic() - started)
+        victim.proc.wait(10)
+        victim.start().wait_ready()
+        _wait_live(shims, {s.broker_id for s in shims})
+        deadline = time.monotonic() + 30
+        while not _agree(shims, topics[:16], None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return times
+
+
+def run(
+    bootstrap: str | None = None, *, http_seconds: float = 5.0, rounds: int = 3
+) -> dict[str, Any]:
+    """Run every lookup benchmark, print the figures, return them.
+
+    ``bootstrap`` defaults to ``$KAFKA_BOOTSTRAP_SERVERS``; without either, a broker is
+    started as the tests start one (``tests/kafka_broker.py``).
+    """
+    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if bootstrap is None:
+        sys.path.insert(0, str(ROOT))
+        from tests.kafka_broker import kafka_for_tests
+
+        with kafka_for_tests() as started:
+            return run(started, http_seconds=http_seconds, rounds=rounds)
+
+    warm, first_sight = bench_inprocess(bootstrap)
+    print("lookup benchmarks")
+    print(f"  in-process lookup, names cached          {warm:>12,.0f} /s")
+    print(f"  in-process lookup, first sight of names  {first_sight:>12,.0f} /s")
+
+    cluster = "bench" + uuid.uuid4().hex[:8]
+    with tempfile.TemporaryDirectory(prefix="bench-lookup-") as tmp:
+        workdir = Path(tmp)
+        shims = [_Shim(bootstrap, cluster, i, workdir) for i in range(3)]
+        try:
+            for shim in shims:
+                shim.start()
+            for shim in shims:
+                shim.wait_ready()
+            _wait_live(shims, {s.broker_id for s in shims})
+            namespace = f"bench/{cluster}"
+            _put(f"{shims[0].url}/admin/v2/namespaces/{namespace}",
+                 json.dumps({"bundles": {"numBundles": BUNDLES}}))  # fmt: skip
+            topics = [f"persistent://{namespace}/topic-{i}" for i in range(1000)]
+            paths = ["/lookup/v2/topic/" + t.replace("://", "/") for t in topics]
+            for topic in topics[:200]:  # claim every bundle before measuring
+                shims[1].owner_url(topic)
+            http_figures = bench_http(shims[1], paths, workdir, http_seconds)
+            failovers = bench_failover(shims, topics, rounds)
+        finally:
+            for shim in shims:
+                shim.stop()
+
+    closed, opened = http_figures["closed"], http_figures["open"]
+    for label, fig in (("closed loop (16 conns)", closed), ("open loop at 5,000/s", opened)):
+        print(
+            f"  HTTP lookup, {label:<27} {fig['rate']:>12,.0f} /s   p50 {fig['p50_ms']:.2f} ms"
+            f"  p99 {fig['p99_ms']:.2f} ms  errors {fig['errors']}"
+        )
+    timeout_s = SESSION_TIMEOUT_MS / 1000
+    print(
+        f"  failover after kill -9 (session.timeout.ms={SESSION_TIMEOUT_MS}): "
+        + ", ".join(f"{t:.2f}s" for t in failovers)
+        + f"  (max {max(failovers) / timeout_s:.2f}x the timeout)"
+    )
+    return {
+        "inprocess_lookups_per_s": warm,
+        "inprocess_first_sight_per_s": first_sight,
+        "http_closed_per_s": closed["rate"],
+        "http_closed_p50_ms": closed["p50_ms"],
+        "http_closed_p99_ms": closed["p99_ms"],
+        "http_open_offered_per_s": 5000,
+        "http_open_per_s": opened["rate"],
+        "http_open_p50_ms": opened["p50_ms"],
+        "http_open_p99_ms": opened["p99_ms"],
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "failover_s": failovers,
+        "failover_median_s": statistics.median(failovers),
+        "failover_max_over_timeout": max(failovers) / timeout_s,
+    }
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,581 @@
+"""HTTP routes of the registry, bundles, ownership and lookup (aiohttp).
+
+Pulsar-compatible (same paths, JSON shapes and status codes as a Pulsar broker)::
+
+    GET  /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}          LookupData
+         ?listenerName=NAME or header X-Pulsar-ListenerName: an advertised listener
+    GET  /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle   "0x…_0x…" (raw)
+    GET  /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions      {"partitions": N}
+    PUT  /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions      body N -> 204
+    GET  /admin/v2/clusters                                              ["standalone"]
+    GET  /admin/v2/brokers/{cluster}                                     ["host:port", …]
+    GET  /admin/v2/namespaces/{tenant}                                   ["tenant/ns", …]
+    PUT  /admin/v2/namespaces/{tenant}/{namespace}                       body (optional)
+         {"bundles": {"numBundles": N}} or {"bundles": {"boundaries": […]}} -> 204
+    GET  /admin/v2/namespaces/{tenant}/{namespace}/bundles     {"boundaries": […], "numBundles": N}
+    PUT  /admin/v2/namespaces/{tenant}/{namespace}/unload                             -> 204
+    PUT  /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload                    -> 204
+    PUT  /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split
+         ?unload=false&splitAlgorithmName=range_equally_divide|topic_count_equally_divide -> 204
+
+NameServer (RocketMQ semantics, JSON in RocketMQ's field names)::
+
+    GET    /registry/v1/route/{domain}/{tenant}/{namespace}/{topic}      TopicRouteData
+    GET    /registry/v1/cluster-info                 {"brokerAddrTable", "clusterAddrTable"}
+    GET    /registry/v1/topics                                           {"topicList": […]}
+    GET    /registry/v1/kv/{namespace}                                   {"table": {k: v}}
+    GET    /registry/v1/kv/{namespace}/{key}                             {"value": v}
+    PUT    /registry/v1/kv/{namespace}/{key}         body: the value (text) -> 204
+    DELETE /registry/v1/kv/{namespace}/{key}                                        -> 204
+    POST   /registry/v1/brokers/{broker_name}/wipe-write-perm            {"wipeTopicCount": n}
+    POST   /registry/v1/brokers/{broker_name}/add-write-perm             {"addTopicCount": n}
+
+Operations::
+
+    GET    /policy-sync/v1/cluster        this sidecar's view: state, slots, live brokers
+    GET    /policy-sync/v1/ownership      {"bundles": {bundle: record}} of current bundles
+
+Errors are ``{"reason": "…"}``: 412 invalid name or value, 404 missing, 409 exists, 401 no
+valid token, 403 not allowed, 429 "Failed due to too many pending lookup requests", 503
+no owner yet / "Namespace bundle … is being unloaded" / still starting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from sync._errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PolicySyncError,
+    TooManyRequestsError,
+    UnavailableError,
+)
+from sync._names import NamespaceName, TopicName
+
+from .messaging._ownership import OwnerInfo
+from .registry import ClusterService, MemberState, ServiceState
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CLUSTER_KEY", "CurrentService", "LookupOwnership", "add_lookup_routes"]
+
+
+class CurrentService:
+    """The app's live :class:`ClusterService`; the supervisor replaces a failed one."""
+
+    def __init__(self, service: ClusterService) -> None:
+        self.service = service
+        self.restarts = 0
+
+
+class LookupOwnership:
+    """This sidecar's lookups as the messaging engine's ``TopicOwnership`` (issue 5):
+    a topic is local when this incarnation owns its bundle, else served at the owner's
+    ``httpUrl``. Pass ``LookupOwnership(app[CLUSTER_KEY])`` to ``add_ws_routes``."""
+
+    def __init__(self, current: CurrentService) -> None:
+        self.current = current
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        """The live owner of ``topic``'s bundle (claimed first if it has none).
+
+        Raises:
+            UnavailableError: not ready, no owner in time, or the bundle is moving.
+            NotFoundError: the topic's namespace does not exist.
+        """
+        service = self.current.service
+        service.require_ready()
+        live = await service.lookups.owner_of(topic)
+        local = (
+            live.broker_id == service.identity.broker_id
+            and live.incarnation == service.incarnation
+        )
+        return OwnerInfo(local=local, http_url=live.registration.http_url)
+
+
+CLUSTER_KEY = web.AppKey("cluster", CurrentService)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_JSON = "application/json"
+_LISTENER_HEADER = "X-Pulsar-ListenerName"
+
+#: Most specific first: an exception maps to the first class it is an instance of.
+_STATUS: tuple[tuple[type[PolicySyncError], int], ...] = (
+    (AuthenticationError, 401),
+    (AuthorizationError, 403),
+    (TooManyRequestsError, 429),
+    (UnavailableError, 503),
+    (ConflictError, 409),
+    (NotFoundError, 404),
+    (InvalidInputError, 412),
+)
+
+
+def _reason(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+def _pulsar_errors(handler: Handler) -> Handler:
+    """Map our exception tree onto Pulsar's status codes and ``{"reason": …}`` bodies."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except PolicySyncError as exc:
+            for kind, status in _STATUS:
+                if isinstance(exc, kind):
+                    return _reason(status, str(exc))
+            logger.warning("%s %s failed: %s", request.method, request.path, exc)
+            return _reason(500, str(exc))
+
+    return wrapped
+
+
+def _service(request: web.Request) -> ClusterService:
+    return request.app[CLUSTER_KEY].service
+
+
+def _role(request: web.Request) -> str | None:
+    """The authenticated role, or None when auth is off."""
+    auth = _service(request).auth
+    if auth is None:
+        return None
+    return auth.authenticate(request.headers.get("Authorization"))
+
+
+def _check_lookup(request: web.Request, tenant: str) -> None:
+    auth = _service(request).auth
+    role = _role(request)
+    if auth is not None and role is not None:
+        auth.check_lookup(role, tenant)
+
+
+def _check_admin(request: web.Request, tenant: str) -> None:
+    auth = _service(request).auth
+    role = _role(request)
+    if auth is not None and role is not None:
+        auth.check_tenant_admin(role, tenant)
+
+
+def _check_super(request: web.Request) -> None:
+    auth = _service(request).auth
+    role = _role(request)
+    if auth is not None and role is not None:
+        auth.check_super_user(role)
+
+
+def _raw_segments(request: web.Request, first: int, count: int) -> list[str]:
+    # Pulsar decodes the local name itself (java.net.URLDecoder: "+" is a space), so take
+    # the still-encoded segments from the raw path, not aiohttp's decoded match_info.
+    parts = request.raw_path.split("?", 1)[0].split("/")
+    return parts[first : first + count]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _topic_from_rest(domain: str, tenant: str, namespace: str, local: str) -> TopicName:
+    return TopicName.from_rest(domain, tenant, namespace, local, encoded=True)
+
+
+def _topic(request: web.Request, first: int) -> TopicName:
+    domain, tenant, namespace, local = _raw_segments(request, first, 4)
+    return _topic_from_rest(domain, tenant, namespace, local)
+
+
+def _namespace(request: web.Request) -> NamespaceName:
+    m = request.match_info
+    return NamespaceName(m["tenant"], m["namespace"])
+
+
+def _flag(request: web.Request, name: str, default: bool = False) -> bool:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return default
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
+    return lowered == "true"
+
+
+async def _json_body(request: web.Request) -> Any:
+    text = await request.text()
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"request body is not valid JSON: {exc}") from exc
+
+
+# -- lookup ------------------------------------------------------------------------------
+async def lookup_topic(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /lookup/v2/topic/…``: the owner's LookupData."""
+    service = _service(request)
+    topic = _topic(request, 4)
+    if service.auth is not None:
+        _check_lookup(request, topic.tenant)
+    service.require_ready()
+    listener = request.query.get("listenerName") or request.headers.get(_LISTENER_HEADER)
+    lookups = service.lookups
+    body = lookups.lookup_now(topic, listener)
+    if body is None:
+        body = await lookups.lookup(topic, listener)
+    return web.Response(body=body, content_type=_JSON)
+
+
+async def topic_bundle(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET …/bundle``: the bundle range serving the topic (a raw string)."""
+    service = _service(request)
+    topic = _topic(request, 4)
+    _check_lookup(request, topic.tenant)
+    service.require_ready()
+    await service.lookups.layout_fresh(topic.namespace_name)
+    bundle = service.lookups.bundle_of(topic)
+    return web.Response(text=bundle.rpartition("/")[2], content_type=_JSON)
+
+
+# -- partitioned topics ------------------------------------------------------------------
+async def get_partitions(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET …/partitions``: ``{"partitions": N}`` (0 when not partitioned)."""
+    service = _service(request)
+    topic = _topic(request, 3)
+    _check_lookup(request, topic.tenant)
+    service.require_ready()
+    return web.json_response({"partitions": await service.lookups.partitions_fresh(topic)})
+
+
+async def create_partitions(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT …/partitions`` with body N: create the topic and its Kafka topic."""
+    service = _service(request)
+    topic = _topic(request, 3)
+    _check_admin(request, topic.tenant)
+    body = await _json_body(request)
+    if isinstance(body, bool) or not isinstance(body, int):
+        raise InvalidInputError(
+            f"request body must be the number of partitions as a JSON integer, got {body!r}"
+        )
+    if body <= 0:
+        raise InvalidInputError("Number of partitions should be more than 0")
+    service.require_ready()
+    await asyncio.to_thread(service.admin.create_topic, topic, body)
+    return web.Response(status=204)
+
+
+# -- clusters and brokers ----------------------------------------------------------------
+async def list_clusters(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /admin/v2/clusters``."""
+    service = _service(request)
+    _role(request)
+    names = set(service.registry.clusters()) | {service.identity.cluster}
+    return web.json_response(sorted(names))
+
+
+async def list_brokers(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /admin/v2/brokers/{cluster}``: live brokers as ``host:httpPort``."""
+    service = _service(request)
+    _check_super(request)
+    cluster = request.match_info["cluster"]
+    known = set(service.registry.clusters()) | {service.identity.cluster}
+    if cluster not in known:
+        raise NotFoundError(f"Cluster does not exist: {cluster}")
+    return web.json_response(sorted(r.web_address for r in service.registry.live_brokers(cluster)))
+
+
+# -- namespaces and bundles ----------------------------------------------------------------
+async def list_namespaces(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /admin/v2/namespaces/{tenant}``."""
+    service = _service(request)
+    tenant = request.match_info["tenant"]
+    _check_lookup(request, tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(service.admin.namespaces(tenant))
+
+
+async def create_namespace(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT /admin/v2/namespaces/{tenant}/{namespace}`` (policies: bundles only)."""
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_admin(request, namespace.tenant)
+    body = await _json_body(request)
+    num_bundles: int | None = None
+    boundaries: list[str] | None = None
+    if body is not None:
+        if not isinstance(body, dict):
+            raise InvalidInputError("namespace policies must be a JSON object")
+        bundles = body.get("bundles")
+        if bundles is not None:
+            if not isinstance(bundles, dict) or set(bundles) - {"numBundles", "boundaries"}:
+                raise InvalidInputError(
+                    'bundles must be {"numBundles": N} or {"boundaries": [...], "numBundles": N}'
+                )
+            raw_count = bundles.get("numBundles")
+            if raw_count is not None and (
+                isinstance(raw_count, bool) or not isinstance(raw_count, int)
+            ):
+                raise InvalidInputError(f"numBundles must be an integer, got {raw_count!r}")
+            num_bundles = raw_count
+            raw_bounds = bundles.get("boundaries")
+            if raw_bounds is not None:
+                if not isinstance(raw_bounds, list) or not all(
+                    isinstance(b, str) for b in raw_bounds
+                ):
+                    raise InvalidInputError("boundaries must be a list of hex strings")
+                boundaries = raw_bounds
+    service.require_ready()
+    await asyncio.to_thread(
+        service.admin.create_namespace, namespace, num_bundles=num_bundles, boundaries=boundaries
+    )
+    return web.Response(status=204)
+
+
+async def get_bundles(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET …/bundles``: ``{"boundaries": […], "numBundles": N}``."""
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_lookup(request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()  # an admin read: include splits made elsewhere
+    return web.json_response(service.lookups.layout(namespace).bundles.to_json())
+
+
+async def split_bundle(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT …/{bundle}/split?unload=…&splitAlgorithmName=…``."""
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_admin(request, namespace.tenant)
+    unload = _flag(request, "unload")
+    algorithm = request.query.get("splitAlgorithmName")
+    service.require_ready()
+    await asyncio.to_thread(
+        service.admin.split_bundle,
+        namespace,
+        request.match_info["bundle"],
+        algorithm=algorithm,
+        unload=unload,
+    )
+    return web.Response(status=204)
+
+
+async def unload_bundle(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT …/{bundle}/unload``."""
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_admin(request, namespace.tenant)
+    service.require_ready()
+    await service.admin.unload_bundle(namespace, request.match_info["bundle"])
+    return web.Response(status=204)
+
+
+async def unload_namespace(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload``."""
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_admin(request, namespace.tenant)
+    service.require_ready()
+    await service.admin.unload_namespace(namespace)
+    return web.Response(status=204)
+
+
+# -- NameServer ------------------------------------------------------------------------------
+async def route_info(request: web.Request) -> web.StreamResponse:
+    """RocketMQ GET_ROUTEINFO_BY_TOPIC."""
+    service = _service(request)
+    topic = _topic(request, 4)
+    _check_lookup(request, topic.tenant)
+    service.require_ready()
+    if service.store.topic(topic) is None:
+        await service.lookups.refresh()
+    return web.json_response(await service.lookups.route(topic))
+
+
+async def cluster_info(request: web.Request) -> web.StreamResponse:
+    """RocketMQ GET_BROKER_CLUSTER_INFO."""
+    service = _service(request)
+    _role(request)
+    return web.json_response(service.registry.cluster_info())
+
+
+async def all_topics(request: web.Request) -> web.StreamResponse:
+    """RocketMQ GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
+    service = _service(request)
+    _role(request)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response({"topicList": service.admin.topics()})
+
+
+async def kv_list(request: web.Request) -> web.StreamResponse:
+    """RocketMQ GET_KVLIST_BY_NAMESPACE."""
+    service = _service(request)
+    _role(request)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response({"table": service.admin.list_kv(request.match_info["namespace"])})
+
+
+async def kv_get(request: web.Request) -> web.StreamResponse:
+    """RocketMQ GET_KV_CONFIG."""
+    service = _service(request)
+    _role(request)
+    service.require_ready()
+    await service.lookups.refresh()
+    m = request.match_info
+    return web.json_response({"value": service.admin.get_kv(m["namespace"], m["key"])})
+
+
+async def kv_put(request: web.Request) -> web.StreamResponse:
+    """RocketMQ PUT_KV_CONFIG (the body is the value, as text)."""
+    service = _service(request)
+    _check_super(request)
+    m = request.match_info
+    value = await request.text()
+    service.require_ready()
+    await asyncio.to_thread(service.admin.put_kv, m["namespace"], m["key"], value)
+    return web.Response(status=204)
+
+
+async def kv_delete(request: web.Request) -> web.StreamResponse:
+    """RocketMQ DELETE_KV_CONFIG."""
+    service = _service(request)
+    _check_super(request)
+    m = request.match_info
+    service.require_ready()
+    await asyncio.to_thread(service.admin.delete_kv, m["namespace"], m["key"])
+    return web.Response(status=204)
+
+
+async def wipe_write_perm(request: web.Request) -> web.StreamResponse:
+    """RocketMQ WIPE_WRITE_PERM_OF_BROKER."""
+    service = _service(request)
+    _check_super(request)
+    service.require_ready()
+    count = await asyncio.to_thread(
+        service.admin.wipe_write_perm, request.match_info["broker_name"]
+    )
+    return web.json_response({"wipeTopicCount": count})
+
+
+async def add_write_perm(request: web.Request) -> web.StreamResponse:
+    """RocketMQ ADD_WRITE_PERM_OF_BROKER."""
+    service = _service(request)
+    _check_super(request)
+    service.require_ready()
+    count = await asyncio.to_thread(service.admin.add_write_perm, request.match_info["broker_name"])
+    return web.json_response({"addTopicCount": count})
+
+
+# -- operations ---------------------------------------------------------------------------
+async def cluster_status(request: web.Request) -> web.StreamResponse:
+    """This sidecar's view of its cluster."""
+    service = _service(request)
+    _check_super(request)
+    return web.json_response(service.status())
+
+
+async def ownership(request: web.Request) -> web.StreamResponse:
+    """Ownership records of every current bundle."""
+    service = _service(request)
+    _check_super(request)
+    records = service.lookups.bundle_records()
+    return web.json_response({"bundles": {k: v.to_rest() for k, v in sorted(records.items())}})
+
+
+_SUPERVISOR_KEY = web.AppKey("cluster-supervisor", asyncio.Task[None])
+
+
+async def supervise(
+    current: CurrentService, *, check_s: float = 0.5, backoff_s: float = 2.0
+) -> None:
+    """Replace the service with a fresh incarnation when it (or its ownership member)
+    FAILED, e.g. Kafka was unreachable at start or a process with the same broker id
+    fenced this one; the delay doubles (to 30 s) while restarts keep failing."""
+    delay = backoff_s
+    while True:
+        await asyncio.sleep(check_s)
+        service = current.service
+        if service.state is ServiceState.READY and service.member.state is not MemberState.FAILED:
+            delay = backoff_s
+            continue
+        if (
+            service.state is not ServiceState.FAILED
+            and service.member.state is not MemberState.FAILED
+        ):
+            continue
+        reason = service.failure or service.member.failure
+        logger.error(
+            "cluster service of %s failed (%s); restarting in %.1fs",
+            service.identity.broker_id,
+            reason,
+            delay,
+        )
+        await asyncio.to_thread(service.close)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 30.0)
+        fresh = service.restarted()
+        current.service = fresh
+        current.restarts += 1
+        await asyncio.to_thread(fresh.start)
+
+
+def add_lookup_routes(
+    app: web.Application, service: ClusterService, *, restart_backoff_s: float = 2.0
+) -> None:
+    """Register the routes above on ``app`` and start/close ``service`` with it.
+
+    Call this before registering the generic ``/admin/v2/{domain}/…/{policy}`` routes:
+    aiohttp matches in registration order, and ``…/partitions`` must win.
+    """
+    current = CurrentService(service)
+    app[CLUSTER_KEY] = current
+    topic = "{domain}/{tenant}/{namespace}/{topic}"
+    ns = "/admin/v2/namespaces/{tenant}/{namespace}"
+    routes: list[tuple[str, str, Handler]] = [
+        ("GET", f"/lookup/v2/topic/{topic}/bundle", topic_bundle),
+        ("GET", f"/lookup/v2/topic/{topic}", lookup_topic),
+        ("GET", "/admin/v2/clusters", list_clusters),
+        ("GET", "/admin/v2/brokers/{cluster}", list_brokers),
+        ("GET", "/admin/v2/namespaces/{tenant}", list_namespaces),
+        ("PUT", ns, create_namespace),
+        ("GET", f"{ns}/bundles", get_bundles),
+        ("PUT", f"{ns}/unload", unload_namespace),
+        ("PUT", f"{ns}/{{bundle}}/unload", unload_bundle),
+        ("PUT", f"{ns}/{{bundle}}/split", split_bundle),
+        ("GET", f"/admin/v2/{topic}/partitions", get_partitions),
+        ("PUT", f"/admin/v2/{topic}/partitions", create_partitions),
+        ("GET", f"/registry/v1/route/{topic}", route_info),
+        ("GET", "/registry/v1/cluster-info", cluster_info),
+        ("GET", "/registry/v1/topics", all_topics),
+        ("GET", "/registry/v1/kv/{namespace}", kv_list),
+        ("GET", "/registry/v1/kv/{namespace}/{key}", kv_get),
+        ("PUT", "/registry/v1/kv/{namespace}/{key}", kv_put),
+        ("DELETE", "/registry/v1/kv/{namespace}/{key}", kv_delete),
+        ("POST", "/registry/v1/brokers/{broker_name}/wipe-write-perm", wipe_write_perm),
+        ("POST", "/registry/v1/brokers/{broker_name}/add-write-perm", add_write_perm),
+        ("GET", "/policy-sync/v1/cluster", cluster_status),
+        ("GET", "/policy-sync/v1/ownership", ownership),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _pulsar_errors(handler))
+
+    async def on_startup(app: web.Application) -> None:
+        await asyncio.to_thread(service.start)
+        app[_SUPERVISOR_KEY] = asyncio.create_task(supervise(current, backoff_s=restart_backoff_s))
+
+    async def on_cleanup(app: web.Application) -> None:
+        app[_SUPERVISOR_KEY].cancel()
+        await asyncio.to_thread(current.service.close)
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)

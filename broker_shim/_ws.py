@@ -1,0 +1,685 @@
+"""Pulsar's WebSocket API on the sidecar (aiohttp), over :mod:`broker_shim.messaging`.
+
+Endpoints (Pulsar's paths and JSON frames; ``messageId`` is standard base64 of a
+serialized ``MessageIdData`` — see :class:`sync.producer.MessageId`):
+
+``GET /ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}``
+    Query: ``messageRoutingMode`` (``SinglePartition`` default, as Pulsar's WebSocket
+    producer, or ``RoundRobinPartition``), ``hashingScheme`` (``JavaStringHash`` default
+    or ``Murmur3_32Hash``), ``batchingEnabled`` (default false), ``batchingMaxPublishDelay``
+    (ms), ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
+    Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?}``;
+    server → ``{"result": "ok", "messageId", "context"?}`` or
+    ``{"result": "send-error:<code>", "errorMsg", "context"?}`` with Pulsar's codes
+    (3 bad JSON, 7 bad payload encoding, 8 anything else, e.g. ``maxMessageSize``).
+
+``GET /ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}``
+    Query: ``subscriptionType`` (``Exclusive`` default, ``Failover``, ``Shared``,
+    ``Key_Shared``), ``receiverQueueSize`` (capped at 1000), ``consumerName``,
+    ``pullMode``, ``negativeAckRedeliveryDelay`` (ms) and, an extension,
+    ``subscriptionInitialPosition`` (``Latest`` default, or ``Earliest``).
+    Server → ``{"messageId", "payload", "properties", "publishTime", "redeliveryCount",
+    "key"?, "eventTime"?}``; client → ``{"messageId"}`` (ack),
+    ``{"type": "negativeAcknowledge", "messageId"}``, ``{"type": "permit",
+    "permitMessages": N}`` (pull mode), ``{"type": "isEndOfTopic"}`` (answered
+    ``{"endOfTopic": false}``: Kafka topics never end), ``{"type": "unsubscribe"}``.
+
+Refusals at the handshake are HTTP errors with ``{"reason": ...}``, as Pulsar's proxy
+answers: 400 bad name or query parameter (``Invalid query params: …``), 404 no such topic,
+409 busy (``Failed to subscribe: Exclusive consumer is already connected``,
+``… Subscription reached max consumers limit``, ``… Topic reached max producers limit``,
+``… Subscription is of different type``), 403 forbidden by a policy (``Topic[{…}] doesn't
+support Shared sub type!``, ``Exceed the maximum number of subscriptions …``; Pulsar's
+proxy says 500 here, which hides that the client must change something), 503 policies not
+loaded yet or the sidecar shutting down, 500 Kafka failed.
+
+A topic owned by another sidecar is answered ``307 Temporary Redirect`` to the same path
+and query on the owner (``ws://``/``wss://`` from its HTTP URL), which WebSocket clients
+follow; a Pulsar client's proxy would instead connect to the owner itself.
+
+Close codes: 1000 normal (and after ``unsubscribe``), 1001 the sidecar is shutting down,
+1008 a policy change closed this connection (reason: Pulsar's refusal text), 1012 the topic
+moved to another sidecar (reconnect and follow the redirect), 4003 an undecodable frame
+(Pulsar's ``FailedToDeserializeFromJSON``, code 3, in the private range). Reasons are cut
+to the 123 bytes a close frame allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as dt
+import functools
+import json
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import WSMsgType, web
+from yarl import URL
+
+from sync import CacheStateError, PolicyService, PolicySyncError
+from sync._errors import (
+    ConsumerBusyError,
+    InvalidInputError,
+    MessageTooLargeError,
+    MessagingError,
+    NotAllowedError,
+    ProducerBusyError,
+    SubscriptionBusyError,
+    TopicNotFoundError,
+    TransportError,
+)
+from sync._names import TopicName
+from sync.producer import MessageId, ProducerConfig, decode_properties
+from sync.routing import HashingScheme, MessageRoutingMode
+from sync.transport import Transport
+
+from ._sidecar import Sidecar
+from .messaging import (
+    CloseReason,
+    Consumer,
+    Delivery,
+    InitialPosition,
+    MessagingConfig,
+    MessagingEngine,
+    ProducerHandle,
+    SubscriptionType,
+    TopicOwnership,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ENGINE_KEY", "add_ws_routes"]
+
+ENGINE_KEY = web.AppKey("messaging_engine", MessagingEngine)
+
+PRODUCER_PATH = "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}"
+CONSUMER_PATH = "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"
+
+#: Pulsar ``WebSocketError`` codes used in ``send-error:<code>`` results.
+ERR_BAD_JSON = 3
+ERR_PAYLOAD_ENCODING = 7
+ERR_UNKNOWN = 8
+#: Close code for an undecodable frame: 4000 + Pulsar's FailedToDeserializeFromJSON.
+CLOSE_BAD_FRAME = 4003
+_MAX_FRAME_BYTES = 16 * 1024 * 1024
+_MAX_CLOSE_REASON = 123
+#: Stop writing (and wait) while this much is queued in the socket's write buffer.
+_WRITE_BUFFER_HIGH = 1024 * 1024
+
+
+def add_ws_routes(
+    app: web.Application,
+    source: Sidecar | Callable[[], PolicyService | None],
+    *,
+    transport: Transport | None = None,
+    ownership: TopicOwnership | None = None,
+    config: MessagingConfig | None = None,
+) -> MessagingEngine:
+    """Serve Pulsar's WebSocket producer and consumer endpoints on ``app``.
+
+    ``source`` is the sidecar (its policy service and transport are used) or a function
+    returning the current policy service, with ``transport`` then required. The engine
+    starts with the app and closes every connection on shutdown (code 1001), after
+    committing every subscription's position.
+    """
+    if isinstance(source, Sidecar):
+        sidecar = source
+        policies: Callable[[], PolicyService | None] = lambda: sidecar.service  # noqa: E731
+        transport = transport or sidecar.transport
+    else:
+        policies = source
+        if transport is None:
+            raise TypeError("add_ws_routes needs transport= when given a service getter")
+    engine = MessagingEngine(transport, policies, ownership=ownership, config=config)
+    app[ENGINE_KEY] = engine
+    app.add_routes(
+        [web.get(PRODUCER_PATH, producer_endpoint), web.get(CONSUMER_PATH, consumer_endpoint)]
+    )
+
+    async def start(_app: web.Application) -> None:
+        await engine.start()
+
+    async def stop(_app: web.Application) -> None:
+        await engine.close()
+
+    app.on_startup.append(start)
+    app.on_shutdown.append(stop)
+    return engine
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _ws_response() -> web.WebSocketResponse:
+    # No permessage-deflate: small JSON frames gain nothing from it, and it costs a zlib
+    # call per frame on both ends.
+    return web.WebSocketResponse(max_msg_size=_MAX_FRAME_BYTES, heartbeat=30.0, compress=False)
+
+
+def _text_frame(text: str) -> bytes:
+    """One unmasked, uncompressed text frame (RFC 6455 §5.2), as a server sends it."""
+    data = text.encode("utf-8")
+    n = len(data)
+    if n < 126:
+        return bytes((0x81, n)) + data
+    if n < 65536:
+        return struct.pack("!BBH", 0x81, 126, n) + data
+    return struct.pack("!BBQ", 0x81, 127, n) + data
+
+
+class _FrameBatcher:
+    """Writes many text frames with one ``transport.write``.
+
+    aiohttp writes every frame on its own, which is one ``send()`` system call per
+    message; a consumer receiving thousands of messages a second spends most of its time
+    there. Frames built here are complete and uncompressed (compression is off), so they
+    interleave safely with aiohttp's own control frames (pings, close).
+    """
+
+    def __init__(self, ws: web.WebSocketResponse, request: web.Request) -> None:
+        self._ws = ws
+        self._transport = request.transport
+
+    async def send(self, texts: list[str]) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing() or self._ws.closed:
+            raise ConnectionResetError("the WebSocket is closed")
+        transport.write(b"".join([_text_frame(t) for t in texts]))
+        while transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
+            if transport.is_closing():
+                raise ConnectionResetError("the WebSocket is closed")
+            await asyncio.sleep(0.001)
+
+
+def _reason_text(text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) <= _MAX_CLOSE_REASON:
+        return data
+    return data[: _MAX_CLOSE_REASON - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+
+
+def _refusal(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
+    """Pulsar's HTTP answer to a refused producer or consumer."""
+    if isinstance(exc, InvalidInputError):
+        return _refusal(400, f"Invalid query params: {exc}")
+    if isinstance(exc, TopicNotFoundError):
+        return _refusal(404, f"{prefix}: {exc}")
+    if isinstance(exc, ConsumerBusyError | ProducerBusyError | SubscriptionBusyError):
+        return _refusal(409, f"{prefix}: {exc}")
+    if isinstance(exc, NotAllowedError):
+        return _refusal(403, f"{prefix}: {exc}")
+    if isinstance(exc, MessagingError):
+        return _refusal(409, f"{prefix}: {exc}")
+    if isinstance(exc, CacheStateError):
+        return _refusal(503, f"{prefix}: {exc}")
+    logger.warning("%s: %s", prefix, exc)
+    return _refusal(500, f"{prefix}: {exc}")
+
+
+def _topic_of(request: web.Request) -> TopicName:
+    m = request.match_info
+    return TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
+
+
+def _int_param(query: Mapping[str, str], name: str, default: int, low: int = 0) -> int:
+    text = query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be an integer, got {text!r}") from None
+    if value < low:
+        raise InvalidInputError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def _bool_param(query: Mapping[str, str], name: str, default: bool) -> bool:
+    text = query.get(name)
+    if text is None:
+        return default
+    return text.strip().lower() == "true"  # Java Boolean.parseBoolean
+
+
+def _enum_param(query: Mapping[str, str], name: str, kind: type[Any], default: Any) -> Any:
+    text = query.get(name)
+    if text is None:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        raise InvalidInputError(f"Invalid {name} {text}") from None
+
+
+async def _redirect(request: web.Request, engine: MessagingEngine, topic: TopicName) -> None:
+    owner = await engine.owner_of(topic)
+    if owner.local:
+        return
+    if not owner.http_url:
+        raise web.HTTPServiceUnavailable(
+            text=json.dumps({"reason": f"No broker was available to own {topic}"}),
+            content_type="application/json",
+        )
+    base = URL(owner.http_url)
+    scheme = "wss" if base.scheme in ("https", "wss") else "ws"
+    target = base.with_scheme(scheme).with_path(request.rel_url.raw_path, encoded=True)
+    target = target.with_query(request.rel_url.query_string)
+    raise web.HTTPTemporaryRedirect(str(target))
+
+
+@functools.lru_cache(maxsize=4096)  # messages published in the same millisecond share it
+def _iso(epoch_ms: int) -> str:
+    # Pulsar's DateFormatter: ISO-8601 with milliseconds and the zone offset (UTC here).
+    stamp = dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_event_time(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(f"eventTime {value!r} is not an ISO-8601 time") from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.UTC)
+        return int(stamp.timestamp() * 1000)
+    raise InvalidInputError(f"eventTime must be an ISO-8601 string, got {value!r}")
+
+
+def encode_message_frame(delivery: Delivery, message_id: str | None = None) -> str:
+    """The JSON frame a consumer receives for one delivery (``message_id``: its base64)."""
+    entry = delivery.entry
+    properties, event_time = decode_properties(entry.headers)
+    frame: dict[str, Any] = {
+        "messageId": message_id or delivery.message_id.to_base64(),
+        "payload": base64.b64encode(entry.payload).decode("ascii"),
+        "properties": properties,
+        "publishTime": _iso(entry.publish_ms),
+        "redeliveryCount": delivery.redelivery_count,
+    }
+    if event_time is not None:
+        frame["eventTime"] = _iso(event_time)
+    if entry.key is not None:
+        frame["key"] = entry.key
+    return json.dumps(frame)
+
+
+# --------------------------------------------------------------------------- producer
+
+
+def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
+    mode = _enum_param(
+        query, "messageRoutingMode", MessageRoutingMode, MessageRoutingMode.SinglePartition
+    )
+    if mode is MessageRoutingMode.CustomPartition:
+        mode = MessageRoutingMode.SinglePartition  # as Pulsar's proxy: no custom routers
+    config = ProducerConfig(
+        routing_mode=mode,
+        hashing_scheme=_enum_param(
+            query, "hashingScheme", HashingScheme, HashingScheme.JavaStringHash
+        ),
+        batching_enabled=_bool_param(query, "batchingEnabled", False),
+        batching_max_publish_delay_ms=_int_param(query, "batchingMaxPublishDelay", 1, 1),
+        producer_name=query.get("producerName"),
+    )
+    return config, _int_param(query, "maxPendingMessages", 0, 0)
+
+
+async def producer_endpoint(request: web.Request) -> web.StreamResponse:
+    """``/ws/v2/producer/...``: publish JSON frames to a topic."""
+    engine = request.app[ENGINE_KEY]
+    try:
+        topic = _topic_of(request)
+        config, max_pending = _producer_config(request.query)
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to create producer")
+    await _redirect(request, engine, topic)
+    try:
+        handle = await engine.create_producer(topic, config)
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to create producer")
+    ws = _ws_response()
+    try:
+        await ws.prepare(request)
+        session = _ProducerSession(
+            ws,
+            _FrameBatcher(ws, request),
+            handle,
+            max_pending or engine.config.max_pending_per_producer,
+        )
+        await session.run()
+    finally:
+        engine.close_producer(handle)
+    return ws
+
+
+class _ProducerSession:
+    """Reads send frames, queues them on Kafka, writes the acks back in completion order."""
+
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        frames: _FrameBatcher,
+        handle: ProducerHandle,
+        max_pending: int,
+    ) -> None:
+        self.ws = ws
+        self.frames = frames
+        self.handle = handle
+        self.max_pending = max_pending
+        self.loop = asyncio.get_running_loop()
+        self.in_flight = 0
+        self._acks: deque[str] = deque()  # appended by the delivery thread
+        self._notify_scheduled = False
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def run(self) -> None:
+        writer = asyncio.create_task(self._write())
+        closer = asyncio.create_task(self._close_on_eviction())
+        try:
+            async for msg in self.ws:
+                if msg.type is WSMsgType.TEXT:
+                    self._on_frame(msg.data)
+                elif msg.type is WSMsgType.BINARY:
+                    self._on_frame(msg.data.decode("utf-8", "replace"))
+                else:
+                    break
+                if self.in_flight >= self.max_pending:
+                    self._room.clear()
+                    await self._room.wait()
+        finally:
+            closer.cancel()
+            # Let queued sends finish so their acks reach a client still listening.
+            if self.in_flight and not self.ws.closed:
+                try:
+                    await asyncio.wait_for(self._drained(), 10.0)
+                except TimeoutError:
+                    logger.warning(
+                        "%s: closing with %d unacknowledged sends", self.handle, self.in_flight
+                    )
+            writer.cancel()
+
+    async def _drained(self) -> None:
+        while self.in_flight:
+            self._room.clear()
+            await self._room.wait()
+
+    async def _close_on_eviction(self) -> None:
+        await self.handle.wait_closed()
+        reason = self.handle.close_reason
+        if reason is not None and not self.ws.closed:
+            await self.ws.close(code=reason.code, message=_reason_text(reason.reason))
+
+    def _reply(self, frame: dict[str, Any]) -> None:
+        self._acks.append(json.dumps(frame))
+        self.in_flight += 1
+        self._wake.set()
+
+    def _error(self, code: int, message: str, context: Any) -> None:
+        frame: dict[str, Any] = {"result": f"send-error:{code}", "errorMsg": message}
+        if context is not None:
+            frame["context"] = context
+        self._reply(frame)
+
+    def _on_frame(self, text: str) -> None:
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            self._error(ERR_BAD_JSON, str(exc), None)
+            return
+        if not isinstance(obj, dict):
+            self._error(ERR_BAD_JSON, "a send request must be a JSON object", None)
+            return
+        context = obj.get("context")
+        payload_text = obj.get("payload")
+        if not isinstance(payload_text, str):
+            self._error(ERR_PAYLOAD_ENCODING, "payload is missing", context)
+            return
+        try:
+            payload = base64.b64decode(payload_text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            self._error(
+                ERR_PAYLOAD_ENCODING, f"Invalid Base64 message-payload error={exc}", context
+            )
+            return
+        key = obj.get("key")
+        properties = obj.get("properties")
+        try:
+            if key is not None and not isinstance(key, str):
+                raise InvalidInputError(f"key must be a string, got {key!r}")
+            if properties is not None and not isinstance(properties, dict):
+                raise InvalidInputError("properties must be a JSON object of strings")
+            event_time = _parse_event_time(obj.get("eventTime"))
+        except InvalidInputError as exc:
+            self._error(ERR_BAD_JSON, str(exc), context)
+            return
+        if self.handle.closed:
+            self._error(ERR_UNKNOWN, "Producer is closed", context)
+            return
+        self.in_flight += 1
+        try:
+            self.handle.send(
+                payload,
+                functools.partial(self._done, context),
+                key=key,
+                properties=properties,
+                event_time_ms=event_time,
+            )
+        except MessageTooLargeError as exc:
+            self.in_flight -= 1
+            self._error(ERR_UNKNOWN, f"Exceed maximum message size: {exc}", context)
+        except InvalidInputError as exc:
+            self.in_flight -= 1
+            self._error(ERR_BAD_JSON, str(exc), context)
+        except PolicySyncError as exc:
+            self.in_flight -= 1
+            self._error(ERR_UNKNOWN, str(exc), context)
+
+    def _done(
+        self, context: Any, message_id: MessageId | None, error: PolicySyncError | None
+    ) -> None:
+        # Delivery thread: build the ack here, hand it to the loop in batches.
+        if error is None and message_id is not None:
+            # The hot path, formatted by hand: base64 needs no JSON escaping.
+            text = '{"result": "ok", "messageId": "' + message_id.to_base64() + '"'
+            if context is not None:
+                text += ', "context": ' + json.dumps(context)
+            self._acks.append(text + "}")
+        else:
+            frame: dict[str, Any] = {"result": f"send-error:{ERR_UNKNOWN}", "errorMsg": str(error)}
+            if context is not None:
+                frame["context"] = context
+            self._acks.append(json.dumps(frame))
+        if not self._notify_scheduled:
+            self._notify_scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._notified)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    def _notified(self) -> None:
+        self._notify_scheduled = False
+        self._wake.set()
+
+    async def _write(self) -> None:
+        acks = self._acks
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch: list[str] = []
+            while acks:
+                batch.append(acks.popleft())
+            if not batch:
+                continue
+            try:
+                await self.frames.send(batch)
+            except (ConnectionResetError, RuntimeError):
+                acks.clear()
+            finally:
+                self.in_flight -= len(batch)
+                if self.in_flight < self.max_pending:
+                    self._room.set()
+
+
+# --------------------------------------------------------------------------- consumer
+
+
+async def consumer_endpoint(request: web.Request) -> web.StreamResponse:
+    """``/ws/v2/consumer/.../{subscription}``: receive messages, acknowledge them."""
+    engine = request.app[ENGINE_KEY]
+    query = request.query
+    try:
+        topic = _topic_of(request)
+        subscription = request.match_info["subscription"]
+        sub_type = _enum_param(
+            query, "subscriptionType", SubscriptionType, SubscriptionType.Exclusive
+        )
+        initial = _enum_param(
+            query, "subscriptionInitialPosition", InitialPosition, InitialPosition.Latest
+        )
+        queue_size = _int_param(query, "receiverQueueSize", 0, 0)
+        pull_mode = _bool_param(query, "pullMode", False)
+        nack_ms = query.get("negativeAckRedeliveryDelay")
+        nack_delay = None if nack_ms is None else _int_param(query, "negativeAckRedeliveryDelay", 0)
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to subscribe")
+    await _redirect(request, engine, topic)
+    try:
+        consumer = await engine.subscribe(
+            topic,
+            subscription,
+            sub_type=sub_type,
+            consumer_name=query.get("consumerName"),
+            receiver_queue_size=queue_size or None,
+            pull_mode=pull_mode,
+            initial_position=initial,
+            negative_ack_delay_s=None if nack_delay is None else nack_delay / 1000.0,
+        )
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to subscribe")
+    ws = _ws_response()
+    try:
+        await ws.prepare(request)
+        await _ConsumerSession(ws, _FrameBatcher(ws, request), consumer, engine).run()
+    finally:
+        await consumer.close()
+    return ws
+
+
+class _ConsumerSession:
+    """Writes deliveries to the client, reads its acks and commands."""
+
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        frames: _FrameBatcher,
+        consumer: Consumer,
+        engine: MessagingEngine,
+    ) -> None:
+        self.ws = ws
+        self.frames = frames
+        self.consumer = consumer
+        self.engine = engine
+        #: Ids of delivered messages as sent, so an ack needs no decoding (bounded by
+        #: the consumer's window; forgotten on ack or nack).
+        self._sent_ids: dict[str, MessageId] = {}
+
+    async def run(self) -> None:
+        writer = asyncio.create_task(self._write())
+        try:
+            async for msg in self.ws:
+                if msg.type is WSMsgType.TEXT:
+                    text = msg.data
+                elif msg.type is WSMsgType.BINARY:
+                    text = msg.data.decode("utf-8", "replace")
+                else:
+                    break
+                if not await self._on_frame(text):
+                    break
+        finally:
+            await self.consumer.close()
+            try:
+                await asyncio.wait_for(writer, 5.0)
+            except (TimeoutError, asyncio.CancelledError):
+                writer.cancel()
+
+    async def _close(self, code: int, reason: str) -> None:
+        if not self.ws.closed:
+            await self.ws.close(code=code, message=_reason_text(reason))
+
+    async def _on_frame(self, text: str) -> bool:
+        consumer = self.consumer
+        try:
+            obj = json.loads(text)
+            if not isinstance(obj, dict):
+                raise InvalidInputError("a consumer command must be a JSON object")
+            kind = obj.get("type")
+            if kind == "permit":
+                permits = obj.get("permitMessages")
+                if not isinstance(permits, int) or isinstance(permits, bool):
+                    raise InvalidInputError("Missing required permitMessages field for 'permit'")
+                consumer.add_permits(permits)
+            elif kind == "isEndOfTopic":
+                await self.ws.send_str(json.dumps({"endOfTopic": False}))
+            elif kind == "unsubscribe":
+                try:
+                    await self.engine.unsubscribe(consumer)
+                except MessagingError as exc:
+                    label = consumer.subscription.label
+                    logger.warning("unsubscribe refused on %s: %s", label, exc)
+                    return True
+                await self._close(1000, "Unsubscribed")
+                return False
+            else:
+                text_id = obj.get("messageId")
+                message_id = self._sent_ids.pop(text_id, None) if isinstance(text_id, str) else None
+                if message_id is None:
+                    message_id = MessageId.from_base64(str(text_id))
+                if kind == "negativeAcknowledge":
+                    consumer.nack(message_id)
+                else:
+                    consumer.ack(message_id)
+        except (ValueError, InvalidInputError) as exc:
+            logger.info("closing consumer %s: undecodable frame (%s)", consumer.name, exc)
+            await self._close(CLOSE_BAD_FRAME, "Failed to de-serialize from JSON")
+            return False
+        except TransportError as exc:
+            logger.warning("consumer %s command failed: %s", consumer.name, exc)
+        return True
+
+    async def _write(self) -> None:
+        consumer = self.consumer
+        sent_ids = self._sent_ids
+        try:
+            while True:
+                batch = await consumer.receive_batch()
+                if not batch:
+                    break
+                if len(sent_ids) > 100_000:  # a client that never acks: stop remembering
+                    sent_ids.clear()
+                frames = []
+                for delivery in batch:
+                    text_id = delivery.message_id.to_base64()
+                    sent_ids[text_id] = delivery.message_id
+                    frames.append(encode_message_frame(delivery, text_id))
+                await self.frames.send(frames)
+        except (ConnectionResetError, RuntimeError):
+            return
+        reason: CloseReason | None = consumer.close_reason
+        if reason is not None:
+            await self._close(reason.code, reason.reason)

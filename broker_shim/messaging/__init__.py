@@ -1,0 +1,82 @@
+"""Pulsar producers and subscriptions served by the sidecar, stored in Kafka.
+
+One file per behaviour:
+
+* ``_engine.py`` – topics served here, admission checks, live policy enforcement;
+* ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
+* ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
+* ``_consumer.py`` – one consumer connection: flow control and its outbox;
+* ``_selectors.py`` – Failover's active consumer and Key_Shared's hash ring;
+* ``_ratelimit.py`` – dispatch-rate token buckets;
+* ``_policy.py`` – the policies messaging reads;
+* ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
+* ``_ownership.py`` – the seam to bundle ownership;
+* ``_types.py`` – subscription types and the state machines;
+* ``_config.py`` – settings.
+
+The WebSocket protocol on top of this lives in :mod:`broker_shim._ws`.
+"""
+
+from sync._errors import (
+    ConsumerBusyError,
+    MessagingError,
+    NotAllowedError,
+    ProducerBusyError,
+    SubscriptionBusyError,
+)
+
+from ._config import MessagingConfig
+from ._consumer import CloseReason, Consumer, Delivery
+from ._cursor import decode_ack_ranges, encode_ack_ranges
+from ._engine import (
+    CLOSE_GOING_AWAY,
+    CLOSE_POLICY,
+    CLOSE_UNLOADED,
+    MessagingEngine,
+    ProducerHandle,
+    TopicState,
+)
+from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
+from ._policy import RateSpec, TopicLimits
+from ._subscription import Subscription, subscription_group
+from ._types import (
+    ConsumerState,
+    InitialPosition,
+    ProducerState,
+    StateTransitionError,
+    SubscriptionState,
+    SubscriptionType,
+)
+
+__all__ = [
+    "CLOSE_GOING_AWAY",
+    "CLOSE_POLICY",
+    "CLOSE_UNLOADED",
+    "CloseReason",
+    "Consumer",
+    "ConsumerBusyError",
+    "ConsumerState",
+    "Delivery",
+    "InitialPosition",
+    "LocalOwnership",
+    "MessagingConfig",
+    "MessagingEngine",
+    "MessagingError",
+    "NotAllowedError",
+    "OwnerInfo",
+    "ProducerBusyError",
+    "ProducerHandle",
+    "ProducerState",
+    "RateSpec",
+    "StateTransitionError",
+    "Subscription",
+    "SubscriptionBusyError",
+    "SubscriptionState",
+    "SubscriptionType",
+    "TopicLimits",
+    "TopicOwnership",
+    "TopicState",
+    "decode_ack_ranges",
+    "encode_ack_ranges",
+    "subscription_group",
+]

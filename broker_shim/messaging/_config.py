@@ -1,0 +1,73 @@
+"""Settings of the messaging engine (one frozen dataclass, validated on construction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from sync._errors import ConfigurationError
+
+__all__ = ["MessagingConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class MessagingConfig:
+    """How the sidecar serves producers and subscriptions.
+
+    Attributes:
+        default_receiver_queue_size: consumer window when the client gives none; Pulsar's
+            WebSocket API caps ``receiverQueueSize`` at 1000 (``max_receiver_queue_size``).
+        read_ahead: messages buffered per partition and subscription before its fetching
+            pauses (resumes at half).
+        fetch_batch: records taken from Kafka per fetch.
+        commit_interval_s: how long an acknowledgement may wait before it is committed
+            to Kafka (the window in which a crash forgets it).
+        commit_keepalive_s: re-commit an unchanged position this often, so Kafka's
+            ``offsets.retention.minutes`` never expires a live subscription.
+        ack_metadata_max_bytes: budget for the individual-ack set in commit metadata
+            (Kafka's ``offset.metadata.max.bytes`` is 4096 by default).
+        idle_subscription_close_s: how long a subscription without consumers keeps its
+            Kafka consumer (its position stays committed either way).
+        default_negative_ack_delay_s: redelivery delay of a negatively acknowledged
+            message (Pulsar's client default is one minute).
+        key_shared_lookahead: messages Key_Shared dispatch scans past a blocked key.
+        default_max_message_size: ``maxMessageSize`` when no policy sets it (bytes; Kafka's
+            default ``message.max.bytes`` is about 1 MiB).
+        producer_linger_ms: ``linger.ms`` of the sidecar's shared Kafka producer.
+        max_pending_per_producer: sends one WebSocket producer may have in flight before
+            its connection stops being read (Pulsar's ``maxPendingMessages`` default).
+        policy_check_s: how often live topics re-read their policies even without a
+            change notification (and the policy service is looked up again).
+        ownership_check_s: how often live topics ask whether they are still owned here.
+    """
+
+    default_receiver_queue_size: int = 1000
+    max_receiver_queue_size: int = 1000
+    read_ahead: int = 1000
+    fetch_batch: int = 500
+    commit_interval_s: float = 0.1
+    commit_keepalive_s: float = 60.0
+    ack_metadata_max_bytes: int = 4000
+    idle_subscription_close_s: float = 30.0
+    default_negative_ack_delay_s: float = 60.0
+    key_shared_lookahead: int = 1000
+    default_max_message_size: int = 1_000_000
+    producer_linger_ms: int = 1
+    max_pending_per_producer: int = 1000
+    policy_check_s: float = 5.0
+    ownership_check_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "producer_linger_ms":
+                ok = value >= 0
+            else:
+                ok = value > 0
+            if not ok:
+                raise ConfigurationError(f"MessagingConfig.{f.name} must be positive, got {value}")
+        if self.default_receiver_queue_size > self.max_receiver_queue_size:
+            raise ConfigurationError(
+                "default_receiver_queue_size must not exceed max_receiver_queue_size"
+            )
+        if self.ack_metadata_max_bytes < 64:
+            raise ConfigurationError("ack_metadata_max_bytes must be at least 64")

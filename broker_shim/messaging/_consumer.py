@@ -1,0 +1,171 @@
+"""One consumer connection as the subscription engine sees it.
+
+Flow control follows Pulsar's WebSocket consumer: in the default (push) mode a consumer
+may hold ``receiverQueueSize`` delivered-but-unacknowledged messages; with
+``pullMode=true`` it receives exactly the permits it sends. Independently, the topic's
+``maxUnackedMessagesOnConsumer`` blocks a consumer that holds that many unacknowledged
+messages until it is down to half of them (Pulsar's hysteresis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sync.producer import MessageId
+
+from ._cursor import Entry
+from ._types import ConsumerState, SubscriptionType, transition
+
+if TYPE_CHECKING:
+    from ._subscription import Subscription
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CloseReason", "Consumer", "Delivery"]
+
+_SEQ = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message handed to a consumer (``redelivery_count`` as of this delivery)."""
+
+    message_id: MessageId
+    entry: Entry
+    redelivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseReason:
+    """Why the engine closed a consumer or producer: a WebSocket close code and text."""
+
+    code: int
+    reason: str
+
+
+class Consumer:
+    """A consumer attached to a :class:`Subscription` (create it with the engine)."""
+
+    def __init__(
+        self,
+        subscription: Subscription,
+        *,
+        name: str,
+        sub_type: SubscriptionType,
+        partitions: frozenset[int],
+        receiver_queue_size: int,
+        pull_mode: bool,
+        negative_ack_delay_s: float,
+    ) -> None:
+        self.seq = next(_SEQ)
+        self.subscription = subscription
+        self.name = name
+        self.sub_type = sub_type
+        #: Kafka partitions this consumer receives from.
+        self.partitions = partitions
+        self.receiver_queue_size = receiver_queue_size
+        self.pull_mode = pull_mode
+        self.permits = 0 if pull_mode else receiver_queue_size
+        self.negative_ack_delay_s = negative_ack_delay_s
+        #: Delivered to this consumer and not acknowledged by it, by (partition, offset).
+        self.delivered: dict[tuple[int, int], Entry] = {}
+        #: Negatively acknowledged, waiting for their redelivery delay.
+        self.nack_pending: dict[tuple[int, int], Entry] = {}
+        self.state = ConsumerState.ACTIVE
+        self.close_reason: CloseReason | None = None
+        self.delivered_total = 0
+        self.acked_total = 0
+        self._outbox: deque[Delivery] = deque()
+        self._signal = asyncio.Event()
+
+    # -- flow control ------------------------------------------------------------------
+    def can_receive(self) -> bool:
+        """Whether dispatch may hand this consumer one more message now."""
+        if self.state is not ConsumerState.ACTIVE:
+            return False
+        if self.pull_mode:
+            return self.permits > 0
+        return len(self.delivered) < self.receiver_queue_size
+
+    def update_blocked(self, max_unacked: int) -> bool:
+        """Apply ``maxUnackedMessagesOnConsumer``; True if the consumer was unblocked."""
+        held = len(self.delivered)
+        if self.state is ConsumerState.ACTIVE and max_unacked > 0 and held >= max_unacked:
+            self.state = transition(self.state, ConsumerState.BLOCKED, f"consumer {self.name}")
+            logger.info(
+                "consumer %s on %s blocked: %d unacked messages (maxUnackedMessagesOnConsumer %d)",
+                self.name,
+                self.subscription.label,
+                held,
+                max_unacked,
+            )
+        elif self.state is ConsumerState.BLOCKED and (
+            max_unacked <= 0 or held == 0 or held * 2 < max_unacked
+        ):
+            self.state = transition(self.state, ConsumerState.ACTIVE, f"consumer {self.name}")
+            return True
+        return False
+
+    # -- called by the subscription ------------------------------------------------------
+    def push(self, delivery: Delivery) -> None:
+        """Queue a delivery for the connection to send."""
+        self._outbox.append(delivery)
+        self.delivered_total += 1
+        if self.pull_mode:
+            self.permits -= 1
+        self._signal.set()
+
+    def mark_closed(self, reason: CloseReason | None) -> None:
+        """Enter CLOSED (idempotent) and wake the connection."""
+        if self.state is ConsumerState.CLOSED:
+            return
+        self.state = transition(self.state, ConsumerState.CLOSED, f"consumer {self.name}")
+        self.close_reason = reason
+        self._signal.set()
+
+    # -- called by the connection --------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once the consumer left (or was evicted)."""
+        return self.state is ConsumerState.CLOSED
+
+    async def receive_batch(self, max_messages: int = 1_000) -> list[Delivery]:
+        """Wait for deliveries; returns up to ``max_messages`` of them, or [] once closed."""
+        while not self._outbox:
+            if self.closed:
+                return []
+            self._signal.clear()
+            await self._signal.wait()
+        if self.closed:
+            return []
+        out: list[Delivery] = []
+        box = self._outbox
+        while box and len(out) < max_messages:
+            out.append(box.popleft())
+        return out
+
+    def ack(self, message_id: MessageId) -> None:
+        """Acknowledge one message (individually, as Pulsar's WebSocket consumer does)."""
+        self.subscription.ack(self, message_id)
+
+    def nack(self, message_id: MessageId) -> None:
+        """Ask for a redelivery of one message after the negative-ack delay."""
+        self.subscription.nack(self, message_id)
+
+    def add_permits(self, count: int) -> None:
+        """Pull mode: allow ``count`` more messages."""
+        if count > 0 and self.pull_mode:
+            self.permits += count
+            self.subscription.dispatch()
+
+    async def close(self) -> None:
+        """Leave the subscription; unacknowledged messages go to other consumers."""
+        await self.subscription.remove_consumer(self)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name!r}, {self.sub_type.value}, {self.state.value})"

@@ -1,0 +1,273 @@
+"""A subscription's position on one partition, and how it is made durable in Kafka.
+
+Pulsar keeps, per subscription, a *mark-delete position* (everything up to it is
+acknowledged) plus the *individually deleted ranges* above it. Here the position lives in
+the subscription's Kafka consumer group:
+
+* the committed **offset** is the first offset not acknowledged (Kafka's "next offset to
+  read" for the contiguous acknowledged prefix);
+* the commit **metadata** string carries the acknowledged ranges above that offset:
+  ``"ps1:" + base64url(flag + body)`` (no padding), ``flag`` 0 = raw body, 1 = zlib, and
+  ``body`` = varint(count) then, per range, varint(start - previous end) and
+  varint(end - start), the first "previous end" being the committed offset. Ranges are
+  half-open ``[start, end)``.
+
+On load, offsets inside the ranges are skipped as already acknowledged; everything else
+from the committed offset on is delivered again. Kafka bounds the metadata string
+(``offset.metadata.max.bytes``, 4096 by default): when the ranges do not fit, the ranges
+nearest the committed offset are kept and the rest dropped, so those acknowledged
+messages would be delivered again after a restart (at-least-once; Pulsar's
+``managedLedgerMaxUnackedRangesToPersist`` makes the same trade).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import logging
+import zlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sync._constants import ACK_SET_METADATA_PREFIX
+
+if TYPE_CHECKING:
+    from ._consumer import Consumer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Entry", "PartitionCursor", "decode_ack_ranges", "encode_ack_ranges"]
+
+Range = tuple[int, int]
+
+
+class Entry:
+    """One message read from Kafka and not yet acknowledged by the subscription."""
+
+    __slots__ = (
+        "acked",
+        "headers",
+        "holder",
+        "key",
+        "nacked",
+        "offset",
+        "partition",
+        "payload",
+        "publish_ms",
+        "redeliveries",
+        "sticky_hash",
+    )
+
+    def __init__(
+        self,
+        partition: int,
+        offset: int,
+        key: str | None,
+        payload: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        publish_ms: int,
+    ) -> None:
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.payload = payload
+        self.headers = headers
+        self.publish_ms = publish_ms
+        self.redeliveries = 0
+        #: The consumer the message is out with (delivered, not acked, not returned).
+        self.holder: Consumer | None = None
+        #: Negatively acknowledged; waiting for its redelivery delay.
+        self.nacked = False
+        self.acked = False
+        #: Key_Shared hash of the key, computed on first need (-1: not yet).
+        self.sticky_hash = -1
+
+    @property
+    def size(self) -> int:
+        """Payload bytes (what dispatch rates count)."""
+        return len(self.payload)
+
+    def __lt__(self, other: Entry) -> bool:
+        return self.offset < other.offset
+
+    def __repr__(self) -> str:
+        return f"Entry({self.partition}@{self.offset}, key={self.key!r})"
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _put_varint(value: int, out: bytearray) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _encode(base: int, ranges: Sequence[Range]) -> str:
+    body = bytearray()
+    _put_varint(len(ranges), body)
+    prev = base
+    for start, end in ranges:
+        _put_varint(start - prev, body)
+        _put_varint(end - start, body)
+        prev = end
+    raw = bytes(body)
+    packed = zlib.compress(raw, 6)
+    blob = b"\x01" + packed if len(packed) < len(raw) else b"\x00" + raw
+    return ACK_SET_METADATA_PREFIX + base64.urlsafe_b64encode(blob).rstrip(b"=").decode("ascii")
+
+
+def encode_ack_ranges(base: int, ranges: Sequence[Range], max_bytes: int) -> tuple[str, int]:
+    """Commit metadata for acknowledged ``ranges`` above ``base``; ``(metadata, kept)``.
+
+    ``ranges`` must be sorted, disjoint, non-empty and start at or after ``base``. If the
+    whole set does not fit in ``max_bytes``, the longest prefix that fits is kept;
+    ``kept`` says how many ranges made it.
+    """
+    if not ranges:
+        return "", 0
+    text = _encode(base, ranges)
+    if len(text) <= max_bytes:
+        return text, len(ranges)
+    low, high = 0, len(ranges)  # invariant: prefix `low` fits, prefix `high` does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        if len(_encode(base, ranges[:mid])) <= max_bytes:
+            low = mid
+        else:
+            high = mid
+    return (_encode(base, ranges[:low]) if low else ""), low
+
+
+def decode_ack_ranges(base: int, metadata: str) -> list[Range]:
+    """Inverse of :func:`encode_ack_ranges`; an empty or foreign string means no ranges.
+
+    Malformed metadata is logged and treated as "no ranges": the messages are delivered
+    again rather than skipped (at-least-once).
+    """
+    if not metadata:
+        return []
+    if not metadata.startswith(ACK_SET_METADATA_PREFIX):
+        logger.warning("ignoring commit metadata in an unknown format: %.40r", metadata)
+        return []
+    text = metadata[len(ACK_SET_METADATA_PREFIX) :]
+    try:
+        blob = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        if not blob:
+            return []
+        raw = zlib.decompress(blob[1:]) if blob[0] == 1 else blob[1:]
+        count, pos = _get_varint(raw, 0)
+        ranges: list[Range] = []
+        prev = base
+        for _ in range(count):
+            gap, pos = _get_varint(raw, pos)
+            length, pos = _get_varint(raw, pos)
+            start = prev + gap
+            end = start + length
+            if length <= 0:
+                raise ValueError("empty range")
+            ranges.append((start, end))
+            prev = end
+        if pos != len(raw):
+            raise ValueError("trailing bytes")
+        return ranges
+    except (ValueError, IndexError, binascii.Error, zlib.error) as exc:
+        logger.warning("ignoring undecodable ack-set metadata (%s): %.40r", exc, metadata)
+        return []
+
+
+# --------------------------------------------------------------------------- cursor
+
+
+class PartitionCursor:
+    """Acknowledgement state of one subscription on one partition.
+
+    ``entries`` holds every message read and not acknowledged, in offset order (messages
+    are added in the order Kafka returns them and a dict keeps insertion order). The
+    committed offset is the first of them, or the read position when there is none.
+    """
+
+    __slots__ = ("_skip", "_skip_idx", "entries", "partition", "read_pos")
+
+    def __init__(self, partition: int, committed: int, metadata: str = "") -> None:
+        self.partition = partition
+        #: The next offset to read (everything below was read, or skipped as acked).
+        self.read_pos = committed
+        self.entries: dict[int, Entry] = {}
+        self._skip = decode_ack_ranges(committed, metadata)
+        self._skip_idx = 0
+
+    def accept(self, offset: int) -> bool:
+        """Account for a message read at ``offset``; False means drop it.
+
+        Drops duplicates (below the read position, e.g. fetched again after a
+        re-assignment) and messages acknowledged before a restart.
+        """
+        if offset < self.read_pos:
+            return False
+        self.read_pos = offset + 1
+        skip = self._skip
+        while self._skip_idx < len(skip) and skip[self._skip_idx][1] <= offset:
+            self._skip_idx += 1
+        return not (self._skip_idx < len(skip) and skip[self._skip_idx][0] <= offset)
+
+    def add(self, entry: Entry) -> None:
+        """Track an accepted message until it is acknowledged."""
+        self.entries[entry.offset] = entry
+
+    def ack(self, offset: int) -> Entry | None:
+        """Acknowledge ``offset``; returns its entry, or None if unknown or acked already."""
+        entry = self.entries.pop(offset, None)
+        if entry is not None:
+            entry.acked = True
+        return entry
+
+    def is_acked(self, offset: int) -> bool:
+        """Whether ``offset`` is known to be acknowledged (or does not need delivery)."""
+        if offset in self.entries:
+            return False
+        if offset < self.read_pos:
+            return True
+        i = bisect.bisect_right(self._skip, (offset, 1 << 63)) - 1
+        return i >= 0 and self._skip[i][0] <= offset < self._skip[i][1]
+
+    def commit_point(self, max_metadata_bytes: int) -> tuple[int, str, int]:
+        """``(offset, metadata, dropped_ranges)`` to commit for this partition now."""
+        it = iter(self.entries)
+        first = next(it, None)
+        base = self.read_pos if first is None else first
+        ranges: list[Range] = []
+        if first is not None:
+            cur = first + 1
+            for offset in it:
+                if offset > cur:
+                    ranges.append((cur, offset))
+                cur = offset + 1
+            if self.read_pos > cur:
+                ranges.append((cur, self.read_pos))
+        # Ranges restored from the last commit that were not read again yet.
+        for start, end in self._skip[self._skip_idx :]:
+            start = max(start, self.read_pos)
+            if end <= start:
+                continue
+            if ranges and ranges[-1][1] >= start:
+                ranges[-1] = (ranges[-1][0], max(ranges[-1][1], end))
+            else:
+                ranges.append((start, end))
+        metadata, kept = encode_ack_ranges(base, ranges, max_metadata_bytes)
+        return base, metadata, len(ranges) - kept

@@ -1,0 +1,746 @@
+"""The messaging engine: topics served by this sidecar, their producers and subscriptions,
+and the live enforcement of their policies.
+
+Admission (on connect), with Pulsar's refusals:
+
+=============================== ================================================ ==========
+check                           refusal (``reason``)                              error
+=============================== ================================================ ==========
+subscriptionTypesEnabled        ``Topic[{<topic>}] doesn't support <T> sub type!`` NotAllowed
+maxSubscriptionsPerTopic        ``Exceed the maximum number of subscriptions of   NotAllowed
+                                the topic: <topic>``
+maxConsumerPerTopic             ``Topic reached max consumers limit``             ConsumerBusy
+other type on the subscription  ``Subscription is of different type``             SubscriptionBusy
+Exclusive already taken         ``Exclusive consumer is already connected``       ConsumerBusy
+maxConsumersPerSubscription     ``Subscription reached max consumers limit``      ConsumerBusy
+maxProducerPerTopic             ``Topic reached max producers limit``             ProducerBusy
+=============================== ================================================ ==========
+
+Counts are per partition, as in Pulsar where every partition is a topic: a connection to
+the base topic counts on every partition, one to ``…-partition-N`` on partition N only.
+``maxSubscriptionsPerTopic`` counts durable subscriptions (Kafka consumer groups), not
+just connected ones.
+
+Live changes (a policy listener on the cache, plus a periodic re-read): connections that
+a new policy forbids are closed, newest first, with WebSocket code 1008 and the same
+reason text (a disabled subscription type; more consumers or producers than a lowered
+maximum). Rates and ``maxUnackedMessagesOnConsumer`` apply to the next dispatch.
+Lowering ``maxSubscriptionsPerTopic`` never deletes a subscription (neither does Pulsar);
+``maxMessageSize`` is read on every send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sync import CacheState, PolicyService, PolicyTarget
+from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
+from sync._errors import (
+    CacheStateError,
+    ConsumerBusyError,
+    InvalidInputError,
+    NotAllowedError,
+    ProducerBusyError,
+    SubscriptionBusyError,
+    TopicNotFoundError,
+)
+from sync._kafka_names import kafka_topic_of
+from sync._names import TopicName
+from sync._policies import Policies
+from sync.producer import PartitionedProducer, ProducerClient, ProducerConfig, SendCallback
+from sync.transport import Admin, Transport
+
+from ._config import MessagingConfig
+from ._consumer import CloseReason, Consumer
+from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
+from ._policy import TopicLimits
+from ._ratelimit import RateLimiter
+from ._subscription import Subscription, subscription_group
+from ._types import InitialPosition, ProducerState, SubscriptionType, transition
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CLOSE_GOING_AWAY",
+    "CLOSE_POLICY",
+    "CLOSE_UNLOADED",
+    "MessagingEngine",
+    "ProducerHandle",
+    "TopicState",
+]
+
+#: WebSocket close codes the engine asks connections to close with.
+CLOSE_GOING_AWAY = 1001  # the sidecar is shutting down
+CLOSE_POLICY = 1008  # a policy change forbids this connection now
+CLOSE_UNLOADED = 1012  # the topic moved to another sidecar: reconnect (and be redirected)
+
+PolicySource = Callable[[], PolicyService | None]
+
+
+class ProducerHandle:
+    """A producer connection on a topic served here."""
+
+    def __init__(
+        self, topic_state: TopicState, producer: PartitionedProducer, partitions: frozenset[int]
+    ) -> None:
+        self.seq = next(_SEQ)
+        self.topic_state = topic_state
+        self.producer = producer
+        self.partitions = partitions
+        self.state = ProducerState.ACTIVE
+        self.close_reason: CloseReason | None = None
+        self._closed = asyncio.Event()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed by the client or evicted."""
+        return self.state is ProducerState.CLOSED
+
+    @property
+    def max_message_size(self) -> int:
+        """The topic's ``maxMessageSize`` right now."""
+        return self.topic_state.limits.max_message_size
+
+    def send(
+        self,
+        payload: bytes,
+        callback: SendCallback,
+        *,
+        key: str | None = None,
+        properties: dict[str, str] | None = None,
+        event_time_ms: int | None = None,
+    ) -> None:
+        """Route and queue one message under the topic's live ``maxMessageSize``.
+
+        Raises:
+            MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
+        """
+        self.producer.send_callback(
+            payload,
+            callback,
+            key=key,
+            properties=properties,
+            event_time_ms=event_time_ms,
+            max_message_size=self.max_message_size,
+        )
+
+    def mark_closed(self, reason: CloseReason | None) -> None:
+        """Enter CLOSED (idempotent) and wake whoever waits for it."""
+        if self.state is ProducerState.CLOSED:
+            return
+        self.state = transition(
+            self.state, ProducerState.CLOSED, f"producer on {self.producer.topic}"
+        )
+        self.close_reason = reason
+        self.producer.close()
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Return once the producer is closed (e.g. evicted by a policy change)."""
+        await self._closed.wait()
+
+    def __repr__(self) -> str:
+        return f"ProducerHandle({self.producer.topic}, {self.state.value})"
+
+
+_SEQ = itertools.count(1)
+_T = TypeVar("_T")
+
+
+@dataclass(eq=False)
+class TopicState:
+    """A base topic served here: partitions, live limits, producers and subscriptions."""
+
+    topic: TopicName
+    kafka_topic: str
+    num_partitions: int
+    limits: TopicLimits
+    dispatch_limiters: list[RateLimiter]
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)
+    producers: dict[int, ProducerHandle] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def partitioned(self) -> bool:
+        """More than one partition: message ids carry the partition index."""
+        return self.num_partitions > 1
+
+    def consumers(self) -> list[Consumer]:
+        """Every attached (not closed) consumer, oldest first."""
+        return sorted(
+            (c for s in self.subscriptions.values() for c in s.consumers.values() if not c.closed),
+            key=lambda c: c.seq,
+        )
+
+    def consumers_on(self, partition: int) -> list[Consumer]:
+        """Consumers of every subscription attached to ``partition``, oldest first."""
+        return [c for c in self.consumers() if partition in c.partitions]
+
+    def producers_on(self, partition: int) -> list[ProducerHandle]:
+        """Producers writing to ``partition``, oldest first."""
+        return sorted(
+            (h for h in self.producers.values() if partition in h.partitions),
+            key=lambda h: h.seq,
+        )
+
+
+def _partitions_of(topic: TopicName, count: int) -> frozenset[int]:
+    if topic.partition_index >= 0:
+        if topic.partition_index >= count:
+            raise TopicNotFoundError(
+                f"Topic {topic} does not exist: {topic.base} has {count} partition(s)",
+                topic=str(topic),
+            )
+        return frozenset({topic.partition_index})
+    return frozenset(range(count))
+
+
+class MessagingEngine:
+    """Serves producers and consumers of the topics this sidecar owns.
+
+    Args:
+        transport: the Kafka seam.
+        policies: returns the current policy service (or None while starting); called
+            again periodically, so a service restarted by the sidecar is picked up.
+        ownership: who owns a topic (default: every topic is local).
+        config: engine settings.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        policies: PolicySource,
+        *,
+        ownership: TopicOwnership | None = None,
+        config: MessagingConfig | None = None,
+    ) -> None:
+        self.transport = transport
+        self.config = config or MessagingConfig()
+        self.ownership: TopicOwnership = ownership or LocalOwnership()
+        self._policies = policies
+        self._topics: dict[TopicName, TopicState] = {}
+        self._topic_loading: dict[TopicName, asyncio.Future[TopicState]] = {}
+        self._admin: Admin | None = None
+        self._client: ProducerClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._service: PolicyService | None = None
+        self._remove_listener: Callable[[], None] | None = None
+        self._live_keys: frozenset[str] = frozenset()
+        self._closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start watching policies and ownership (call on the serving event loop)."""
+        self._loop = asyncio.get_running_loop()
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
+
+    async def close(self) -> None:
+        """Close every connection (code 1001), commit every subscription, flush producers."""
+        self._closing = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        reason = CloseReason(CLOSE_GOING_AWAY, "Broker is shutting down")
+        for ts in list(self._topics.values()):
+            await self._unload(ts, reason)
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+        if self._client is not None:
+            client, self._client = self._client, None
+            await asyncio.to_thread(client.close)
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- policies ----------------------------------------------------------------------
+    def read_limits(self, topic: TopicName) -> TopicLimits:
+        """The topic's messaging limits from the effective policies, right now.
+
+        Raises:
+            CacheStateError: no policy service, or its cache is not READY (fail closed).
+        """
+        svc = self._policies()
+        if svc is None:
+            raise CacheStateError("policy cache is STARTING, not READY; retry shortly")
+        state = svc.cache.state
+        if state is not CacheState.READY:
+            raise CacheStateError(f"policy cache is {state.value}, not READY; retry shortly")
+        policies: Policies = svc.applied(topic.base)
+        return TopicLimits.from_policies(
+            policies, default_max_message_size=self.config.default_max_message_size
+        )
+
+    def _listener(self, key: str, _value: Policies | None) -> None:
+        # Cache listener thread: forward only keys that concern a live topic.
+        if key in self._live_keys and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._policy_key_changed, key)
+            except RuntimeError:  # the loop is closed
+                pass
+
+    def _update_live_keys(self) -> None:
+        keys: set[str] = set()
+        for topic in self._topics:
+            keys.add(topic.canonical)
+            keys.add(GLOBAL_KEY_PREFIX + topic.canonical)
+            keys.add(f"{NAMESPACE_KEY_PREFIX}{topic.tenant}/{topic.namespace}")
+        self._live_keys = frozenset(keys)
+
+    def _policy_key_changed(self, key: str) -> None:
+        try:
+            target = PolicyTarget.from_key(key)
+        except Exception:
+            return
+        for ts in list(self._topics.values()):
+            if target.topic is None:
+                hit = (ts.topic.tenant, ts.topic.namespace) == (target.tenant, target.namespace)
+            else:
+                hit = ts.topic == target.topic
+            if hit:
+                self.refresh_policies(ts)
+
+    def refresh_policies(self, ts: TopicState) -> None:
+        """Re-read the topic's policies and apply them to its live connections."""
+        try:
+            limits = self.read_limits(ts.topic)
+        except CacheStateError:
+            return  # keep enforcing the last known policies
+        except Exception:
+            logger.exception("reading policies of %s failed", ts.topic)
+            return
+        self._apply_limits(ts, limits)
+
+    def _apply_limits(self, ts: TopicState, limits: TopicLimits) -> None:
+        old, ts.limits = ts.limits, limits
+        if old != limits:
+            logger.info("%s: applying changed policies %s", ts.topic, limits)
+        for limiter in ts.dispatch_limiters:
+            limiter.update(limits.dispatch_rate)
+        evicted: set[int] = set()
+        topic = ts.topic
+        for c in ts.consumers():
+            if not limits.type_enabled(c.sub_type):
+                self._evict(c, f"Topic[{{{topic}}}] doesn't support {c.sub_type.value} sub type!")
+                evicted.add(c.seq)
+        if limits.max_consumers_per_subscription > 0:
+            for sub in ts.subscriptions.values():
+                for p in range(ts.num_partitions):
+                    live = [c for c in sub.consumers_on(p) if c.seq not in evicted]
+                    for c in _newest(live, len(live) - limits.max_consumers_per_subscription):
+                        self._evict(c, "Subscription reached max consumers limit")
+                        evicted.add(c.seq)
+        if limits.max_consumers_per_topic > 0:
+            for p in range(ts.num_partitions):
+                live = [c for c in ts.consumers_on(p) if c.seq not in evicted]
+                for c in _newest(live, len(live) - limits.max_consumers_per_topic):
+                    self._evict(c, "Topic reached max consumers limit")
+                    evicted.add(c.seq)
+        if limits.max_producers_per_topic > 0:
+            gone: set[int] = set()
+            for p in range(ts.num_partitions):
+                live_p = [h for h in ts.producers_on(p) if h.seq not in gone]
+                for h in _newest(live_p, len(live_p) - limits.max_producers_per_topic):
+                    reason = CloseReason(CLOSE_POLICY, "Topic reached max producers limit")
+                    self._close_producer(ts, h, reason)
+                    gone.add(h.seq)
+        for sub in ts.subscriptions.values():
+            sub.apply_limits(limits)
+
+    def _evict(self, consumer: Consumer, reason: str) -> None:
+        logger.info(
+            "closing consumer %s on %s: %s", consumer.name, consumer.subscription.label, reason
+        )
+        sub = consumer.subscription
+        if sub.detach(consumer, CloseReason(CLOSE_POLICY, reason)):
+            self._spawn(sub.commit(), "commit-after-evict")
+
+    # -- watching ----------------------------------------------------------------------
+    async def _watch(self) -> None:
+        last_policy = last_owner = time.monotonic()
+        while True:
+            try:
+                svc = self._policies()
+                if svc is not self._service:
+                    if self._remove_listener is not None:
+                        self._remove_listener()
+                        self._remove_listener = None
+                    self._service = svc
+                    if svc is not None:
+                        self._remove_listener = svc.cache.add_listener(self._listener)
+                    for ts in list(self._topics.values()):
+                        self.refresh_policies(ts)
+                now = time.monotonic()
+                if now - last_policy >= self.config.policy_check_s:
+                    last_policy = now
+                    for ts in list(self._topics.values()):
+                        self.refresh_policies(ts)
+                if now - last_owner >= self.config.ownership_check_s:
+                    last_owner = now
+                    await self._check_ownership()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("messaging watch loop failed; continuing")
+            await asyncio.sleep(min(0.5, self.config.policy_check_s))
+
+    async def _check_ownership(self) -> None:
+        for ts in list(self._topics.values()):
+            try:
+                owner = await self.ownership.owner_of(ts.topic)
+            except Exception:
+                logger.exception("ownership lookup of %s failed; keeping it", ts.topic)
+                continue
+            if not owner.local:
+                logger.info("%s is now owned by %s: unloading", ts.topic, owner.http_url)
+                await self._unload(
+                    ts,
+                    CloseReason(
+                        CLOSE_UNLOADED, "Topic ownership moved; reconnect to be redirected"
+                    ),
+                )
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        """Ask the ownership seam who serves ``topic``."""
+        return await self.ownership.owner_of(topic)
+
+    # -- topics ------------------------------------------------------------------------
+    def topic_state(self, topic: TopicName) -> TopicState | None:
+        """The live state of a base topic, if it is served right now."""
+        return self._topics.get(topic.base)
+
+    async def _topic_state(self, topic: TopicName, limits: TopicLimits) -> TopicState:
+        base = topic.base
+        ts = self._topics.get(base)
+        if ts is not None:
+            return ts
+        loading = self._topic_loading.get(base)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        future: asyncio.Future[TopicState] = asyncio.get_running_loop().create_future()
+        self._topic_loading[base] = future
+        try:
+            kafka_topic = kafka_topic_of(base)
+            if self._admin is None:
+                self._admin = self.transport.admin()
+            admin = self._admin
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                raise TopicNotFoundError(
+                    f"Topic {base} does not exist (no Kafka topic {kafka_topic!r}); "
+                    "create it with the admin API",
+                    topic=str(base),
+                )
+            ts = TopicState(
+                topic=base,
+                kafka_topic=kafka_topic,
+                num_partitions=desc.partitions,
+                limits=limits,
+                dispatch_limiters=[
+                    RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
+                ],
+            )
+            self._topics[base] = ts
+            self._update_live_keys()
+            future.set_result(ts)
+            return ts
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning if nobody waits
+            raise
+        finally:
+            del self._topic_loading[base]
+
+    def _maybe_drop(self, ts: TopicState) -> None:
+        # Never while someone holds the lock: they may be about to add to this state.
+        if (
+            not ts.subscriptions
+            and not ts.producers
+            and not ts.lock.locked()
+            and self._topics.get(ts.topic) is ts
+        ):
+            del self._topics[ts.topic]
+            self._update_live_keys()
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, topic: TopicName, limits: TopicLimits) -> AsyncIterator[TopicState]:
+        """The topic's live state, locked; retried if it was dropped while we waited."""
+        while True:
+            ts = await self._topic_state(topic, limits)
+            async with ts.lock:
+                if self._topics.get(ts.topic) is not ts:
+                    continue  # dropped (or unloaded) meanwhile: take the current one
+                yield ts
+                return
+
+    async def _unload(self, ts: TopicState, reason: CloseReason) -> None:
+        if self._topics.get(ts.topic) is ts:
+            del self._topics[ts.topic]
+            self._update_live_keys()
+        for handle in list(ts.producers.values()):
+            handle.mark_closed(reason)
+        ts.producers.clear()
+        subs = list(ts.subscriptions.values())
+        ts.subscriptions.clear()
+        results = await asyncio.gather(*(s.close(reason) for s in subs), return_exceptions=True)
+        for sub, result in zip(subs, results, strict=True):
+            if isinstance(result, BaseException):
+                logger.error("closing subscription %s failed: %s", sub.label, result)
+
+    # -- consumers ---------------------------------------------------------------------
+    async def subscribe(
+        self,
+        topic: TopicName,
+        subscription: str,
+        *,
+        sub_type: SubscriptionType = SubscriptionType.Exclusive,
+        consumer_name: str | None = None,
+        receiver_queue_size: int | None = None,
+        pull_mode: bool = False,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        negative_ack_delay_s: float | None = None,
+    ) -> Consumer:
+        """Attach a consumer, creating the (durable) subscription if needed.
+
+        Raises:
+            InvalidInputError: empty subscription name.
+            TopicNotFoundError: no such topic or partition.
+            CacheStateError: policies are not available yet.
+            NotAllowedError, ConsumerBusyError, SubscriptionBusyError: refused by policy
+                or by the subscription's current state (see the module docstring).
+            TransportError: Kafka failed while loading the subscription.
+        """
+        if not subscription:
+            raise InvalidInputError("Empty subscription name")
+        if self._closing:
+            raise CacheStateError("the sidecar is shutting down")
+        limits = self.read_limits(topic)
+        with self._drop_if_unused(topic):
+            return await self._subscribe(
+                topic,
+                subscription,
+                limits,
+                sub_type=sub_type,
+                consumer_name=consumer_name,
+                receiver_queue_size=receiver_queue_size,
+                pull_mode=pull_mode,
+                initial_position=initial_position,
+                negative_ack_delay_s=negative_ack_delay_s,
+            )
+
+    @contextlib.contextmanager
+    def _drop_if_unused(self, topic: TopicName) -> Iterator[None]:
+        """On a refusal, forget a topic state that was created only for this request."""
+        try:
+            yield
+        except BaseException:
+            ts = self._topics.get(topic.base)
+            if ts is not None:
+                self._maybe_drop(ts)
+            raise
+
+    async def _subscribe(
+        self,
+        topic: TopicName,
+        subscription: str,
+        limits: TopicLimits,
+        *,
+        sub_type: SubscriptionType,
+        consumer_name: str | None,
+        receiver_queue_size: int | None,
+        pull_mode: bool,
+        initial_position: InitialPosition,
+        negative_ack_delay_s: float | None,
+    ) -> Consumer:
+        async with self._locked(topic, limits) as ts:
+            parts = _partitions_of(topic, ts.num_partitions)
+            self._apply_limits(ts, limits)
+            if not limits.type_enabled(sub_type):
+                raise NotAllowedError(
+                    f"Topic[{{{topic}}}] doesn't support {sub_type.value} sub type!",
+                    topic=str(topic),
+                )
+            sub = ts.subscriptions.get(subscription)
+            if sub is not None and not sub.attached:
+                sub = None
+            if sub is None and limits.max_subscriptions_per_topic > 0:
+                existing = await self._durable_subscriptions(ts)
+                if (
+                    subscription not in existing
+                    and len(existing) >= limits.max_subscriptions_per_topic
+                ):
+                    raise NotAllowedError(
+                        f"Exceed the maximum number of subscriptions of the topic: {topic.base}",
+                        topic=str(topic),
+                    )
+            if limits.max_consumers_per_topic > 0 and any(
+                len(ts.consumers_on(p)) >= limits.max_consumers_per_topic for p in parts
+            ):
+                raise ConsumerBusyError("Topic reached max consumers limit", topic=str(topic))
+            if sub is not None and sub.consumers:
+                if sub.sub_type is not sub_type:
+                    raise SubscriptionBusyError(
+                        "Subscription is of different type", topic=str(topic)
+                    )
+                if sub_type is SubscriptionType.Exclusive and any(
+                    sub.consumers_on(p) for p in parts
+                ):
+                    raise ConsumerBusyError(
+                        "Exclusive consumer is already connected", topic=str(topic)
+                    )
+                if limits.max_consumers_per_subscription > 0 and any(
+                    len(sub.consumers_on(p)) >= limits.max_consumers_per_subscription for p in parts
+                ):
+                    raise ConsumerBusyError(
+                        "Subscription reached max consumers limit", topic=str(topic)
+                    )
+            if sub is None:
+                sub = Subscription(
+                    topic=ts.topic,
+                    kafka_topic=ts.kafka_topic,
+                    name=subscription,
+                    num_partitions=ts.num_partitions,
+                    partitioned=ts.partitioned,
+                    transport=self.transport,
+                    config=self.config,
+                    topic_limiters=ts.dispatch_limiters,
+                    limits=lambda: ts.limits,
+                    on_idle=lambda s: self._spawn(self._close_idle(ts, s), "close-idle-sub"),
+                )
+                ts.subscriptions[subscription] = sub
+                try:
+                    await sub.load(initial_position)
+                except BaseException:
+                    if ts.subscriptions.get(subscription) is sub:
+                        del ts.subscriptions[subscription]
+                    await sub.close()
+                    raise
+            queue = receiver_queue_size or self.config.default_receiver_queue_size
+            consumer = Consumer(
+                sub,
+                name=consumer_name or uuid.uuid4().hex[:10],
+                sub_type=sub_type,
+                partitions=parts,
+                receiver_queue_size=max(1, min(queue, self.config.max_receiver_queue_size)),
+                pull_mode=pull_mode,
+                negative_ack_delay_s=(
+                    self.config.default_negative_ack_delay_s
+                    if negative_ack_delay_s is None
+                    else negative_ack_delay_s
+                ),
+            )
+            sub.add_consumer(consumer)
+            return consumer
+
+    async def _durable_subscriptions(self, ts: TopicState) -> set[str]:
+        prefix = subscription_group(ts.kafka_topic, "")
+        if self._admin is None:
+            self._admin = self.transport.admin()
+        groups = await asyncio.to_thread(self._admin.list_groups, prefix)
+        return {g[len(prefix) :] for g in groups} | set(ts.subscriptions)
+
+    async def unsubscribe(self, consumer: Consumer) -> None:
+        """Delete the consumer's subscription (its Kafka group too); closes the consumer.
+
+        Raises:
+            ConsumerBusyError: other consumers are still attached (as Pulsar refuses).
+        """
+        sub = consumer.subscription
+        ts = self._topics.get(sub.topic)
+        if ts is None or ts.subscriptions.get(sub.name) is not sub:
+            return
+        async with ts.lock:
+            others = [c for c in sub.consumers.values() if c is not consumer and not c.closed]
+            if others:
+                raise ConsumerBusyError(
+                    "Unconnected or shared consumer attempting to unsubscribe", topic=str(ts.topic)
+                )
+            del ts.subscriptions[sub.name]
+            # Under the lock: a new subscription of that name waits until the group is gone.
+            await sub.close(CloseReason(1000, "Unsubscribed"))
+            if self._admin is None:
+                self._admin = self.transport.admin()
+            await asyncio.to_thread(self._admin.delete_group, sub.group_id)
+        logger.info("subscription %s deleted", sub.label)
+        self._maybe_drop(ts)
+
+    async def _close_idle(self, ts: TopicState, sub: Subscription) -> None:
+        async with ts.lock:
+            if sub.consumers or ts.subscriptions.get(sub.name) is not sub:
+                return
+            del ts.subscriptions[sub.name]
+            # Under the lock: a consumer arriving now loads the position after this commit.
+            await sub.close()
+        self._maybe_drop(ts)
+
+    # -- producers ---------------------------------------------------------------------
+    async def create_producer(
+        self, topic: TopicName, config: ProducerConfig | None = None
+    ) -> ProducerHandle:
+        """Open a producer on a topic served here (checks ``maxProducerPerTopic``).
+
+        Raises:
+            TopicNotFoundError, CacheStateError, ProducerBusyError, ConfigurationError.
+        """
+        if self._closing:
+            raise CacheStateError("the sidecar is shutting down")
+        limits = self.read_limits(topic)
+        with self._drop_if_unused(topic):
+            return await self._create_producer(topic, config, limits)
+
+    async def _create_producer(
+        self, topic: TopicName, config: ProducerConfig | None, limits: TopicLimits
+    ) -> ProducerHandle:
+        async with self._locked(topic, limits) as ts:
+            parts = _partitions_of(topic, ts.num_partitions)
+            self._apply_limits(ts, limits)
+            if limits.max_producers_per_topic > 0 and any(
+                len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
+            ):
+                raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
+            if self._client is None:
+                self._client = await asyncio.to_thread(
+                    ProducerClient, self.transport, linger_ms=self.config.producer_linger_ms
+                )
+            producer = PartitionedProducer(
+                self._client, topic, config, num_partitions=ts.num_partitions
+            )
+            handle = ProducerHandle(ts, producer, parts)
+            ts.producers[handle.seq] = handle
+            logger.info("producer %d opened on %s", handle.seq, topic)
+            return handle
+
+    def close_producer(self, handle: ProducerHandle) -> None:
+        """The client went away: forget the producer (queued messages still complete)."""
+        self._close_producer(handle.topic_state, handle, None)
+
+    def _close_producer(
+        self, ts: TopicState, handle: ProducerHandle, reason: CloseReason | None
+    ) -> None:
+        if reason is not None:
+            logger.info("closing producer %d on %s: %s", handle.seq, ts.topic, reason.reason)
+        handle.mark_closed(reason)
+        ts.producers.pop(handle.seq, None)
+        self._maybe_drop(ts)
+
+
+def _newest(items: list[_T], excess: int) -> list[_T]:
+    """The ``excess`` newest of ``items`` (which are oldest first)."""
+    if excess <= 0:
+        return []
+    return items[-excess:]

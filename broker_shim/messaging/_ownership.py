@@ -1,0 +1,45 @@
+"""Who serves a topic: the seam to bundle ownership (implemented elsewhere).
+
+The messaging engine only asks :meth:`TopicOwnership.owner_of`. The default,
+:class:`LocalOwnership`, serves every topic here (a single sidecar, or before ownership is
+wired in). A real implementation answers from the namespace-bundle ownership of the
+topic. When a topic is not local, the WebSocket endpoints answer the handshake with
+``307 Temporary Redirect`` to the same path on the owner (``ws://`` or ``wss://`` from
+its ``http_url``); a live topic found not local any more is unloaded: its acknowledgements
+are committed and its connections closed with code 1012 so that clients reconnect and
+are redirected to the new owner, which resumes from the committed positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from sync._names import TopicName
+
+__all__ = ["LocalOwnership", "OwnerInfo", "TopicOwnership"]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerInfo:
+    """Where a topic is served: here (``local``) or at ``http_url`` (``http(s)://host:port``)."""
+
+    local: bool
+    http_url: str | None = None
+
+
+@runtime_checkable
+class TopicOwnership(Protocol):
+    """Answers which sidecar serves a topic (the name as the client addressed it)."""
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        """The owner of ``topic``; must not block the event loop."""
+        ...
+
+
+class LocalOwnership:
+    """Every topic is served by this sidecar."""
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        """Always local."""
+        return OwnerInfo(local=True)

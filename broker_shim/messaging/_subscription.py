@@ -1,0 +1,726 @@
+"""One Pulsar subscription on one topic: reading, dispatching, acknowledging, committing.
+
+A subscription owns one Kafka consumer (on a :class:`SubscriptionReader` thread) in the
+consumer group ``policy-sync.sub/<kafka topic>/<subscription>``, assigned every partition
+of the topic. Per partition it keeps a :class:`PartitionCursor` (what is read and not yet
+acknowledged), a pending queue (read, never delivered), a replay heap (to deliver again,
+lowest offset first) and the consumers attached to that partition.
+
+Dispatch, per subscription type:
+
+* **Exclusive** – one consumer; a second one is refused by the engine.
+* **Failover** – per partition the active consumer is ``sorted(consumers)[p % n]`` (by
+  name); the others stand by. When the active consumer changes (one joins or leaves),
+  what the old one holds unacknowledged is delivered again to the new one, in order.
+* **Shared** – round robin over the consumers that have permits; acknowledgements are
+  individual; a leaving consumer's unacknowledged messages go to the others.
+* **Key_Shared** – Pulsar's consistent-hash ring (100 points per consumer name) maps a
+  key's Murmur3 hash to one consumer. A key is never out with two consumers at once:
+  while a consumer holds unacknowledged messages of a key, that key's later messages wait
+  for it even if the ring now points elsewhere, so per-key order holds across joins.
+
+Every delivery takes a token from the topic's ``dispatchRate`` limiter of that partition
+and from this subscription's ``subscriptionDispatchRate`` limiter of that partition.
+
+Durability (what survives a sidecar restart, crash or ownership move) — at-least-once,
+as Pulsar:
+
+* **Nothing unacknowledged is lost.** The committed offset never passes a message that is
+  not acknowledged, and the commit metadata only lists acknowledged offsets (see
+  :mod:`._cursor`), so every message not acknowledged at the last successful commit is
+  delivered again by whichever sidecar loads the subscription next (its
+  ``redeliveryCount`` starts again at 0: like Pulsar's, the count lives in memory).
+  Bounded by Kafka, not by us: messages the topic's ``retention.ms``/``retention.bytes``
+  deletes are gone acknowledged or not (Pulsar keeps unacknowledged messages unless a
+  backlog quota or TTL says otherwise); a subscription whose group commits nothing for
+  ``offsets.retention.minutes`` (7 days by default) is forgotten by Kafka — a loaded
+  subscription re-commits every ``commit_keepalive_s``, an unloaded one does not.
+* **Nothing acknowledged is delivered again** once its acknowledgement is committed:
+  at most ``commit_interval_s`` (100 ms) after the ack frame arrives, at once when the
+  last consumer leaves, and before a clean shutdown or unload returns. Two exceptions
+  give duplicates, never losses: acknowledgements newer than the last commit when the
+  process dies (a ≤ 100 ms window), and acknowledged ranges that do not fit in the
+  commit metadata budget (``ack_metadata_max_bytes``; logged, counted in
+  :attr:`dropped_ack_ranges`).
+* Two sidecars serving one subscription at once (a split brain while ownership moves)
+  both commit; the last commit wins, which can only re-deliver messages, never skip an
+  unacknowledged one (each commit covers only what a client acknowledged).
+
+Runs on the event loop; only :meth:`_post_batch` is called from the reader thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from sync._constants import SUBSCRIPTION_GROUP_PREFIX
+from sync._names import TopicName
+from sync.producer import MessageId
+from sync.transport import Message, Transport
+
+from ._config import MessagingConfig
+from ._consumer import CloseReason, Consumer, Delivery
+from ._cursor import Entry, PartitionCursor
+from ._policy import TopicLimits
+from ._ratelimit import RateLimiter, acquire_all
+from ._reader import SubscriptionReader
+from ._selectors import KeySharedSelector, failover_active, sticky_key_hash
+from ._types import InitialPosition, SubscriptionState, SubscriptionType, transition
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Subscription", "subscription_group"]
+
+
+_INGESTING = frozenset(
+    {SubscriptionState.LOADING, SubscriptionState.ACTIVE, SubscriptionState.IDLE}
+)
+
+
+def subscription_group(kafka_topic: str, subscription: str) -> str:
+    """The Kafka consumer group that holds a subscription's position."""
+    return f"{SUBSCRIPTION_GROUP_PREFIX}{kafka_topic}/{subscription}"
+
+
+class _Part:
+    """Dispatch state of one partition."""
+
+    __slots__ = (
+        "active",
+        "consumers",
+        "cursor",
+        "index",
+        "inflight_by_hash",
+        "limiter",
+        "paused",
+        "pending",
+        "pulsar_index",
+        "replay",
+        "rr",
+        "selector",
+        "topic_limiter",
+    )
+
+    def __init__(
+        self, index: int, pulsar_index: int, cursor: PartitionCursor, topic_limiter: RateLimiter
+    ) -> None:
+        self.index = index
+        self.pulsar_index = pulsar_index
+        self.cursor = cursor
+        self.pending: deque[Entry] = deque()
+        self.replay: list[Entry] = []
+        self.consumers: list[Consumer] = []
+        self.active: Consumer | None = None
+        self.rr = 0
+        self.selector: KeySharedSelector | None = None
+        self.inflight_by_hash: dict[int, tuple[Consumer, int]] = {}
+        self.paused = False
+        self.limiter = RateLimiter()
+        self.topic_limiter = topic_limiter
+
+
+class Subscription:
+    """A durable subscription served by this sidecar (create and attach via the engine)."""
+
+    def __init__(
+        self,
+        *,
+        topic: TopicName,
+        kafka_topic: str,
+        name: str,
+        num_partitions: int,
+        partitioned: bool,
+        transport: Transport,
+        config: MessagingConfig,
+        topic_limiters: Sequence[RateLimiter],
+        limits: Callable[[], TopicLimits],
+        on_idle: Callable[[Subscription], None],
+    ) -> None:
+        self.topic = topic
+        self.kafka_topic = kafka_topic
+        self.name = name
+        self.group_id = subscription_group(kafka_topic, name)
+        self.label = f"{topic}/{name}"
+        self.num_partitions = num_partitions
+        self.partitioned = partitioned
+        self.config = config
+        self.state = SubscriptionState.LOADING
+        self.sub_type: SubscriptionType | None = None
+        self.consumers: dict[int, Consumer] = {}
+        self.dropped_ack_ranges = 0
+        self.commits = 0
+        self._transport = transport
+        self._topic_limiters = list(topic_limiters)
+        self._limits = limits
+        self._on_idle = on_idle
+        self._parts: list[_Part] = []
+        self._loop = asyncio.get_running_loop()
+        self._reader: SubscriptionReader | None = None
+        self._dirty = False
+        self._last_commit: dict[int, tuple[int, str]] = {}
+        self._last_commit_at = 0.0
+        self._dispatch_scheduled = False
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._commit_task: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _set_state(self, new: SubscriptionState) -> None:
+        self.state = transition(self.state, new, f"subscription {self.label}")
+
+    async def load(self, initial_position: InitialPosition) -> None:
+        """Read (or create) the committed positions, assign every partition, start."""
+        reader = SubscriptionReader(
+            self._transport,
+            self.kafka_topic,
+            self.group_id,
+            self._post_batch,
+            batch_size=self.config.fetch_batch,
+        )
+        self._reader = reader
+        topic = self.kafka_topic
+        parts = list(range(self.num_partitions))
+        try:
+            committed = await reader.call(lambda c: c.committed(topic, parts))
+            missing = [p for p in parts if committed.get(p) is None]
+            if missing:
+                if initial_position is InitialPosition.Earliest:
+                    starts = await reader.call(lambda c: c.start_offsets(topic, missing))
+                else:
+                    starts = await reader.call(lambda c: c.end_offsets(topic, missing))
+                created = {p: (starts[p], "") for p in missing}
+                # Durable from the start: messages published from now on belong to it.
+                await reader.call(lambda c: c.commit(topic, created))
+                committed.update(created)
+                logger.info(
+                    "created subscription %s at %s (%s)",
+                    self.label,
+                    {p: o for p, (o, _) in created.items()},
+                    initial_position.value,
+                )
+            for p in parts:
+                entry = committed[p]
+                assert entry is not None  # noqa: S101 - filled in above
+                offset, metadata = entry
+                cursor = PartitionCursor(p, offset, metadata)
+                self._parts.append(
+                    _Part(p, p if self.partitioned else -1, cursor, self._topic_limiters[p])
+                )
+                self._last_commit[p] = (offset, metadata)
+            self._last_commit_at = time.monotonic()
+            await reader.assign({p.index: p.cursor.read_pos for p in self._parts})
+        except BaseException:
+            self._set_state(SubscriptionState.FAILED)
+            reader.stop()
+            raise
+        self._set_state(SubscriptionState.ACTIVE)
+        self.apply_limits(self._limits())  # also dispatches what arrived while loading
+        self._commit_task = asyncio.create_task(self._commit_loop(), name=f"commit:{self.label}")
+        logger.debug("subscription %s loaded: %s", self.label, self._last_commit)
+
+    async def close(self, reason: CloseReason | None = None) -> None:
+        """Disconnect every consumer, commit the position and stop reading."""
+        if self.state in (SubscriptionState.CLOSING, SubscriptionState.CLOSED):
+            await self._closed.wait()
+            return
+        loaded = self.state in (SubscriptionState.ACTIVE, SubscriptionState.IDLE)
+        if self.state is not SubscriptionState.FAILED:
+            self._set_state(SubscriptionState.CLOSING)
+        for consumer in list(self.consumers.values()):
+            consumer.mark_closed(reason)
+        self.consumers.clear()
+        for timer in (self._throttle_timer, self._idle_timer):
+            if timer is not None:
+                timer.cancel()
+        if self._commit_task is not None:
+            self._commit_task.cancel()
+        try:
+            if loaded:
+                await self.commit(force=True)
+        finally:
+            if self._reader is not None:
+                self._reader.stop()
+                await asyncio.to_thread(self._reader.join)
+            self._set_state(SubscriptionState.CLOSED)
+            self._closed.set()
+            logger.info("subscription %s closed", self.label)
+
+    # -- consumers ---------------------------------------------------------------------
+    @property
+    def attached(self) -> bool:
+        """Whether the subscription can take consumers (loaded and not closing)."""
+        return self.state in (SubscriptionState.ACTIVE, SubscriptionState.IDLE)
+
+    def consumers_on(self, partition: int) -> list[Consumer]:
+        """Consumers attached to a partition and not closed, in connection order."""
+        return [c for c in self._parts[partition].consumers if not c.closed]
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer (the engine has checked types and limits)."""
+        if not self.consumers:
+            self._set_type(consumer.sub_type)
+        if self.state is SubscriptionState.IDLE:
+            self._set_state(SubscriptionState.ACTIVE)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        self.consumers[consumer.seq] = consumer
+        for p in sorted(consumer.partitions):
+            part = self._parts[p]
+            part.consumers.append(consumer)
+            if part.selector is not None:
+                part.selector.add(consumer)
+            self._repick(part)
+        consumer.update_blocked(self._limits().max_unacked_per_consumer)
+        logger.info(
+            "consumer %s joined %s (%s, partitions %s)",
+            consumer.name,
+            self.label,
+            consumer.sub_type.value,
+            sorted(consumer.partitions),
+        )
+        self.dispatch()
+
+    def _set_type(self, sub_type: SubscriptionType) -> None:
+        self.sub_type = sub_type
+        for part in self._parts:
+            part.selector = KeySharedSelector() if sub_type is SubscriptionType.Key_Shared else None
+            part.inflight_by_hash.clear()
+            part.active = None
+
+    async def remove_consumer(self, consumer: Consumer, reason: CloseReason | None = None) -> None:
+        """Detach a consumer; when it was the last one, commit the position right away."""
+        if self.detach(consumer, reason):
+            # Make the acknowledgements durable now: the next consumer may come to
+            # another sidecar (ownership moved) or after a restart.
+            await self.commit()
+
+    def detach(self, consumer: Consumer, reason: CloseReason | None = None) -> bool:
+        """Detach a consumer now; what it holds unacknowledged goes to the others.
+
+        Returns True if the subscription has no consumer left (it turned IDLE).
+        """
+        if self.consumers.pop(consumer.seq, None) is None:
+            consumer.mark_closed(reason)
+            return False
+        consumer.mark_closed(reason)
+        held = [*consumer.delivered.values(), *consumer.nack_pending.values()]
+        consumer.delivered.clear()
+        consumer.nack_pending.clear()
+        for p in consumer.partitions:
+            part = self._parts[p]
+            part.consumers.remove(consumer)
+            if part.selector is not None:
+                part.selector.remove(consumer)
+        for entry in held:
+            if entry.holder is consumer:
+                self._requeue(self._parts[entry.partition], entry)
+        for p in consumer.partitions:
+            self._repick(self._parts[p])
+        logger.info(
+            "consumer %s left %s (%d unacked message(s) to redeliver)",
+            consumer.name,
+            self.label,
+            sum(1 for e in held if not e.acked),
+        )
+        idle = False
+        if not self.consumers and self.state is SubscriptionState.ACTIVE:
+            self._set_state(SubscriptionState.IDLE)
+            self._idle_timer = self._loop.call_later(
+                self.config.idle_subscription_close_s, self._idle_expired
+            )
+            idle = True
+        self.dispatch()
+        return idle
+
+    def _idle_expired(self) -> None:
+        self._idle_timer = None
+        if self.state is SubscriptionState.IDLE and not self.consumers:
+            self._on_idle(self)
+
+    def _repick(self, part: _Part) -> None:
+        """Single-active types: choose the partition's active consumer; rewind on change."""
+        if self.sub_type is None or not self.sub_type.single_active:
+            return
+        if self.sub_type is SubscriptionType.Exclusive:
+            new = part.consumers[0] if part.consumers else None
+        else:
+            new = failover_active(part.consumers, part.pulsar_index)
+        old = part.active
+        if new is old:
+            return
+        part.active = new
+        if old is not None:
+            # Like Pulsar's cursor rewind: what the old active consumer holds goes again
+            # to the new one, in offset order (acknowledged ones are skipped).
+            held = [
+                e
+                for e in (*old.delivered.values(), *old.nack_pending.values())
+                if e.holder is old and e.partition == part.index
+            ]
+            for entry in held:
+                self._requeue(part, entry)
+        if new is not None:
+            logger.info("%s[%d]: active consumer is now %s", self.label, part.index, new.name)
+
+    # -- policies ----------------------------------------------------------------------
+    def apply_limits(self, limits: TopicLimits) -> None:
+        """Apply changed policies: dispatch rates and the unacked-messages limit."""
+        for part in self._parts:
+            part.limiter.update(limits.subscription_dispatch_rate)
+        for consumer in self.consumers.values():
+            consumer.update_blocked(limits.max_unacked_per_consumer)
+        self.dispatch()
+
+    # -- reading -----------------------------------------------------------------------
+    def _post_batch(self, batch: Sequence[Message]) -> None:
+        # Reader thread: hand the batch to the loop.
+        try:
+            self._loop.call_soon_threadsafe(self._ingest, batch)
+        except RuntimeError:  # loop closed while shutting down
+            pass
+
+    def _ingest(self, batch: Sequence[Message]) -> None:
+        # A batch may arrive before load() resumes (LOADING): keep it, cursors exist.
+        if not self._parts or self.state not in _INGESTING:
+            return
+        parts = self._parts
+        for m in batch:
+            p = m.partition()
+            offset = m.offset()
+            if p is None or offset is None or not 0 <= p < len(parts):
+                continue
+            part = parts[p]
+            if not part.cursor.accept(offset):
+                continue
+            raw_key = m.key()
+            entry = Entry(
+                p,
+                offset,
+                None if raw_key is None else raw_key.decode("utf-8", "replace"),
+                m.value() or b"",
+                m.headers(),
+                m.timestamp()[1],
+            )
+            part.cursor.add(entry)
+            part.pending.append(entry)
+        self.dispatch()
+
+    def _flow_control(self) -> None:
+        reader = self._reader
+        if reader is None:
+            return
+        high = self.config.read_ahead
+        low = high // 2
+        pause = [p.index for p in self._parts if not p.paused and len(p.pending) >= high]
+        resume = [p.index for p in self._parts if p.paused and len(p.pending) <= low]
+        for p in pause:
+            self._parts[p].paused = True
+        for p in resume:
+            self._parts[p].paused = False
+        if pause:
+            reader.pause(pause)
+        if resume:
+            reader.resume(resume)
+
+    # -- dispatching -------------------------------------------------------------------
+    def schedule_dispatch(self) -> None:
+        """Dispatch once on the next loop iteration (coalesces bursts of acks)."""
+        if not self._dispatch_scheduled:
+            self._dispatch_scheduled = True
+            self._loop.call_soon(self._scheduled_dispatch)
+
+    def _scheduled_dispatch(self) -> None:
+        self._dispatch_scheduled = False
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Hand pending messages to consumers that can take them, within the rates."""
+        if not self.attached:
+            return
+        wait = 0.0
+        if self.consumers and self.sub_type is not None:
+            for part in self._parts:
+                if not part.consumers:
+                    continue
+                if self.sub_type.single_active:
+                    w = self._dispatch_single(part)
+                elif self.sub_type is SubscriptionType.Shared:
+                    w = self._dispatch_shared(part)
+                else:
+                    w = self._dispatch_key_shared(part)
+                if w > 0.0 and (wait == 0.0 or w < wait):
+                    wait = w
+        if wait > 0.0 and self._throttle_timer is None:
+            self._throttle_timer = self._loop.call_later(wait, self._throttle_expired)
+        self._flow_control()
+
+    def _throttle_expired(self) -> None:
+        self._throttle_timer = None
+        self.dispatch()
+
+    def _next(self, part: _Part) -> Entry | None:
+        replay = part.replay
+        while replay:
+            entry = replay[0]
+            if entry.acked or entry.holder is not None or entry.nacked:
+                heapq.heappop(replay)
+                continue
+            return entry
+        pending = part.pending
+        while pending:
+            entry = pending[0]
+            if entry.acked or entry.holder is not None:
+                pending.popleft()
+                continue
+            return entry
+        return None
+
+    def _take(self, part: _Part, entry: Entry) -> None:
+        if part.replay and part.replay[0] is entry:
+            heapq.heappop(part.replay)
+        else:
+            part.pending.popleft()
+
+    def _dispatch_single(self, part: _Part) -> float:
+        consumer = part.active
+        if consumer is None:
+            return 0.0
+        limiters = (part.topic_limiter, part.limiter)
+        while consumer.can_receive():
+            entry = self._next(part)
+            if entry is None:
+                return 0.0
+            wait = acquire_all(limiters, entry.size)
+            if wait > 0.0:
+                return wait
+            self._take(part, entry)
+            self._deliver(part, entry, consumer)
+        return 0.0
+
+    def _dispatch_shared(self, part: _Part) -> float:
+        consumers = part.consumers
+        limiters = (part.topic_limiter, part.limiter)
+        while True:
+            entry = self._next(part)
+            if entry is None:
+                return 0.0
+            n = len(consumers)
+            chosen = -1
+            for i in range(n):
+                if consumers[(part.rr + i) % n].can_receive():
+                    chosen = (part.rr + i) % n
+                    break
+            if chosen < 0:
+                return 0.0
+            wait = acquire_all(limiters, entry.size)
+            if wait > 0.0:
+                return wait
+            part.rr = (chosen + 1) % n  # round robin advances only on a delivery
+            self._take(part, entry)
+            self._deliver(part, entry, consumers[chosen])
+
+    def _dispatch_key_shared(self, part: _Part) -> float:
+        selector = part.selector
+        if selector is None or not any(c.can_receive() for c in part.consumers):
+            return 0.0
+        limiters = (part.topic_limiter, part.limiter)
+        replay = sorted(e for e in part.replay if not (e.acked or e.holder or e.nacked))
+        part.replay = []
+        scanned: list[Entry] = []
+        pending = part.pending
+        while pending and len(scanned) < self.config.key_shared_lookahead:
+            entry = pending.popleft()
+            if not (entry.acked or entry.holder is not None):
+                scanned.append(entry)
+        kept_replay: list[Entry] = []
+        kept_pending: list[Entry] = []
+        blocked: set[int] = set()
+        wait = 0.0
+        for from_replay, entries in ((True, replay), (False, scanned)):
+            keep = kept_replay if from_replay else kept_pending
+            for entry in entries:
+                if wait > 0.0:
+                    keep.append(entry)
+                    continue
+                if entry.sticky_hash < 0:
+                    entry.sticky_hash = sticky_key_hash(entry.key)
+                h = entry.sticky_hash
+                if h in blocked:
+                    keep.append(entry)
+                    continue
+                consumer = selector.select(h)
+                hold = part.inflight_by_hash.get(h)
+                if (
+                    consumer is None
+                    or (hold is not None and hold[0] is not consumer)
+                    or not consumer.can_receive()
+                ):
+                    blocked.add(h)
+                    keep.append(entry)
+                    continue
+                wait = acquire_all(limiters, entry.size)
+                if wait > 0.0:
+                    keep.append(entry)
+                    continue
+                self._deliver(part, entry, consumer)
+        part.replay = kept_replay  # sorted, hence a valid heap
+        pending.extendleft(reversed(kept_pending))
+        return wait
+
+    def _deliver(self, part: _Part, entry: Entry, consumer: Consumer) -> None:
+        entry.holder = consumer
+        consumer.delivered[(part.index, entry.offset)] = entry
+        if part.selector is not None:
+            if entry.sticky_hash < 0:
+                entry.sticky_hash = sticky_key_hash(entry.key)
+            hold = part.inflight_by_hash.get(entry.sticky_hash)
+            count = 1 if hold is None else hold[1] + 1
+            part.inflight_by_hash[entry.sticky_hash] = (consumer, count)
+        consumer.push(
+            Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
+        )
+        consumer.update_blocked(self._limits().max_unacked_per_consumer)
+
+    def _release(self, part: _Part, entry: Entry) -> None:
+        holder = entry.holder
+        if holder is None:
+            return
+        entry.holder = None
+        if part.selector is not None:
+            hold = part.inflight_by_hash.get(entry.sticky_hash)
+            if hold is not None:
+                if hold[1] <= 1:
+                    del part.inflight_by_hash[entry.sticky_hash]
+                else:
+                    part.inflight_by_hash[entry.sticky_hash] = (hold[0], hold[1] - 1)
+
+    def _requeue(self, part: _Part, entry: Entry) -> None:
+        self._release(part, entry)
+        entry.nacked = False
+        if entry.acked:
+            return
+        entry.redeliveries += 1
+        heapq.heappush(part.replay, entry)
+
+    # -- acknowledgements --------------------------------------------------------------
+    def _part_of(self, message_id: MessageId) -> _Part | None:
+        p = message_id.kafka_partition
+        if not 0 <= p < len(self._parts):
+            return None
+        return self._parts[p]
+
+    def ack(self, consumer: Consumer, message_id: MessageId) -> None:
+        """Individual acknowledgement from ``consumer`` (from any consumer of the sub)."""
+        part = self._part_of(message_id)
+        if part is None or not self.attached:
+            return
+        key = (part.index, message_id.offset)
+        had = consumer.delivered.pop(key, None)
+        if had is None:
+            had = consumer.nack_pending.pop(key, None)
+        entry = part.cursor.ack(message_id.offset)
+        if entry is not None:
+            holder = entry.holder
+            self._release(part, entry)
+            if holder is not None and holder is not consumer:
+                holder.delivered.pop(key, None)
+                holder.nack_pending.pop(key, None)
+                holder.update_blocked(self._limits().max_unacked_per_consumer)
+            self._dirty = True
+        consumer.acked_total += 1
+        if had is not None or entry is not None:
+            consumer.update_blocked(self._limits().max_unacked_per_consumer)
+            self.schedule_dispatch()
+
+    def nack(self, consumer: Consumer, message_id: MessageId) -> None:
+        """Negative acknowledgement: deliver again after the consumer's nack delay."""
+        part = self._part_of(message_id)
+        if part is None or not self.attached:
+            return
+        key = (part.index, message_id.offset)
+        entry = consumer.delivered.pop(key, None)
+        if entry is None:
+            return
+        consumer.update_blocked(self._limits().max_unacked_per_consumer)
+        if entry.holder is consumer and not entry.acked:
+            entry.nacked = True
+            consumer.nack_pending[key] = entry
+            self._loop.call_later(
+                consumer.negative_ack_delay_s, self._nack_expired, part, entry, consumer
+            )
+        self.schedule_dispatch()
+
+    def _nack_expired(self, part: _Part, entry: Entry, consumer: Consumer) -> None:
+        consumer.nack_pending.pop((part.index, entry.offset), None)
+        if entry.acked or entry.holder is not consumer or not entry.nacked:
+            return
+        self._requeue(part, entry)
+        self.dispatch()
+
+    # -- committing --------------------------------------------------------------------
+    async def _commit_loop(self) -> None:
+        interval = self.config.commit_interval_s
+        while True:
+            await asyncio.sleep(interval)
+            keepalive = time.monotonic() - self._last_commit_at >= self.config.commit_keepalive_s
+            if self._dirty or keepalive:
+                await self.commit(force=keepalive)
+
+    async def commit(self, *, force: bool = False) -> None:
+        """Commit the acknowledged prefix and the individual-ack set of every partition.
+
+        Only partitions whose position changed are written, unless ``force``. A failure
+        is logged and retried at the next interval (the acks stay in memory).
+        """
+        reader = self._reader
+        if reader is None or not self._parts:
+            return
+        self._dirty = False
+        offsets: dict[int, tuple[int, str]] = {}
+        max_bytes = self.config.ack_metadata_max_bytes
+        for part in self._parts:
+            offset, metadata, dropped = part.cursor.commit_point(max_bytes)
+            if dropped:
+                self.dropped_ack_ranges += dropped
+                logger.warning(
+                    "%s[%d]@%d: %d acknowledged range(s) do not fit in the commit metadata; "
+                    "they would be redelivered after a restart",
+                    self.label,
+                    part.index,
+                    offset,
+                    dropped,
+                )
+            if force or self._last_commit.get(part.index) != (offset, metadata):
+                offsets[part.index] = (offset, metadata)
+        if not offsets:
+            return
+        topic = self.kafka_topic
+        try:
+            await reader.call(lambda c: c.commit(topic, offsets))
+        except Exception as exc:
+            self._dirty = True
+            logger.warning("%s: commit failed (will retry): %s", self.label, exc)
+            return
+        self._last_commit.update(offsets)
+        self._last_commit_at = time.monotonic()
+        self.commits += 1
+
+    # -- introspection -----------------------------------------------------------------
+    def backlog(self) -> int:
+        """Messages read and not acknowledged (in memory; not the Kafka lag)."""
+        return sum(len(p.cursor.entries) for p in self._parts)
+
+    def committed_positions(self) -> dict[int, tuple[int, str]]:
+        """The last positions written to Kafka, per partition."""
+        return dict(self._last_commit)
+
+    def __repr__(self) -> str:
+        kind = None if self.sub_type is None else self.sub_type.value
+        return f"Subscription({self.label!r}, {kind}, {self.state.value})"

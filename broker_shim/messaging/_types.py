@@ -1,0 +1,113 @@
+"""Subscription types and the state machines of consumers, subscriptions and producers.
+
+Every state change goes through :func:`transition`, which checks it against the one
+table of allowed moves per machine::
+
+    ConsumerState      ACTIVE ⇄ BLOCKED (maxUnackedMessagesOnConsumer reached / relieved)
+                       ACTIVE | BLOCKED ──close / eviction──▶ CLOSED
+
+    SubscriptionState  LOADING ──positions read──▶ ACTIVE ──last consumer left──▶ IDLE
+                       IDLE ──consumer joined──▶ ACTIVE
+                       LOADING | ACTIVE | IDLE ──close──▶ CLOSING ──final commit──▶ CLOSED
+                       LOADING ──Kafka failed──▶ FAILED ──▶ CLOSED
+
+    ProducerState      ACTIVE ──close / eviction──▶ CLOSED
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TypeVar
+
+from sync._errors import PolicySyncError
+
+__all__ = [
+    "ConsumerState",
+    "InitialPosition",
+    "ProducerState",
+    "StateTransitionError",
+    "SubscriptionState",
+    "SubscriptionType",
+    "transition",
+]
+
+
+class StateTransitionError(PolicySyncError):
+    """A state machine was asked for a move its table does not allow (a bug)."""
+
+
+class SubscriptionType(enum.Enum):
+    """Pulsar's subscription types (the ``subscriptionType`` query parameter)."""
+
+    Exclusive = "Exclusive"
+    Shared = "Shared"
+    Failover = "Failover"
+    Key_Shared = "Key_Shared"
+
+    @property
+    def single_active(self) -> bool:
+        """Whether one consumer at a time receives a partition's messages, in order."""
+        return self in (SubscriptionType.Exclusive, SubscriptionType.Failover)
+
+
+class InitialPosition(enum.Enum):
+    """Where a new subscription starts (Pulsar ``SubscriptionInitialPosition``)."""
+
+    Latest = "Latest"
+    Earliest = "Earliest"
+
+
+class ConsumerState(enum.Enum):
+    """Life of one consumer connection."""
+
+    ACTIVE = "ACTIVE"
+    BLOCKED = "BLOCKED"  # too many unacked messages: receives nothing until acks arrive
+    CLOSED = "CLOSED"
+
+
+class SubscriptionState(enum.Enum):
+    """Life of one subscription in this sidecar."""
+
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    IDLE = "IDLE"
+    CLOSING = "CLOSING"
+    CLOSED = "CLOSED"
+    FAILED = "FAILED"
+
+
+class ProducerState(enum.Enum):
+    """Life of one producer connection."""
+
+    ACTIVE = "ACTIVE"
+    CLOSED = "CLOSED"
+
+
+_S = TypeVar("_S", ConsumerState, SubscriptionState, ProducerState)
+
+_ALLOWED: dict[enum.Enum, frozenset[enum.Enum]] = {
+    ConsumerState.ACTIVE: frozenset({ConsumerState.BLOCKED, ConsumerState.CLOSED}),
+    ConsumerState.BLOCKED: frozenset({ConsumerState.ACTIVE, ConsumerState.CLOSED}),
+    ConsumerState.CLOSED: frozenset(),
+    SubscriptionState.LOADING: frozenset(
+        {SubscriptionState.ACTIVE, SubscriptionState.FAILED, SubscriptionState.CLOSING}
+    ),
+    SubscriptionState.ACTIVE: frozenset({SubscriptionState.IDLE, SubscriptionState.CLOSING}),
+    SubscriptionState.IDLE: frozenset({SubscriptionState.ACTIVE, SubscriptionState.CLOSING}),
+    SubscriptionState.CLOSING: frozenset({SubscriptionState.CLOSED}),
+    SubscriptionState.FAILED: frozenset({SubscriptionState.CLOSED}),
+    SubscriptionState.CLOSED: frozenset(),
+    ProducerState.ACTIVE: frozenset({ProducerState.CLOSED}),
+    ProducerState.CLOSED: frozenset(),
+}
+
+
+def transition(current: _S, new: _S, what: str) -> _S:
+    """Return ``new`` if the move ``current → new`` is allowed; raise otherwise.
+
+    Raises:
+        StateTransitionError: the move is not in the table (names ``what`` moved).
+    """
+    if new not in _ALLOWED[current]:
+        raise StateTransitionError(f"{what}: {current.value} → {new.value} is not allowed")
+    return new

@@ -1,0 +1,49 @@
+"""Broker registry, namespace bundles, bundle ownership and topic lookup, on Kafka.
+
+Every sidecar runs a :class:`ClusterService` and answers lookups from its own views of
+three Kafka topics; the modules, each owning one behaviour:
+
+* ``_records``   record shapes and the bundle ownership state machine (``BundleState``,
+  ``check_transition``);
+* ``_table``     a compacted topic as an in-memory table (replay, READY, tail; read_committed);
+* ``_metadata``  the registry topic (registrations, membership, layouts, topics, KV, perms)
+  and its fenced read-modify-write writer;
+* ``_registry``  live brokers (RocketMQ NameServer semantics) and self-registration;
+* ``_ownership`` liveness by consumer-group membership, bundle ownership by slot
+  assignment, fenced claims (the design is in that module's docstring);
+* ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
+* ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
+* ``_auth``      optional token auth with per-tenant roles;
+* ``_service``   start-up, shutdown and status of all of the above;
+* ``_cli``       the ``broker-shim run`` flags; ``_demo`` the lookup part of ``make demo``.
+
+HTTP routes live in :mod:`broker_shim._lookup_http`.
+"""
+
+from ._auth import AuthConfig, Authorizer, TenantRoles
+from ._lookup import LookupConfig, LookupService
+from ._ownership import MemberState, OwnershipConfig, RequestOp, slot_of
+from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
+from ._registry import BrokerIdentity
+from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState
+
+__all__ = [
+    "AuthConfig",
+    "Authorizer",
+    "BrokerIdentity",
+    "BundleState",
+    "ClusterConfig",
+    "ClusterService",
+    "ClusterSettings",
+    "ListenerUrls",
+    "LookupConfig",
+    "LookupService",
+    "MemberState",
+    "OwnershipConfig",
+    "OwnershipRecord",
+    "RequestOp",
+    "ServiceState",
+    "TenantRoles",
+    "allowed_transitions",
+    "slot_of",
+]

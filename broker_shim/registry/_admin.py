@@ -1,0 +1,384 @@
+"""Admin operations on namespaces, bundles, topics, KV config and write perms.
+
+Every metadata change is a fenced read-modify-write through
+:class:`~broker_shim.registry._metadata.MetadataWriter` ("decide before you write"):
+validation and conflict checks run on a view that holds every committed write, so a
+refused request writes nothing. Ownership changes (unload, post-split cleanup) are
+*requests* to the bundle's slot owner, the only one allowed to write its record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from sync._bundles import NamespaceBundles, SplitAlgorithm, topic_hash
+from sync._errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    TopicConfigurationMismatch,
+    UnavailableError,
+)
+from sync._kafka_names import kafka_topic_of
+from sync._names import PARTITION_SUFFIX, NamespaceName, TopicName, parse_topic_cached
+from sync.transport import TopicSpec, Transport
+
+from ._lookup import LookupService, namespace_missing
+from ._metadata import Change, MetadataStore, MetadataWriter
+from ._ownership import OwnershipTable, RequestOp
+from ._records import (
+    PERM_READ,
+    BundleState,
+    TopicRecord,
+    WritePerm,
+    encode_layout,
+    kv_key,
+    namespace_key,
+    perm_key,
+    topic_key,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClusterAdmin"]
+
+#: How the admin asks a bundle's slot owner to act (``OwnershipMember.request``).
+RequestFn = Callable[[RequestOp, str], None]
+
+#: Pulsar's maximum number of bundles a namespace may be created with.
+_MAX_BUNDLES = 2**31 - 1
+
+
+def _supported_algorithms() -> str:
+    return "[" + ", ".join(a.value for a in SplitAlgorithm) + "]"
+
+
+class ClusterAdmin:
+    """Namespace, bundle, topic and NameServer administration for one cluster."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        store: MetadataStore,
+        writer: MetadataWriter,
+        ownership: OwnershipTable,
+        lookups: LookupService,
+        request: RequestFn,
+        *,
+        cluster: str,
+        default_bundles: int = 4,
+        replication_factor: int = -1,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._transport = transport
+        self.store = store
+        self.writer = writer
+        self.ownership = ownership
+        self.lookups = lookups
+        self._request = request
+        self.cluster = cluster
+        self.default_bundles = default_bundles
+        self.replication_factor = replication_factor
+        self.timeout_s = timeout_s
+
+    # -- namespaces ----------------------------------------------------------------------
+    def create_namespace(
+        self,
+        namespace: NamespaceName,
+        *,
+        num_bundles: int | None = None,
+        boundaries: Sequence[str] | None = None,
+    ) -> NamespaceBundles:
+        """Create a namespace with ``num_bundles`` equal bundles (or explicit boundaries).
+
+        Raises:
+            InvalidInputError: bad bundle count or boundaries.
+            ConflictError: "Namespace already exists".
+        """
+        if boundaries is not None:
+            try:
+                values = [int(str(b), 16) for b in boundaries]
+            except ValueError as exc:
+                raise InvalidInputError(
+                    f"Invalid bundle boundaries {list(boundaries)!r}: each must be a hex "
+                    "string such as '0x40000000'"
+                ) from exc
+            bundles = NamespaceBundles.from_boundaries(namespace, values)
+            if num_bundles is not None and num_bundles != len(bundles.bundles):
+                raise InvalidInputError(
+                    f"numBundles {num_bundles} does not match the {len(bundles.bundles)} "
+                    "bundles the boundaries define"
+                )
+        else:
+            count = self.default_bundles if num_bundles is None else num_bundles
+            if (
+                isinstance(count, bool)
+                or not isinstance(count, int)
+                or not 0 < count <= _MAX_BUNDLES
+            ):
+                raise InvalidInputError(
+                    f"Invalid number of bundles {count!r}: it must be an int from 1 to "
+                    f"{_MAX_BUNDLES}"
+                )
+            bundles = NamespaceBundles.default(namespace, count)
+
+        def decide(store: MetadataStore) -> Change[NamespaceBundles]:
+            if store.layout(namespace) is not None:
+                raise ConflictError("Namespace already exists")
+            return Change({namespace_key(namespace): encode_layout(bundles, 1)}, bundles)
+
+        created = self.writer.update(decide)
+        logger.info("created namespace %s with %d bundles", namespace, len(created.bundles))
+        return created
+
+    def ensure_namespace(self, namespace: NamespaceName) -> None:
+        """Create ``namespace`` with the default bundles unless it exists."""
+        if self.store.layout(namespace) is not None:
+            return
+        try:
+            self.create_namespace(namespace)
+        except ConflictError:
+            pass
+
+    def namespaces(self, tenant: str) -> list[str]:
+        """Namespaces of ``tenant`` (``tenant/ns`` strings)."""
+        return sorted(str(ns) for ns in list(self.store.layouts) if ns.tenant == tenant)
+
+    def split_bundle(
+        self,
+        namespace: NamespaceName,
+        bundle: str,
+        *,
+        algorithm: str | None = None,
+        unload: bool = False,
+    ) -> tuple[str, str]:
+        """Split one bundle (Pulsar ``splitNamespaceBundle``); returns the two new ranges.
+
+        ``unload=False`` asks the new bundles' slot owners to claim them at once (Pulsar
+        keeps them loaded); ``unload=True`` leaves them unowned until the next lookup.
+
+        Raises:
+            NotFoundError: no such namespace or bundle.
+            InvalidInputError: unknown algorithm, or the bundle cannot be split.
+        """
+        name = (algorithm or "").strip() or SplitAlgorithm.RANGE_EQUALLY_DIVIDE.value
+        try:
+            chosen = SplitAlgorithm(name)
+        except ValueError:
+            raise InvalidInputError(
+                "Unsupported namespace bundle split algorithm, supported algorithms are "
+                + _supported_algorithms()
+            ) from None
+
+        # Whether the parent is owned decides what happens to the children: read it from
+        # a view that holds every committed claim.
+        self.ownership.table.sync(self.timeout_s)
+
+        def decide(store: MetadataStore) -> Change[tuple[str, str, bool]]:
+            layout = store.layout(namespace)
+            if layout is None:
+                raise namespace_missing(namespace)
+            hashes = (
+                self._topic_hashes(namespace)
+                if chosen is SplitAlgorithm.TOPIC_COUNT_EQUALLY_DIVIDE
+                else ()
+            )
+            new = layout.bundles.split(bundle, chosen, hashes)
+            fresh = [
+                b.name
+                for b in new.bundles
+                if b.name not in {x.name for x in layout.bundles.bundles}
+            ]
+            parent = self.ownership.get(f"{namespace}/{bundle}")
+            owned = parent is not None and parent.state is BundleState.OWNED
+            return Change(
+                {namespace_key(namespace): encode_layout(new, layout.version + 1)},
+                (fresh[0], fresh[1], owned),
+            )
+
+        low, high, was_owned = self.writer.update(decide)
+        self._request(RequestOp.CLEANUP, f"{namespace}/{bundle}")
+        if was_owned and not unload:
+            for child in (low, high):
+                self._request(RequestOp.ACQUIRE, f"{namespace}/{child}")
+        logger.info("split bundle %s/%s into %s and %s (%s)", namespace, bundle, low, high, chosen)
+        return low, high
+
+    def _topic_hashes(self, namespace: NamespaceName) -> list[int]:
+        hashes: list[int] = []
+        for canonical, record in list(self.store.topics.items()):
+            topic = parse_topic_cached(canonical)
+            if topic.namespace_name != namespace:
+                continue
+            if record.partitions > 0:
+                hashes.extend(topic_hash(topic.partition(i)) for i in range(record.partitions))
+            else:
+                hashes.append(topic_hash(topic))
+        return hashes
+
+    async def unload_bundle(self, namespace: NamespaceName, bundle: str) -> bool:
+        """Ask the bundle's owner to unload it and wait until it did (or was unowned).
+
+        Returns False if the bundle had no owner (Pulsar: nothing to do).
+
+        Raises:
+            NotFoundError: no such namespace or bundle.
+        """
+        layout = self.lookups.layout(namespace)
+        full = f"{namespace}/{bundle}"
+        if not layout.contains(full):
+            raise NotFoundError(
+                f"Namespace bundle {full} not found; current bundles: "
+                f"{[n.rpartition('/')[2] for n in layout.names]}"
+            )
+        # Decide on a view holding every committed claim, not a lagging one.
+        await asyncio.to_thread(self.ownership.table.sync, self.timeout_s)
+        before = self.ownership.get(full)
+        if before is None or before.state is not BundleState.OWNED:
+            return False
+        self._request(RequestOp.UNLOAD, full)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        while loop.time() < deadline:
+            now = self.ownership.get(full)
+            if now is None or now.version > before.version:
+                return True
+            await asyncio.sleep(0.02)
+        raise UnavailableError(
+            f"bundle {full} was not unloaded within {self.timeout_s:.0f}s; is its slot owner alive?"
+        )
+
+    async def unload_namespace(self, namespace: NamespaceName) -> int:
+        """Unload every owned bundle of ``namespace``; returns how many were owned."""
+        layout = self.lookups.layout(namespace)
+        results = await asyncio.gather(
+            *(self.unload_bundle(namespace, name.rpartition("/")[2]) for name in layout.names)
+        )
+        return sum(results)
+
+    # -- topics -------------------------------------------------------------------------
+    def create_topic(self, topic: TopicName, partitions: int) -> TopicRecord:
+        """Create a partitioned (``partitions`` > 0) or non-partitioned (0) topic and the
+        Kafka topic backing it (:func:`sync._kafka_names.kafka_topic_of`).
+
+        Raises:
+            InvalidInputError: bad partition count or name.
+            NotFoundError: the namespace does not exist.
+            ConflictError: "This topic already exists".
+        """
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 0:
+            raise InvalidInputError("Number of partitions should be more than 0")
+        if topic.is_partition or PARTITION_SUFFIX in topic.local_name:
+            raise InvalidInputError(
+                f"Invalid topic name {topic}: a partitioned topic name should not contain "
+                f"'{PARTITION_SUFFIX}'"
+            )
+        if self.store.layout(topic.namespace_name) is None:
+            raise namespace_missing(topic.namespace_name)
+        if self.store.topic(topic) is not None:
+            raise ConflictError("This topic already exists")
+        kafka_name = kafka_topic_of(topic)
+        spec = TopicSpec(kafka_name, max(1, partitions), replication_factor=self.replication_factor)
+        try:
+            self._transport.admin().ensure_topic(spec, self.timeout_s)
+        except TopicConfigurationMismatch as exc:
+            raise ConflictError(
+                f"This topic already exists: Kafka topic {kafka_name} has a different "
+                f"partition count ({exc})"
+            ) from exc
+        record = TopicRecord(topic.canonical, partitions, kafka_name, int(time.time() * 1000))
+
+        def decide(store: MetadataStore) -> Change[TopicRecord]:
+            if store.layout(topic.namespace_name) is None:
+                raise namespace_missing(topic.namespace_name)
+            if store.topic(topic) is not None:
+                raise ConflictError("This topic already exists")
+            return Change({topic_key(topic): record.to_json()}, record)
+
+        return self.writer.update(decide)
+
+    def topics(self) -> list[str]:
+        """Every topic created through the admin API."""
+        return sorted(self.store.topics)
+
+    # -- KV config (RocketMQ NameServer) ------------------------------------------------
+    def put_kv(self, namespace: str, key: str, value: str) -> None:
+        """Set ``key`` in KV ``namespace``."""
+        _check_kv(namespace, key)
+        self.writer.update(lambda _s: Change({kv_key(namespace, key): value.encode("utf-8")}, None))
+
+    def get_kv(self, namespace: str, key: str) -> str:
+        """The value of ``key`` in KV ``namespace``.
+
+        Raises:
+            NotFoundError: no such key.
+        """
+        value = self.store.kv.get(namespace, {}).get(key)
+        if value is None:
+            raise NotFoundError(f"No config item, Namespace: {namespace} Key: {key}")
+        return value
+
+    def delete_kv(self, namespace: str, key: str) -> None:
+        """Remove ``key`` from KV ``namespace`` (no error if absent)."""
+        _check_kv(namespace, key)
+
+        def decide(store: MetadataStore) -> Change[None]:
+            if key not in store.kv.get(namespace, {}):
+                return Change({}, None)
+            return Change({kv_key(namespace, key): None}, None)
+
+        self.writer.update(decide)
+
+    def list_kv(self, namespace: str) -> dict[str, str]:
+        """Every key and value of KV ``namespace``.
+
+        Raises:
+            NotFoundError: the KV namespace is empty.
+        """
+        table = self.store.kv.get(namespace)
+        if not table:
+            raise NotFoundError(f"No config item, Namespace: {namespace}")
+        return dict(sorted(table.items()))
+
+    # -- write permission (RocketMQ WIPE_WRITE_PERM_OF_BROKER) ----------------------------
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Make ``broker_name``'s queues read-only in route info; returns how many topics
+        have queues there (RocketMQ's ``wipeTopicCount``).
+
+        Raises:
+            NotFoundError: no live broker has that name in this cluster.
+        """
+        self._require_live_name(broker_name)
+        record = WritePerm(self.cluster, broker_name, PERM_READ, int(time.time() * 1000))
+        self.writer.update(
+            lambda _s: Change({perm_key(self.cluster, broker_name): record.to_json()}, None)
+        )
+        return len(self.lookups.topics_on(broker_name))
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Undo :meth:`wipe_write_perm`; returns the same topic count."""
+        self._require_live_name(broker_name)
+
+        def decide(store: MetadataStore) -> Change[None]:
+            if (self.cluster, broker_name) not in store.perms:
+                return Change({}, None)
+            return Change({perm_key(self.cluster, broker_name): None}, None)
+
+        self.writer.update(decide)
+        return len(self.lookups.topics_on(broker_name))
+
+    def _require_live_name(self, broker_name: str) -> None:
+        names = {reg.broker_name for reg in self.lookups.registry.live_brokers(self.cluster)}
+        if broker_name not in names:
+            raise NotFoundError(
+                f"broker name {broker_name!r} has no live broker in cluster {self.cluster}; "
+                f"live: {sorted(names)}"
+            )
+
+
+def _check_kv(namespace: str, key: str) -> None:
+    if not namespace or not key:
+        raise InvalidInputError("KV config needs a non-empty namespace and key")

@@ -1,0 +1,167 @@
+"""Optional token authentication and per-tenant authorization (off unless configured).
+
+A request authenticates with ``Authorization: Bearer <token>``; the token maps to a role.
+Permissions, loosely Pulsar's:
+
+* super-user roles may do everything (cluster-wide operations need one: broker listing,
+  KV config, write perms);
+* a tenant's admin roles administrate its namespaces and topics (create, split, unload);
+* a tenant's lookup roles may look topics up and read partition and bundle metadata
+  (Pulsar's ``TopicOperation.LOOKUP``, granted by produce or consume permission).
+
+Checks run before anything is written: a refused request (401 without a valid token, 403
+without the right) changes nothing.
+
+Configuration file (JSON; unknown keys are refused)::
+
+    {"tokens": {"<token>": "<role>", ...},
+     "superUserRoles": ["admin"],
+     "tenants": {"acme": {"adminRoles": ["alice"], "lookupRoles": ["bob"]}}}
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sync._errors import AuthenticationError, AuthorizationError, ConfigurationError
+
+__all__ = ["AuthConfig", "Authorizer", "TenantRoles"]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRoles:
+    """Who may administrate, and who may look up, one tenant's resources."""
+
+    admin_roles: frozenset[str] = frozenset()
+    lookup_roles: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """Tokens, super-users and per-tenant roles."""
+
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    super_user_roles: frozenset[str] = frozenset()
+    tenants: Mapping[str, TenantRoles] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tokens", MappingProxyType(dict(self.tokens)))
+        object.__setattr__(self, "tenants", MappingProxyType(dict(self.tenants)))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuthConfig:
+        """Build from the documented JSON shape.
+
+        Raises:
+            ConfigurationError: unknown keys or wrong types.
+        """
+        _only(data, {"tokens", "superUserRoles", "tenants"}, "auth config")
+        tokens = data.get("tokens", {})
+        if not isinstance(tokens, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in tokens.items()
+        ):
+            raise ConfigurationError('auth config: "tokens" must map non-empty tokens to roles')
+        tenants: dict[str, TenantRoles] = {}
+        for tenant, roles in dict(data.get("tenants", {})).items():
+            if not isinstance(roles, dict):
+                raise ConfigurationError(f"auth config: tenant {tenant!r} must be an object")
+            _only(roles, {"adminRoles", "lookupRoles"}, f"auth config tenant {tenant!r}")
+            tenants[str(tenant)] = TenantRoles(
+                frozenset(_strings(roles.get("adminRoles", []), f"{tenant}.adminRoles")),
+                frozenset(_strings(roles.get("lookupRoles", []), f"{tenant}.lookupRoles")),
+            )
+        return cls(
+            tokens=tokens,
+            super_user_roles=frozenset(_strings(data.get("superUserRoles", []), "superUserRoles")),
+            tenants=tenants,
+        )
+
+    @classmethod
+    def from_file(cls, path: Path) -> AuthConfig:
+        """Load the JSON file at ``path``.
+
+        Raises:
+            ConfigurationError: unreadable, not JSON, or invalid.
+        """
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigurationError(f"cannot read auth config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"auth config {path} must hold a JSON object")
+        return cls.from_json(data)
+
+
+def _only(data: Mapping[str, Any], allowed: set[str], what: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigurationError(f"{what}: unknown keys {unknown}; allowed: {sorted(allowed)}")
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError(f"auth config: {what} must be a list of strings")
+    return list(value)
+
+
+class Authorizer:
+    """Applies an :class:`AuthConfig` to requests."""
+
+    def __init__(self, config: AuthConfig) -> None:
+        self.config = config
+
+    def authenticate(self, authorization: str | None) -> str:
+        """The role of a ``Bearer`` token.
+
+        Raises:
+            AuthenticationError: no token, or an unknown one.
+        """
+        if not authorization or not authorization.startswith("Bearer "):
+            raise AuthenticationError(
+                "Authentication required: send 'Authorization: Bearer <token>'"
+            )
+        token = authorization[len("Bearer ") :].strip()
+        for known, role in self.config.tokens.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                return role
+        raise AuthenticationError("Authentication failed: the token is not valid")
+
+    def is_super_user(self, role: str) -> bool:
+        """True for a super-user role."""
+        return role in self.config.super_user_roles
+
+    def check_super_user(self, role: str) -> None:
+        """Raises:
+        AuthorizationError: ``role`` is not a super-user."""
+        if not self.is_super_user(role):
+            raise AuthorizationError(f"This operation requires super-user access (role {role!r})")
+
+    def check_tenant_admin(self, role: str, tenant: str) -> None:
+        """Raises:
+        AuthorizationError: ``role`` may not administrate ``tenant``."""
+        if self.is_super_user(role):
+            return
+        roles = self.config.tenants.get(tenant)
+        if roles is None or role not in roles.admin_roles:
+            raise AuthorizationError(
+                f"Don't have permission to administrate resources on this tenant "
+                f"({tenant}, role {role!r})"
+            )
+
+    def check_lookup(self, role: str, tenant: str) -> None:
+        """Pulsar's ``TopicOperation.LOOKUP``.
+
+        Raises:
+            AuthorizationError: "Client is not authorized to Lookup".
+        """
+        if self.is_super_user(role):
+            return
+        roles = self.config.tenants.get(tenant)
+        if roles is None or (role not in roles.lookup_roles and role not in roles.admin_roles):
+            raise AuthorizationError(f"Client is not authorized to Lookup (role {role!r})")

@@ -1,0 +1,345 @@
+"""The registry topic as typed, indexed tables, and the one fenced writer of its metadata.
+
+:class:`MetadataStore` keeps every sidecar's local view of ``__policy_sync.registry``:
+broker registrations, membership snapshots, namespace bundle layouts, topic metadata, KV
+config and wiped write perms, each indexed for the lookup hot path.
+
+:class:`MetadataWriter` changes namespace layouts, topic metadata, KV config and perms with
+read-modify-write cycles serialized by Kafka's producer fencing: every writer in every
+sidecar shares one transactional id, and a writer (re)initialising its transactions fences
+all others, then syncs its view before deciding. A writer that loses its fence between
+deciding and committing gets :class:`~sync._errors.ProducerFencedError` on commit, and
+nothing it wrote becomes visible; it retries from a fresh view. Compaction keeps the last
+record per key, so the decision is made before the write, never by a reader.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from sync._bundles import BundleRange, NamespaceBundles
+from sync._constants import (
+    COMPACTED_TABLE_CREATE_CONFIG,
+    COMPACTED_TABLE_REQUIRED_CONFIG,
+    METADATA_TRANSACTIONAL_ID,
+    REGISTRY_KEY_BROKER,
+    REGISTRY_KEY_KV,
+    REGISTRY_KEY_MEMBERS,
+    REGISTRY_KEY_NAMESPACE,
+    REGISTRY_KEY_PERM,
+    REGISTRY_KEY_TOPIC,
+    REGISTRY_TOPIC,
+)
+from sync._errors import (
+    CodecError,
+    InvalidInputError,
+    ProducerFencedError,
+    TransportError,
+    WriteConflictError,
+)
+from sync._names import NamespaceName, TopicName
+from sync.transport import DeliveryReport, Producer, TopicSpec, Transport
+
+from ._records import (
+    BrokerRegistration,
+    Membership,
+    TopicRecord,
+    WritePerm,
+    decode_layout,
+    split_kv_key,
+)
+from ._table import TableView
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Layout", "MetadataStore", "MetadataWriter", "registry_spec"]
+
+R = TypeVar("R")
+
+
+def registry_spec(replication_factor: int = -1, topic: str = REGISTRY_TOPIC) -> TopicSpec:
+    """The registry topic: compacted, one partition (one total order for every key)."""
+    return TopicSpec(
+        topic,
+        1,
+        config=COMPACTED_TABLE_CREATE_CONFIG,
+        required_config=COMPACTED_TABLE_REQUIRED_CONFIG,
+        replication_factor=replication_factor,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One namespace's bundles, prepared for the lookup hot path."""
+
+    namespace: NamespaceName
+    bundles: NamespaceBundles
+    version: int
+    #: ``<tenant>/<namespace>/<range>`` of each bundle, in hash order.
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, bundles: NamespaceBundles, version: int) -> Layout:
+        """Index ``bundles`` of version ``version``."""
+        prefix = f"{bundles.namespace}/"
+        return cls(
+            bundles.namespace,
+            bundles,
+            version,
+            tuple(prefix + b.name for b in bundles.bundles),
+        )
+
+    def index_of(self, hash_value: int) -> int:
+        """Index of the bundle holding ``hash_value`` (0xffffffff: the last bundle)."""
+        i = bisect.bisect_right(self.bundles.boundaries, hash_value) - 1
+        last = len(self.names) - 1
+        return i if i < last else last
+
+    def bundle_of(self, hash_value: int) -> BundleRange:
+        """The bundle holding ``hash_value``."""
+        return self.bundles.bundles[self.index_of(hash_value)]
+
+    def contains(self, bundle_name: str) -> bool:
+        """True if ``<tenant>/<namespace>/<range>`` is a current bundle of this layout."""
+        return bundle_name in self.names
+
+
+RegistryValue = BrokerRegistration | Membership | Layout | TopicRecord | WritePerm | str
+
+
+def _decode(key: str, raw: bytes) -> RegistryValue:
+    if key.startswith(REGISTRY_KEY_BROKER):
+        return BrokerRegistration.from_json(raw)
+    if key.startswith(REGISTRY_KEY_MEMBERS):
+        return Membership.from_json(raw)
+    if key.startswith(REGISTRY_KEY_NAMESPACE):
+        try:
+            namespace = NamespaceName.parse(key[len(REGISTRY_KEY_NAMESPACE) :])
+        except InvalidInputError as exc:
+            raise CodecError(f"bad namespace key {key!r}: {exc}") from exc
+        bundles, version = decode_layout(namespace, raw)
+        return Layout.of(bundles, version)
+    if key.startswith(REGISTRY_KEY_TOPIC):
+        return TopicRecord.from_json(raw)
+    if key.startswith(REGISTRY_KEY_PERM):
+        return WritePerm.from_json(raw)
+    if key.startswith(REGISTRY_KEY_KV):
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"KV value of {key!r} is not UTF-8") from exc
+    raise CodecError(f"unknown registry key {key!r}")
+
+
+class MetadataStore:
+    """Every sidecar's view of the registry topic, with indexes kept by the reader thread."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        spec: TopicSpec | None = None,
+        *,
+        bootstrap_timeout_s: float = 120.0,
+    ) -> None:
+        self.table: TableView[RegistryValue] = TableView(
+            transport, spec or registry_spec(), _decode, bootstrap_timeout_s=bootstrap_timeout_s
+        )
+        self.layouts: dict[NamespaceName, Layout] = {}
+        self.registrations: dict[tuple[str, str], BrokerRegistration] = {}
+        self.memberships: dict[str, Membership] = {}
+        self.topics: dict[str, TopicRecord] = {}
+        self.kv: dict[str, dict[str, str]] = {}
+        self.perms: dict[tuple[str, str], WritePerm] = {}
+        #: Bumped after every change; views derived from the store compare it.
+        self.version = 0
+        self._watchers: list[Callable[[str], None]] = []
+        self.table.add_listener(self._on_change)
+
+    def watch(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(key)`` (on the reader thread) after every change."""
+        self._watchers.append(callback)
+
+    def start(self) -> MetadataStore:
+        """Begin replay (returns at once; see :meth:`wait_ready`)."""
+        self.table.start()
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Block until the registry has been replayed."""
+        self.table.wait_ready(timeout_s)
+
+    def close(self) -> None:
+        """Stop reading."""
+        self.table.close()
+
+    def _on_change(self, key: str, old: RegistryValue | None, new: RegistryValue | None) -> None:
+        if key.startswith(REGISTRY_KEY_BROKER):
+            cluster, _, broker_id = key[len(REGISTRY_KEY_BROKER) :].partition("/")
+            if isinstance(new, BrokerRegistration):
+                self.registrations[(cluster, broker_id)] = new
+            else:
+                self.registrations.pop((cluster, broker_id), None)
+        elif key.startswith(REGISTRY_KEY_MEMBERS):
+            cluster = key[len(REGISTRY_KEY_MEMBERS) :]
+            if isinstance(new, Membership):
+                self.memberships[cluster] = new
+            else:
+                self.memberships.pop(cluster, None)
+        elif key.startswith(REGISTRY_KEY_NAMESPACE):
+            if isinstance(new, Layout):
+                self.layouts[new.namespace] = new
+            elif isinstance(old, Layout):
+                self.layouts.pop(old.namespace, None)
+        elif key.startswith(REGISTRY_KEY_TOPIC):
+            name = key[len(REGISTRY_KEY_TOPIC) :]
+            if isinstance(new, TopicRecord):
+                self.topics[name] = new
+            else:
+                self.topics.pop(name, None)
+        elif key.startswith(REGISTRY_KEY_KV):
+            namespace, entry = split_kv_key(key)
+            if isinstance(new, str):
+                self.kv.setdefault(namespace, {})[entry] = new
+            else:
+                table = self.kv.get(namespace)
+                if table is not None:
+                    table.pop(entry, None)
+                    if not table:
+                        del self.kv[namespace]
+        elif key.startswith(REGISTRY_KEY_PERM):
+            cluster, _, name = key[len(REGISTRY_KEY_PERM) :].partition("/")
+            if isinstance(new, WritePerm):
+                self.perms[(cluster, name)] = new
+            else:
+                self.perms.pop((cluster, name), None)
+        self.version += 1
+        for watcher in self._watchers:
+            try:
+                watcher(key)
+            except Exception:
+                logger.exception("registry watcher failed for %r", key)
+
+    # -- typed reads -------------------------------------------------------------------
+    def layout(self, namespace: NamespaceName) -> Layout | None:
+        """The namespace's bundle layout, or None if the namespace does not exist."""
+        return self.layouts.get(namespace)
+
+    def topic(self, topic: TopicName) -> TopicRecord | None:
+        """Metadata of ``topic``'s base topic, if it was created through the admin API."""
+        return self.topics.get(topic.base.canonical)
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[R]):
+    """What an update function decided: records to write (key -> value, None deletes)
+    and the result to hand back to the caller."""
+
+    writes: dict[str, bytes | None]
+    result: R
+
+
+class MetadataWriter:
+    """Fenced read-modify-write of registry keys (shared transactional id)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        store: MetadataStore,
+        *,
+        transactional_id: str = METADATA_TRANSACTIONAL_ID,
+        timeout_s: float = 30.0,
+        max_attempts: int = 50,
+    ) -> None:
+        self._transport = transport
+        self._store = store
+        self._tid = transactional_id
+        self._timeout_s = timeout_s
+        self._max_attempts = max_attempts
+        self._producer: Producer | None = None
+        self._lock = threading.Lock()
+        self.fenced_retries = 0
+
+    def update(self, decide: Callable[[MetadataStore], Change[R]]) -> R:
+        """Run ``decide`` on a view that holds every committed write, then write its
+        records in one transaction; repeat from a fresh view if another writer fenced us.
+
+        ``decide`` may raise (e.g. :class:`~sync._errors.ConflictError`) to refuse the
+        change: then nothing is written.
+        """
+        with self._lock:
+            delay = 0.005
+            last: TransportError | None = None
+            for attempt in range(1, self._max_attempts + 1):
+                try:
+                    return self._attempt(decide)
+                except ProducerFencedError as exc:
+                    self.fenced_retries += 1
+                    self._producer = None
+                    last = exc
+                    logger.info("metadata writer fenced (attempt %d); retrying", attempt)
+                except TransportError as exc:
+                    last = exc
+                    self._abort_quietly()
+                    logger.warning("metadata write failed (attempt %d): %s", attempt, exc)
+                time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter
+                delay = min(delay * 2, 0.5)
+            if isinstance(last, ProducerFencedError):
+                raise WriteConflictError(
+                    f"gave up after {self._max_attempts} attempts: other metadata writers "
+                    "kept fencing this one; retry later"
+                ) from last
+            raise TransportError(
+                f"metadata write failed after {self._max_attempts} attempts: {last}"
+            ) from last
+
+    def close(self) -> None:
+        """Release the producer."""
+        with self._lock:
+            if self._producer is not None:
+                self._producer.close()
+                self._producer = None
+
+    def _abort_quietly(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.abort_transaction(5.0)
+            except TransportError:
+                logger.debug("abort after a failed metadata write failed too", exc_info=True)
+
+    def _fresh_producer(self) -> Producer:
+        if self._producer is None:
+            producer = self._transport.producer(transactional_id=self._tid)
+            producer.init_transactions(self._timeout_s)
+            self._producer = producer
+        return self._producer
+
+    def _attempt(self, decide: Callable[[MetadataStore], Change[R]]) -> R:
+        producer = self._fresh_producer()
+        # Every write committed before our fence (init_transactions) is now visible.
+        self._store.table.sync(self._timeout_s)
+        change = decide(self._store)
+        if not change.writes:
+            return change.result
+        reports: list[DeliveryReport] = []
+        topic = self._store.table.spec.name
+        producer.begin_transaction()
+        for key, value in change.writes.items():
+            producer.produce(topic, key.encode("utf-8"), value, on_delivery=reports.append)
+        producer.commit_transaction(self._timeout_s)
+        producer.poll(0)
+        failed = [r for r in reports if r.error]
+        if failed:
+            raise TransportError(f"metadata record not written: {failed[0].error}")
+        wanted: dict[int, int] = {}
+        for r in reports:
+            wanted[r.partition] = max(wanted.get(r.partition, 0), r.offset + 1)
+        self._store.table.wait_for(wanted, self._timeout_s)
+        return change.result

@@ -1,0 +1,1004 @@
+"""Bundle ownership on Kafka: group membership for liveness, group assignment for the right
+to decide, transactions for fencing, a compacted topic for the truth.
+
+How it works
+------------
+* Every sidecar of a cluster is a member of the consumer group
+  ``policy-sync.ownership.<cluster>`` subscribed to the *slots* topic
+  ``__policy_sync.slots.<cluster>`` (``P`` partitions, default 64). Being a member *is*
+  being alive: a sidecar that stops heartbeating for ``session.timeout.ms`` is removed by
+  the group coordinator.
+* A bundle's slot is Kafka's default partition of its name (``<tenant>/<ns>/<range>``)
+  among the ``P`` slots. The member assigned slot ``s`` owns every bundle in ``s``: it is
+  the only one that writes their records. The assignor is **cooperative-sticky**: a
+  membership change moves only the slots that must move (a dead member's; a fair share to a
+  new member), so bundles of everyone else never blink, and a moving slot is revoked from
+  its old owner (which writes ``Releasing`` while its generation is still valid) before the
+  new owner gets it. The eager protocol would revoke every slot on every change and make
+  every bundle "being unloaded" each time any sidecar joins or leaves.
+* Writes go to the compacted ownership topic ``__policy_sync.ownership.<cluster>`` (key =
+  bundle) in a Kafka transaction that also commits the slots' consumer offsets with
+  ``send_offsets_to_transaction(offsets, group metadata)``. The group coordinator checks the
+  member id and generation: a zombie (session expired, or its slots moved) has its
+  transaction refused and aborted, so read_committed readers never see its record.
+* A new owner starts deciding for a slot only after (1) ``committed()`` returned, which
+  with read_committed waits until any transaction of the previous owner that commits
+  offsets of that slot has committed or aborted (KIP-447), and (2) its view of the
+  ownership topic has caught up with the end offsets. So its first record is appended after
+  everything the previous owner committed: the last record per key is always the truth.
+* Lookups that find a bundle unowned (or owned by a dead incarnation) produce an
+  ``acquire`` request to the bundle's slot partition; its owner consumes it and claims the
+  bundle in the same fenced transaction that commits the request's offset.
+* The owner of slot 0 also publishes the group's membership (``describe_consumer_groups``)
+  to the registry and tombstones registrations (and wiped perms) of expired brokers,
+  fenced the same way; it also forgets whole clusters whose every broker died.
+* Every transaction that writes also commits offsets of slots we hold (a slot never
+  committed is committed at 0, which changes nothing), so *every* write is fenced;
+  :meth:`OwnershipMember._commit` refuses a write without them.
+
+Load spread: the assignor balances slot counts over live members, and bundles hash
+uniformly onto slots, so bundles spread evenly by count; an unloaded bundle is claimed
+again by its slot's owner (placement follows the slot, not per-bundle load reports).
+
+Known limit: if an owner dies with a transaction open (they last milliseconds), the new
+owner of those slots waits until Kafka aborts it -- ``transaction_timeout_ms`` plus the
+broker's abort sweep (``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
+10 s by default) -- unless the dead broker restarts first (its ``init_transactions``
+aborts it at once). Other slots are not held up (each slot activates on its own).
+
+A member that fails (e.g. fenced by another process using the same broker id) leaves the
+group without writing, so its slots move; the HTTP supervisor starts a new incarnation.
+
+State of the member (checked in :meth:`OwnershipMember._transition`)::
+
+    NEW ──start()──▶ JOINING ──first assignment handled──▶ ACTIVE ──close()──▶ CLOSED
+                        └──────────── fatal error ──────────▶ FAILED ──close()──▶ CLOSED
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from sync._constants import (
+    COMPACTED_TABLE_CREATE_CONFIG,
+    COMPACTED_TABLE_REQUIRED_CONFIG,
+    DEFAULT_OWNERSHIP_SLOTS,
+    OWNERSHIP_GROUP_PREFIX,
+    OWNERSHIP_MEMBER_CLIENT_PREFIX,
+    OWNERSHIP_SLOTS_CREATE_CONFIG,
+    OWNERSHIP_SLOTS_TOPIC_PREFIX,
+    OWNERSHIP_TOPIC_PREFIX,
+    OWNERSHIP_TRANSACTIONAL_ID_PREFIX,
+)
+from sync._errors import (
+    CacheStateError,
+    CodecError,
+    ConfigurationError,
+    GroupFencedError,
+    PolicySyncError,
+    ProducerFencedError,
+    TransportError,
+)
+from sync._names import NamespaceName
+from sync.routing import kafka_partition
+from sync.transport import (
+    OFFSET_INVALID,
+    Admin,
+    GroupConsumer,
+    Message,
+    Producer,
+    TopicSpec,
+    Transport,
+)
+
+from ._metadata import MetadataStore
+from ._records import (
+    BundleState,
+    MemberInfo,
+    Membership,
+    OwnershipRecord,
+    broker_key,
+    check_transition,
+    decode_json,
+    encode_json,
+    members_key,
+    perm_key,
+)
+from ._table import TableView
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MemberState",
+    "OwnershipConfig",
+    "OwnershipMember",
+    "OwnershipTable",
+    "RequestOp",
+    "namespace_of_bundle",
+    "slot_of",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipConfig:
+    """Settings of bundle ownership in one cluster."""
+
+    slots: int = DEFAULT_OWNERSHIP_SLOTS
+    #: Liveness: a sidecar silent this long is dropped from the group (Kafka's expiry).
+    session_timeout_ms: int = 6_000
+    heartbeat_interval_ms: int | None = None
+    #: How often the slot-0 owner compares the group with the published membership.
+    membership_poll_s: float = 0.2
+    #: How often an owner re-checks that every bundle of its slots names it.
+    reconcile_interval_s: float = 5.0
+    #: A registration not in the group for this long (and not refreshed) is removed.
+    registration_grace_s: float = 30.0
+    #: A dead owner's open transaction blocks its slots until Kafka aborts it after this.
+    transaction_timeout_ms: int = 5_000
+    #: How long one activation waits for a slot's offsets to become stable.
+    activation_wait_s: float = 2.0
+    poll_s: float = 0.02
+    timeout_s: float = 30.0
+    replication_factor: int = -1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.slots <= 10_000:
+            raise ConfigurationError(f"ownership slots must be 1..10000, got {self.slots}")
+        if self.session_timeout_ms < 500:
+            raise ConfigurationError(
+                f"session timeout {self.session_timeout_ms} ms is below 500 ms; Kafka's "
+                "group.min.session.timeout.ms would refuse it"
+            )
+
+
+class RequestOp(enum.StrEnum):
+    """What a record on the slots topic asks the slot's owner to do."""
+
+    ACQUIRE = "acquire"
+    UNLOAD = "unload"
+    CLEANUP = "cleanup"
+
+
+class MemberState(enum.Enum):
+    """Where an ownership member is in its life."""
+
+    NEW = "NEW"
+    JOINING = "JOINING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+_ALLOWED: dict[MemberState, frozenset[MemberState]] = {
+    MemberState.NEW: frozenset({MemberState.JOINING, MemberState.CLOSED}),
+    MemberState.JOINING: frozenset({MemberState.ACTIVE, MemberState.FAILED, MemberState.CLOSED}),
+    MemberState.ACTIVE: frozenset({MemberState.FAILED, MemberState.CLOSED}),
+    MemberState.FAILED: frozenset({MemberState.CLOSED}),
+    MemberState.CLOSED: frozenset(),
+}
+
+
+def slot_of(bundle: str, slots: int) -> int:
+    """The slot of a bundle: Kafka's default partition of its UTF-8 name among ``slots``."""
+    return kafka_partition(bundle.encode("utf-8"), slots)
+
+
+def namespace_of_bundle(bundle: str) -> NamespaceName | None:
+    """``tenant/ns`` of ``tenant/ns/0x.._0x..`` (None if it is not shaped like one)."""
+    namespace, sep, _ = bundle.rpartition("/")
+    if not sep:
+        return None
+    try:
+        return NamespaceName.parse(namespace)
+    except PolicySyncError:
+        return None
+
+
+def ownership_topic(cluster: str) -> str:
+    """The compacted ownership topic of ``cluster``."""
+    return f"{OWNERSHIP_TOPIC_PREFIX}{cluster}"
+
+
+def slots_topic(cluster: str) -> str:
+    """The slots (request) topic of ``cluster``."""
+    return f"{OWNERSHIP_SLOTS_TOPIC_PREFIX}{cluster}"
+
+
+def group_id(cluster: str) -> str:
+    """The ownership consumer group of ``cluster``."""
+    return f"{OWNERSHIP_GROUP_PREFIX}{cluster}"
+
+
+class OwnershipTable:
+    """Every sidecar's view of a cluster's ownership topic, indexed by slot."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        cluster: str,
+        slots: int,
+        *,
+        replication_factor: int = -1,
+        bootstrap_timeout_s: float = 120.0,
+    ) -> None:
+        self.cluster = cluster
+        self.slots = slots
+        spec = TopicSpec(
+            ownership_topic(cluster),
+            1,
+            config=COMPACTED_TABLE_CREATE_CONFIG,
+            required_config=COMPACTED_TABLE_REQUIRED_CONFIG,
+            replication_factor=replication_factor,
+        )
+        self.table: TableView[OwnershipRecord] = TableView(
+            transport,
+            spec,
+            lambda _key, raw: OwnershipRecord.from_json(raw),
+            bootstrap_timeout_s=bootstrap_timeout_s,
+        )
+        #: slot -> bundles with a record (kept by the reader thread).
+        self.by_slot: dict[int, set[str]] = {}
+        #: Bumped after every change.
+        self.version = 0
+        self.table.add_listener(self._index)
+
+    def _index(self, key: str, old: OwnershipRecord | None, new: OwnershipRecord | None) -> None:
+        slot = slot_of(key, self.slots)
+        if new is None:
+            members = self.by_slot.get(slot)
+            if members is not None:
+                members.discard(key)
+        else:
+            self.by_slot.setdefault(slot, set()).add(key)
+        self.version += 1
+
+    def get(self, bundle: str) -> OwnershipRecord | None:
+        """The current record of ``bundle``."""
+        return self.table.get(bundle)
+
+    def in_slot(self, slot: int) -> list[str]:
+        """Bundles with a record in ``slot``."""
+        return sorted(self.by_slot.get(slot, ()))
+
+    def owned_by(self) -> dict[str, int]:
+        """How many bundles each broker owns."""
+        counts: dict[str, int] = {}
+        for _, rec in self.table.items():
+            if rec.state is BundleState.OWNED:
+                counts[rec.broker] = counts.get(rec.broker, 0) + 1
+        return counts
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    op: RequestOp
+    bundle: str
+    requester: str
+
+
+@dataclass(slots=True)
+class _Write:
+    key: str
+    value: bytes | None
+    record: OwnershipRecord | None
+    topic: str
+
+
+class OwnershipMember:
+    """This sidecar as a member of its cluster's ownership group."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        config: OwnershipConfig,
+        *,
+        cluster: str,
+        broker_id: str,
+        incarnation: str,
+        table: OwnershipTable,
+        store: MetadataStore,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.incarnation = incarnation
+        self.table = table
+        self.store = store
+        self._transport = transport
+        self._slots_topic = slots_topic(cluster)
+        self._group = group_id(cluster)
+        self._client_id = f"{OWNERSHIP_MEMBER_CLIENT_PREFIX}{incarnation}"
+        self._state = MemberState.NEW
+        self._state_lock = threading.Lock()
+        self._failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._graceful = True
+        self._joined = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: GroupConsumer | None = None
+        self._producer: Producer | None = None
+        self._requests: Producer | None = None
+        self._requests_lock = threading.Lock()
+        self._admin: Admin | None = None
+        #: Slots whose bundles we decide for; slots assigned but not yet activated.
+        self.active: set[int] = set()
+        self._pending: set[int] = set()
+        #: What we committed for bundles of our slots (ahead of our own table view).
+        self._overlay: dict[str, OwnershipRecord | None] = {}
+        self._next_offset: dict[int, int] = {}
+        self._committed: dict[int, int] = {}
+        self._last_membership = 0.0
+        self._last_sweep = time.monotonic()
+        self._last_reconcile = time.monotonic()
+        self._membership_dirty = True
+        self.generation = -1
+        #: Counters for tests and metrics.
+        self.claims = 0
+        self.releases = 0
+        self.fenced = 0
+        self.requests_handled = 0
+        self.membership_published = 0
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def state(self) -> MemberState:
+        """The member's lifecycle state."""
+        return self._state
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the member FAILED, if it did."""
+        return self._failure
+
+    def _transition(self, new: MemberState) -> bool:
+        with self._state_lock:
+            if new not in _ALLOWED[self._state]:
+                if self._state is MemberState.CLOSED:
+                    return False
+                raise CacheStateError(
+                    f"ownership member cannot go from {self._state.value} to {new.value}"
+                )
+            logger.info(
+                "ownership member %s (%s): %s -> %s",
+                self.broker_id,
+                self.cluster,
+                self._state.value,
+                new.value,
+            )
+            self._state = new
+            return True
+
+    def topics(self) -> list[TopicSpec]:
+        """The topics this member needs (the slots topic; the table view makes its own)."""
+        return [
+            TopicSpec(
+                self._slots_topic,
+                self.config.slots,
+                config=OWNERSHIP_SLOTS_CREATE_CONFIG,
+                replication_factor=self.config.replication_factor,
+            )
+        ]
+
+    def start(self) -> None:
+        """Join the group in a background thread (returns at once)."""
+        # One admin client for the member's life: the slot-0 owner describes the group
+        # every membership_poll_s, and a client per call would mean new connections.
+        self._admin = admin = self._transport.admin()
+        for spec in self.topics():
+            admin.ensure_topic(spec, self.config.timeout_s)
+        with self._requests_lock:
+            # Created now: an idempotent producer's first send waits for its producer id,
+            # which would otherwise add ~0.5 s to the first lookup that needs a claim.
+            self._requests = self._transport.producer()
+        self._transition(MemberState.JOINING)
+        self._thread = threading.Thread(
+            target=self._run, name=f"ownership-{self.broker_id}", daemon=True
+        )
+        self._thread.start()
+
+    def wait_joined(self, timeout_s: float) -> bool:
+        """True once the first assignment was handled (or the member stopped)."""
+        return self._joined.wait(timeout_s)
+
+    def close(self, *, graceful: bool = True) -> None:
+        """Leave the group. Graceful: release owned bundles first (Releasing records)."""
+        if not self._transition(MemberState.CLOSED):
+            return
+        self._graceful = graceful
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.config.timeout_s)
+        with self._requests_lock:
+            if self._requests is not None:
+                self._requests.close()
+                self._requests = None
+
+    def _admin_client(self) -> Admin:
+        if self._admin is None:
+            self._admin = self._transport.admin()
+        return self._admin
+
+    # -- requests from lookups (any thread) ------------------------------------------
+    def request(self, op: RequestOp, bundle: str) -> None:
+        """Ask the owner of ``bundle``'s slot to act on it (non-blocking)."""
+        value = encode_json(
+            {
+                "op": op.value,
+                "bundle": bundle,
+                "requester": self.broker_id,
+                "ts": int(time.time() * 1000),
+            }
+        )
+        with self._requests_lock:
+            if self._requests is None:
+                self._requests = self._transport.producer()
+            self._requests.produce(
+                self._slots_topic,
+                bundle.encode("utf-8"),
+                value,
+                partition=slot_of(bundle, self.config.slots),
+            )
+            self._requests.poll(0)
+
+    def flush_requests(self, timeout_s: float = 5.0) -> None:
+        """Wait until requests produced so far are acknowledged."""
+        with self._requests_lock:
+            if self._requests is not None:
+                self._requests.flush(timeout_s)
+
+    # -- the member thread -------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._producer = self._transport.producer(
+                transactional_id=(
+                    f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{self.cluster}.{self.broker_id}"
+                ),
+                transaction_timeout_ms=self.config.transaction_timeout_ms,
+            )
+            # Also fences a previous incarnation of this broker: its open transaction is
+            # aborted now instead of after the transaction timeout.
+            self._producer.init_transactions(self.config.timeout_s)
+            self._consumer = self._transport.group_consumer(
+                self._group,
+                client_id=self._client_id,
+                session_timeout_ms=self.config.session_timeout_ms,
+                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+                read_committed=True,
+            )
+            self._consumer.subscribe(self._slots_topic, self)
+            while not self._stop.is_set():
+                self._step()
+            if self._graceful:
+                # close() revokes every slot through on_revoke: Releasing records.
+                self._consumer.close()
+                self._consumer = None
+            # Not graceful (a crash, in tests): the consumer is left as a killed process
+            # would leave it, and the group expires it after session.timeout.ms.
+        except ProducerFencedError as exc:
+            self._fail(exc, "another process registered as the same broker id fenced this one")
+        except BaseException as exc:
+            self._fail(exc, "ownership member failed")
+        finally:
+            self._joined.set()
+            if self._producer is not None:
+                try:
+                    self._producer.close()
+                except PolicySyncError:
+                    logger.debug("closing the ownership producer failed", exc_info=True)
+
+    def _fail(self, exc: BaseException, what: str) -> None:
+        self._failure = exc
+        if self._state is not MemberState.CLOSED:
+            logger.error("%s (broker %s): %s", what, self.broker_id, exc)
+            self._transition(MemberState.FAILED)
+        # Leave the group so our slots move to live members; write nothing on the way out
+        # (on_revoke sees FAILED and only forgets).
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception:
+                logger.debug("closing the ownership consumer after a failure", exc_info=True)
+
+    def _step(self) -> None:
+        assert self._consumer is not None  # noqa: S101 - set before the loop
+        try:
+            batch = self._consumer.consume(500, self.config.poll_s)
+            if self._pending:
+                self._activate()
+            if batch:
+                self._handle(batch)
+            now = time.monotonic()
+            if 0 in self.active and (
+                self._membership_dirty
+                or now - self._last_membership >= self.config.membership_poll_s
+            ):
+                self._publish_membership()
+            if 0 in self.active and now - self._last_sweep >= self.config.reconcile_interval_s:
+                self._last_sweep = now
+                self._sweep_dead_clusters()
+            if self.active and now - self._last_reconcile >= self.config.reconcile_interval_s:
+                self._last_reconcile = now
+                self._reconcile()
+        except ProducerFencedError:
+            raise  # fatal: a newer process with our broker id owns the transactional id
+        except (GroupFencedError, TransportError) as exc:
+            # Not fatal: a rebalance moved our generation on (the listener will tell us
+            # what we still own), or Kafka hiccupped. Nothing we wrote became visible.
+            self.fenced += isinstance(exc, GroupFencedError)
+            logger.info("ownership step of %s did not commit: %s", self.broker_id, exc)
+            time.sleep(self.config.poll_s)
+
+    # -- RebalanceListener (called from inside consume/close) ---------------------------
+    def on_assign(self, partitions: Sequence[int]) -> None:
+        """New slots: activate them (after the previous owner's writes are visible)."""
+        self._membership_dirty = True
+        self._pending.update(partitions)
+        if self._consumer is not None:
+            self.generation = self._consumer.generation()
+        if not partitions and not self._pending:
+            self._mark_joined()
+
+    def on_revoke(self, partitions: Sequence[int]) -> None:
+        """Slots moving away: mark our bundles there Releasing while we still may write."""
+        self._membership_dirty = True
+        moving = set(partitions)
+        self._pending.difference_update(moving)
+        if self._state is MemberState.FAILED or self._producer is None:
+            self._forget(moving)
+            return
+        leaving = sorted(moving & self.active)
+        writes: list[_Write] = []
+        now_ms = int(time.time() * 1000)
+        for slot in leaving:
+            for bundle in self._bundles_in(slot):
+                current = self._current(bundle)
+                if (
+                    current is not None
+                    and current.state is BundleState.OWNED
+                    and current.incarnation == self.incarnation
+                ):
+                    writes.append(
+                        self._record(bundle, current, BundleState.RELEASING, "revoked", now_ms)
+                    )
+        offsets = self._fence(leaving)
+        try:
+            if writes or offsets:
+                self._commit(writes, offsets)
+                self.releases += len(writes)
+        except (GroupFencedError, TransportError) as exc:
+            logger.info("releasing slots %s of %s failed: %s", leaving, self.broker_id, exc)
+        finally:
+            self._forget(moving)
+
+    def on_lost(self, partitions: Sequence[int]) -> None:
+        """We were thrown out (session expired): stop deciding, write nothing."""
+        self._membership_dirty = True
+        lost = set(partitions) | self.active | self._pending
+        logger.warning(
+            "ownership member %s lost slots %s (session expired?)", self.broker_id, sorted(lost)
+        )
+        self._pending.clear()
+        self._forget(lost)
+
+    def _forget(self, slots: Iterable[int]) -> None:
+        slots = set(slots)
+        self.active.difference_update(slots)
+        for bundle in [b for b in self._overlay if slot_of(b, self.config.slots) in slots]:
+            del self._overlay[bundle]
+        for slot in slots:
+            self._next_offset.pop(slot, None)
+            self._committed.pop(slot, None)
+
+    def _mark_joined(self) -> None:
+        if not self._joined.is_set():
+            self._joined.set()
+            if self._state is MemberState.JOINING:
+                self._transition(MemberState.ACTIVE)
+
+    # -- deciding ------------------------------------------------------------------------
+    def _bundles_in(self, slot: int) -> list[str]:
+        names = set(self.table.in_slot(slot))
+        names.update(b for b in self._overlay if slot_of(b, self.config.slots) == slot)
+        return sorted(names)
+
+    def _current(
+        self, bundle: str, staged: dict[str, OwnershipRecord | None] | None = None
+    ) -> OwnershipRecord | None:
+        if staged is not None and bundle in staged:
+            return staged[bundle]
+        if bundle in self._overlay:
+            return self._overlay[bundle]
+        return self.table.get(bundle)
+
+    def _in_layout(self, bundle: str) -> bool:
+        namespace = namespace_of_bundle(bundle)
+        layout = None if namespace is None else self.store.layout(namespace)
+        return layout is not None and layout.contains(bundle)
+
+    def _record(
+        self,
+        bundle: str,
+        current: OwnershipRecord | None,
+        state: BundleState,
+        reason: str,
+        now_ms: int,
+    ) -> _Write:
+        broker = self.broker_id if state is BundleState.OWNED or current is None else current.broker
+        check_transition(bundle, current, state, broker)
+        record = OwnershipRecord(
+            bundle=bundle,
+            state=state,
+            broker=broker,
+            incarnation=(
+                self.incarnation
+                if state is BundleState.OWNED or current is None
+                else current.incarnation
+            ),
+            version=(0 if current is None else current.version) + 1,
+            generation=self.generation,
+            slot=slot_of(bundle, self.config.slots),
+            timestamp_ms=now_ms,
+            reason=reason,
+            previous=None if current is None else current.broker,
+        )
+        return _Write(bundle, record.to_json(), record, self.table.table.spec.name)
+
+    def _tombstone(self, bundle: str) -> _Write:
+        return _Write(bundle, None, None, self.table.table.spec.name)
+
+    def _mine(self, record: OwnershipRecord | None) -> bool:
+        return (
+            record is not None
+            and record.state is BundleState.OWNED
+            and record.broker == self.broker_id
+            and record.incarnation == self.incarnation
+        )
+
+    def _decide(
+        self, request: _Request, now_ms: int, staged: dict[str, OwnershipRecord | None]
+    ) -> _Write | None:
+        bundle = request.bundle
+        current = self._current(bundle, staged)
+        in_layout = self._in_layout(bundle)
+        if not in_layout or request.op is RequestOp.CLEANUP:
+            # The requester may have seen a newer layout (a split) than we have yet.
+            self.store.table.sync(self.config.timeout_s)
+            in_layout = self._in_layout(bundle)
+        if not in_layout:
+            # Not (or no longer) a bundle of its namespace, e.g. split: drop its record.
+            return self._tombstone(bundle) if current is not None else None
+        if request.op is RequestOp.ACQUIRE:
+            if self._mine(current):
+                return None
+            return self._record(bundle, current, BundleState.OWNED, "lookup", now_ms)
+        if request.op is RequestOp.UNLOAD:
+            if current is None or current.state is not BundleState.OWNED:
+                return None
+            return self._record(bundle, current, BundleState.FREE, "unload", now_ms)
+        return None  # CLEANUP of a bundle still in its layout: nothing to do
+
+    def _activate(self) -> None:
+        """Start deciding for newly assigned slots, after the previous owner's last word."""
+        assert self._consumer is not None  # noqa: S101 - called from the loop
+        committed = self._stable_offsets(sorted(self._pending))
+        if not committed:
+            return
+        slots = sorted(committed)
+        self.table.table.sync(self.config.timeout_s)
+        self.store.table.sync(self.config.timeout_s)
+        writes: list[_Write] = []
+        now_ms = int(time.time() * 1000)
+        for slot in slots:
+            for bundle in self._bundles_in(slot):
+                current = self._current(bundle)
+                if current is None or current.state not in (
+                    BundleState.OWNED,
+                    BundleState.RELEASING,
+                ):
+                    continue
+                if self._mine(current):
+                    continue
+                if not self._in_layout(bundle):
+                    writes.append(self._tombstone(bundle))
+                    continue
+                reason = "rebalance" if current.state is BundleState.RELEASING else "failover"
+                writes.append(self._record(bundle, current, BundleState.OWNED, reason, now_ms))
+        # A slot nobody ever committed starts at 0: equivalent (every processed request
+        # is committed with its decision), and it puts the slot under the fence too.
+        offsets = {s: max(0, committed.get(s, OFFSET_INVALID)) for s in slots}
+        self._commit(writes, offsets)
+        self.claims += sum(1 for w in writes if w.record is not None)
+        for s in slots:
+            self._next_offset[s] = offsets[s]
+            self._committed[s] = offsets[s]
+        self.active.update(slots)
+        self._pending.difference_update(slots)
+        self._mark_joined()
+        logger.info(
+            "broker %s now decides for slots %s (claimed %d bundles, generation %d)",
+            self.broker_id,
+            slots,
+            len(writes),
+            self.generation,
+        )
+
+    def _stable_offsets(self, slots: list[int]) -> dict[int, int]:
+        """Committed offsets of the slots whose previous owner has no transaction open.
+
+        A dead owner's open transaction keeps its slots' offsets unstable until Kafka
+        aborts it (transaction timeout plus the broker's abort sweep); those slots are
+        retried on the next loop while the others start at once.
+        """
+        assert self._consumer is not None  # noqa: S101 - called from the loop
+        wait = min(self.config.timeout_s, self.config.activation_wait_s)
+        try:
+            return self._consumer.committed(slots, wait)
+        except TransportError:
+            if len(slots) == 1:
+                logger.info("slot %d: previous owner's transaction still open", slots[0])
+                return {}
+        found: dict[int, int] = {}
+        for slot in slots:
+            try:
+                found.update(self._consumer.committed([slot], wait / 4))
+            except TransportError:
+                logger.info("slot %d: previous owner's transaction still open", slot)
+        return found
+
+    def _handle(self, batch: Sequence[Message]) -> None:
+        writes: list[_Write] = []
+        touched: dict[int, int] = {}
+        now_ms = int(time.time() * 1000)
+        staged: dict[str, OwnershipRecord | None] = {}
+        for msg in batch:
+            slot, offset = msg.partition(), msg.offset()
+            if slot is None or offset is None or slot not in self.active:
+                continue
+            self._committed.setdefault(slot, offset)
+            touched[slot] = offset + 1
+            request = self._parse(msg)
+            if request is None:
+                continue
+            self.requests_handled += 1
+            if slot_of(request.bundle, self.config.slots) != slot:
+                logger.warning(
+                    "request for %s arrived on slot %d, not its slot; ignored",
+                    request.bundle,
+                    slot,
+                )
+                continue
+            # Later requests in this batch must see earlier decisions.
+            write = self._decide(request, now_ms, staged)
+            if write is not None:
+                writes.append(write)
+                staged[write.key] = write.record
+        if not touched:
+            return
+        self._commit(writes, touched)
+        self.claims += sum(
+            1 for w in writes if w.record is not None and w.record.state is BundleState.OWNED
+        )
+
+    def _parse(self, msg: Message) -> _Request | None:
+        raw = msg.value()
+        if raw is None:
+            return None
+        try:
+            body = decode_json(raw, "ownership request")
+            return _Request(
+                RequestOp(body["op"]), str(body["bundle"]), str(body.get("requester", ""))
+            )
+        except (CodecError, KeyError, ValueError) as exc:
+            logger.warning(
+                "skipping bad ownership request %s[%s]@%s: %s",
+                msg.topic(),
+                msg.partition(),
+                msg.offset(),
+                exc,
+            )
+            return None
+
+    def _reconcile(self) -> None:
+        """Claim any bundle of our slots that still names another (or an old) owner."""
+        writes: list[_Write] = []
+        now_ms = int(time.time() * 1000)
+        for slot in sorted(self.active):
+            for bundle in self._bundles_in(slot):
+                current = self._current(bundle)
+                if current is None or self._mine(current):
+                    continue
+                if current.state in (BundleState.OWNED, BundleState.RELEASING):
+                    if self._in_layout(bundle):
+                        writes.append(
+                            self._record(bundle, current, BundleState.OWNED, "reconcile", now_ms)
+                        )
+                    else:
+                        writes.append(self._tombstone(bundle))
+        if writes:
+            self._commit(writes, self._fence(sorted(self.active)))
+            self.claims += sum(1 for w in writes if w.record is not None)
+
+    # -- membership and registry cleanup (the owner of slot 0) ------------------------
+    def _publish_membership(self) -> None:
+        self._last_membership = time.monotonic()
+        desc = self._admin_client().describe_group(self._group, 5.0)
+        if desc.state != "Stable":
+            self._membership_dirty = True
+            return
+        self._membership_dirty = False
+        members = tuple(
+            MemberInfo(
+                m.client_id,
+                m.member_id,
+                m.host,
+                tuple(m.assignment.get(self._slots_topic, ())),
+            )
+            for m in sorted(desc.members, key=lambda m: m.client_id)
+            if m.client_id.startswith(OWNERSHIP_MEMBER_CLIENT_PREFIX)
+        )
+        previous = self.store.memberships.get(self.cluster)
+        alive = frozenset(m.incarnation for m in members)
+        registry_topic = self.store.table.spec.name
+        writes: list[_Write] = []
+        if previous is None or previous.members != members:
+            snapshot = Membership(
+                cluster=self.cluster,
+                members=members,
+                leader=self.broker_id,
+                generation=self.generation,
+                timestamp_ms=int(time.time() * 1000),
+            )
+            writes.append(
+                _Write(members_key(self.cluster), snapshot.to_json(), None, registry_topic)
+            )
+        was_alive = frozenset() if previous is None else previous.incarnations
+        now_ms = time.time() * 1000
+        expired_names: set[str] = set()
+        live_names: set[str] = set()
+        for (cluster, broker_id), reg in list(self.store.registrations.items()):
+            if cluster != self.cluster:
+                continue
+            if reg.incarnation in alive:
+                live_names.add(reg.broker_name)
+                continue
+            stale = now_ms - reg.heartbeat_ms > self.config.registration_grace_s * 1000
+            if reg.incarnation in was_alive or stale:
+                logger.info(
+                    "broker %s (incarnation %s) left the group: removing its registration",
+                    broker_id,
+                    reg.incarnation,
+                )
+                writes.append(_Write(broker_key(cluster, broker_id), None, None, registry_topic))
+                expired_names.add(reg.broker_name)
+        for cluster, name in list(self.store.perms):
+            if cluster == self.cluster and name in expired_names and name not in live_names:
+                writes.append(_Write(perm_key(cluster, name), None, None, registry_topic))
+        if writes:
+            self._commit(writes, self._fence([0]))
+            self.membership_published += 1
+
+    def _sweep_dead_clusters(self) -> None:
+        """Forget other clusters whose every broker died: no registration refreshed within
+        the grace period and an empty ownership group (nobody is left there to do it)."""
+        now_ms = time.time() * 1000
+        grace_ms = self.config.registration_grace_s * 1000
+        registrations = list(self.store.registrations.items())
+        candidates = {c for c, _ in (key for key, _ in registrations)} | set(self.store.memberships)
+        candidates.discard(self.cluster)
+        registry_topic = self.store.table.spec.name
+        writes: list[_Write] = []
+        for cluster in sorted(candidates):
+            regs = [(bid, reg) for (c, bid), reg in registrations if c == cluster]
+            if any(now_ms - reg.heartbeat_ms <= grace_ms for _, reg in regs):
+                continue
+            snapshot = self.store.memberships.get(cluster)
+            if snapshot is not None and now_ms - snapshot.timestamp_ms <= grace_ms:
+                continue
+            if self._admin_client().describe_group(group_id(cluster), 5.0).members:
+                continue
+            logger.info("cluster %s has no live broker left: forgetting it", cluster)
+            writes += [
+                _Write(broker_key(cluster, bid), None, None, registry_topic) for bid, _ in regs
+            ]
+            if snapshot is not None:
+                writes.append(_Write(members_key(cluster), None, None, registry_topic))
+            writes += [
+                _Write(perm_key(c, name), None, None, registry_topic)
+                for (c, name) in list(self.store.perms)
+                if c == cluster
+            ]
+        if writes:
+            self._commit(writes, self._fence([0]))
+
+    # -- the fenced write ------------------------------------------------------------
+    def _fence(self, slots: Iterable[int]) -> dict[int, int]:
+        """Offsets to commit for ``slots`` (what we processed): the group coordinator checks
+        our generation when they are sent, which is what fences a zombie's writes."""
+        return {s: self._next_offset.get(s, self._committed.get(s, 0)) for s in slots}
+
+    def _commit(self, writes: Sequence[_Write], offsets: dict[int, int]) -> None:
+        assert self._producer is not None and self._consumer is not None  # noqa: S101
+        if not writes and not offsets:
+            return
+        if writes and not offsets:
+            raise CacheStateError(
+                "refusing to write ownership records without committing slot offsets: "
+                "the write would not be fenced by the group generation"
+            )
+        producer = self._producer
+        producer.begin_transaction()
+        try:
+            for w in writes:
+                producer.produce(w.topic, w.key.encode("utf-8"), w.value)
+            if offsets:
+                producer.send_offsets_to_transaction(
+                    self._slots_topic,
+                    offsets,
+                    self._consumer.group_metadata(),
+                    self.config.timeout_s,
+                )
+            producer.commit_transaction(self.config.timeout_s)
+        except (GroupFencedError, TransportError):
+            self._abort(offsets)
+            raise
+        for slot, offset in offsets.items():
+            self._committed[slot] = offset
+            self._next_offset[slot] = max(offset, self._next_offset.get(slot, offset))
+        for w in writes:
+            if w.topic == self.table.table.spec.name:
+                self._overlay[w.key] = w.record
+
+    def _abort(self, offsets: dict[int, int]) -> None:
+        assert self._producer is not None and self._consumer is not None  # noqa: S101
+        try:
+            self._producer.abort_transaction(self.config.timeout_s)
+        except ProducerFencedError:
+            raise
+        except TransportError:
+            logger.debug("abort_transaction failed", exc_info=True)
+        # Read the aborted requests again if the slots are still ours.
+        assigned = set(self._consumer.assignment())
+        for slot in offsets:
+            base = self._committed.get(slot)
+            if slot in assigned and base is not None:
+                try:
+                    self._consumer.seek(slot, base)
+                    self._next_offset[slot] = base
+                except TransportError:
+                    logger.debug("seek back of slot %d failed", slot, exc_info=True)
+
+
+def describe_members(store: MetadataStore, cluster: str) -> list[dict[str, object]]:
+    """The published membership with broker ids resolved, for status endpoints."""
+    members = store.memberships.get(cluster)
+    if members is None:
+        return []
+    by_incarnation = {
+        reg.incarnation: broker_id
+        for (c, broker_id), reg in list(store.registrations.items())
+        if c == cluster
+    }
+    return [
+        {
+            "brokerId": by_incarnation.get(m.incarnation),
+            "incarnation": m.incarnation,
+            "memberId": m.member_id,
+            "slots": list(m.slots),
+        }
+        for m in members.members
+    ]
+
+
+def parse_request(raw: bytes) -> dict[str, object]:
+    """Decode an ownership request (for tools and tests)."""
+    return json.loads(raw)  # type: ignore[no-any-return]
+
+
+RequestSink = Callable[[RequestOp, str], None]

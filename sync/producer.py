@@ -1,0 +1,649 @@
+"""Pulsar-style producers for partitioned topics stored in Kafka.
+
+A Pulsar topic ``<domain>://<tenant>/<ns>/<name>`` lives in ONE Kafka topic
+(:func:`sync._kafka_names.kafka_topic_of`); Pulsar partition ``N`` is Kafka partition ``N``
+and a non-partitioned topic is a one-partition Kafka topic. A :class:`PartitionedProducer`
+picks the partition of every message with the router a Pulsar Java producer would use
+(:mod:`sync.routing`: routing mode, hashing scheme, batching time-slices), writes it with
+an explicit partition (Kafka's own partitioner is never consulted) and reports a
+:class:`MessageId` per message. It creates nothing: a missing topic is a
+:class:`~sync._errors.TopicNotFoundError` (partitioned topics are created by the admin API).
+
+How a message is stored (the wire contract other tools may read):
+
+* Kafka key: the Pulsar message key, UTF-8 (none if the message has no key);
+* Kafka value: the payload bytes;
+* Kafka headers: each Pulsar property ``name=value`` as header ``name`` with the UTF-8
+  value; the event time, if any, as ``__pulsar.eventTime`` (decimal epoch ms). Property
+  names starting with ``__pulsar.`` are reserved and refused;
+* Kafka timestamp (CreateTime): the publish time.
+
+Message ids are Pulsar's own format: base64 of a serialized ``MessageIdData`` protobuf
+(``ledgerId = 0``, ``entryId = Kafka offset``, ``partition = Pulsar partition index`` or -1
+for a non-partitioned topic), so a Pulsar client can parse one.
+
+Threads: a :class:`ProducerClient` owns one Kafka producer and a daemon thread that serves
+its delivery reports; send callbacks run on that thread (or inside :meth:`flush`). One
+client may be shared by many producers (the sidecar shares one per process).
+
+Example::
+
+    with PartitionedProducer.open(transport, "persistent://t/ns/orders") as producer:
+        message_id = producer.send(b"hello", key="customer-42")
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import concurrent.futures
+import functools
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from ._constants import HEADER_EVENT_TIME, RESERVED_HEADER_PREFIX
+from ._errors import (
+    ConfigurationError,
+    DeliveryError,
+    InvalidInputError,
+    InvalidMessageIdError,
+    MessageTooLargeError,
+    PolicySyncError,
+    TopicNotFoundError,
+)
+from ._kafka_names import kafka_topic_of
+from ._names import TopicName, parse_topic_cached
+from .routing import (
+    HashingScheme,
+    MessageRouter,
+    MessageRoutingMode,
+    RoundRobinPartitionRouter,
+    RoutedMessage,
+    SinglePartitionRouter,
+    TopicMetadata,
+    checked_choose,
+    make_router,
+)
+from .transport import Admin, DeliveryReport, Header, Producer, Transport
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DeliveryError",
+    "MessageId",
+    "MessageTooLargeError",
+    "PartitionedProducer",
+    "ProducerClient",
+    "ProducerConfig",
+    "SendCallback",
+    "TopicNotFoundError",
+    "decode_properties",
+    "encode_headers",
+]
+
+#: Called once per message: ``(message_id, None)`` on success, ``(None, error)`` otherwise.
+SendCallback = Callable[["MessageId | None", "PolicySyncError | None"], None]
+
+_UINT64 = (1 << 64) - 1
+_UNKEYED = RoutedMessage()
+_INT64_MAX = (1 << 63) - 1
+
+
+# --------------------------------------------------------------------------- message ids
+
+
+def _varint(value: int, out: bytearray) -> None:
+    value &= _UINT64  # negative int32/int64 values are encoded as 10-byte two's complement
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise InvalidMessageIdError("truncated or overlong varint in message id")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+@functools.lru_cache(maxsize=1024)
+def _partition_field(partition: int) -> bytes:
+    out = bytearray(b"\x18")  # field 3, partition (int32)
+    _varint(partition, out)
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageId:
+    """Where a message is: Pulsar partition index (-1: non-partitioned) and Kafka offset.
+
+    Serialized as Pulsar's ``MessageIdData`` protobuf with ``ledgerId = 0`` and
+    ``entryId = offset`` (fields 1-3; ``batch_index`` is never written), and carried as
+    standard base64 in JSON frames, as Pulsar's WebSocket API does.
+    """
+
+    partition: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        if self.partition < -1 or self.partition > 0x7FFFFFFF:
+            raise InvalidMessageIdError(f"partition {self.partition} out of range")
+        if not 0 <= self.offset <= _INT64_MAX:
+            raise InvalidMessageIdError(f"offset {self.offset} out of range")
+
+    @property
+    def kafka_partition(self) -> int:
+        """The Kafka partition holding the message (0 for a non-partitioned topic)."""
+        return self.partition if self.partition >= 0 else 0
+
+    def to_bytes(self) -> bytes:
+        """The serialized ``MessageIdData``."""
+        out = bytearray(b"\x08\x00\x10")  # ledgerId = 0, then the entryId tag
+        _varint(self.offset, out)
+        out += _partition_field(self.partition)
+        return bytes(out)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MessageId:
+        """Parse a serialized ``MessageIdData`` written by :meth:`to_bytes`.
+
+        Raises:
+            InvalidMessageIdError: not a protobuf ``MessageIdData``, or a ledger id other
+                than 0 (the id does not come from policy-sync).
+        """
+        ledger: int | None = None
+        entry: int | None = None
+        partition = -1
+        pos = 0
+        while pos < len(data):
+            tag, pos = _read_varint(data, pos)
+            field, wire = tag >> 3, tag & 7
+            if wire == 0:
+                value, pos = _read_varint(data, pos)
+                if field == 1:
+                    ledger = value
+                elif field == 2:
+                    entry = value
+                elif field == 3:
+                    partition = value - (1 << 64) if value >= 1 << 63 else value
+                    partition = ((partition + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+            elif wire == 2:
+                length, pos = _read_varint(data, pos)
+                pos += length
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            else:
+                raise InvalidMessageIdError(f"unsupported protobuf wire type {wire}")
+        if pos != len(data):
+            raise InvalidMessageIdError("message id is truncated")
+        if ledger is None or entry is None:
+            raise InvalidMessageIdError("message id lacks ledgerId or entryId")
+        if ledger != 0:
+            raise InvalidMessageIdError(
+                f"message id has ledgerId {ledger}; ids from policy-sync always have 0"
+            )
+        return cls(partition, entry)
+
+    def to_base64(self) -> str:
+        """Standard base64 of :meth:`to_bytes` (the ``messageId`` of JSON frames)."""
+        return base64.b64encode(self.to_bytes()).decode("ascii")
+
+    @classmethod
+    def from_base64(cls, text: str) -> MessageId:
+        """Inverse of :meth:`to_base64`.
+
+        Raises:
+            InvalidMessageIdError: not base64, or not a policy-sync message id.
+        """
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError, TypeError) as exc:
+            raise InvalidMessageIdError(f"message id {text!r} is not base64") from exc
+        return cls.from_bytes(raw)
+
+    def __str__(self) -> str:
+        return f"0:{self.offset}:{self.partition}"
+
+
+# --------------------------------------------------------------------------- headers
+
+
+def encode_headers(
+    properties: Mapping[str, str] | None, event_time_ms: int | None = None
+) -> list[Header] | None:
+    """Kafka headers for Pulsar properties and event time (``None`` when there are none).
+
+    Raises:
+        InvalidInputError: a property name is empty or reserved, or a value is not a str.
+    """
+    if not properties and event_time_ms is None:
+        return None
+    headers: list[Header] = []
+    for name, value in (properties or {}).items():
+        if not isinstance(name, str) or not name or name.startswith(RESERVED_HEADER_PREFIX):
+            raise InvalidInputError(
+                f"property name {name!r} is empty or reserved (prefix {RESERVED_HEADER_PREFIX!r})"
+            )
+        if not isinstance(value, str):
+            raise InvalidInputError(f"property {name!r} must be a string, got {value!r}")
+        headers.append((name, value.encode("utf-8")))
+    if event_time_ms is not None:
+        if isinstance(event_time_ms, bool) or not isinstance(event_time_ms, int):
+            raise InvalidInputError(f"event time must be epoch milliseconds, got {event_time_ms!r}")
+        headers.append((HEADER_EVENT_TIME, str(event_time_ms).encode("ascii")))
+    return headers
+
+
+def decode_properties(
+    headers: list[tuple[str, bytes]] | None,
+) -> tuple[dict[str, str], int | None]:
+    """Inverse of :func:`encode_headers`: ``(properties, event_time_ms or None)``.
+
+    Headers written by other Kafka producers are kept as properties (values decoded as
+    UTF-8, undecodable bytes replaced); unknown reserved headers are dropped.
+    """
+    properties: dict[str, str] = {}
+    event_time: int | None = None
+    for name, value in headers or ():
+        if name.startswith(RESERVED_HEADER_PREFIX):
+            if name == HEADER_EVENT_TIME and value:
+                try:
+                    event_time = int(value)
+                except ValueError:
+                    event_time = None
+            continue
+        properties[name] = "" if value is None else value.decode("utf-8", "replace")
+    return properties, event_time
+
+
+# --------------------------------------------------------------------------- client
+
+
+class ProducerClient:
+    """One Kafka producer plus the thread that serves its delivery reports.
+
+    Share one client among many :class:`PartitionedProducer` objects: librdkafka batches
+    across them. ``linger_ms`` is the client-wide batching delay (Kafka ``linger.ms``).
+    """
+
+    def __init__(self, transport: Transport, *, linger_ms: int = 1) -> None:
+        if linger_ms < 0:
+            raise ConfigurationError(f"linger_ms must be >= 0, got {linger_ms}")
+        self.transport = transport
+        self._producer: Producer = transport.producer(linger_ms=linger_ms)
+        self._admin: Admin | None = None
+        self._lock = threading.Lock()
+        self._sent = 0
+        self._done = 0
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="producer-client", daemon=True)
+        self._thread.start()
+
+    def describe(self, kafka_topic: str) -> int | None:
+        """Partition count of a Kafka topic, or ``None`` if it does not exist (blocking)."""
+        if self._admin is None:
+            self._admin = self.transport.admin()
+        desc = self._admin.describe_topic(kafka_topic)
+        return None if desc is None else desc.partitions
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        partition: int,
+        headers: list[Header] | None,
+        on_delivery: Callable[[DeliveryReport], None],
+    ) -> None:
+        """Queue one record; ``on_delivery`` runs on the client's thread when Kafka answers."""
+        if self._closed:
+            raise ConfigurationError("producer client is closed")
+
+        def report(r: DeliveryReport) -> None:
+            with self._lock:
+                self._done += 1
+            on_delivery(r)
+
+        with self._lock:
+            self._sent += 1
+        try:
+            self._producer.produce(
+                topic, key, value, partition=partition, headers=headers, on_delivery=report
+            )
+        except BaseException:
+            with self._lock:
+                self._sent -= 1
+            raise
+        if not self._wake.is_set():  # Event.set() takes a lock: skip it when already set
+            self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        """Records queued whose delivery report has not been served yet."""
+        with self._lock:
+            return self._sent - self._done
+
+    def _serve(self) -> None:
+        while not self._closed:
+            if self.in_flight > 0:
+                try:
+                    self._producer.poll(0.05)
+                except Exception:
+                    logger.exception("serving delivery reports failed")
+            else:
+                self._wake.wait(0.1)
+                self._wake.clear()
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait until every queued record is answered; returns how many are still queued."""
+        return self._producer.flush(timeout_s)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Flush, stop the report thread and close the Kafka producer."""
+        if self._closed:
+            return
+        left = self._producer.flush(timeout_s)
+        if left:
+            logger.warning("closing producer client with %d undelivered record(s)", left)
+        self._closed = True
+        self._wake.set()
+        self._thread.join(timeout=2.0)
+        self._producer.close()
+
+
+# --------------------------------------------------------------------------- producer
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """How a producer routes and batches (Pulsar ``ProducerConfigurationData`` subset).
+
+    ``batching_enabled`` and ``batching_max_publish_delay_ms`` drive both the router
+    (Pulsar's batching time-slices for unkeyed messages) and, for a producer that owns
+    its client (:meth:`PartitionedProducer.open`), Kafka's ``linger.ms``.
+    ``max_message_size`` (bytes, ``None``: no client-side check) refuses larger payloads
+    before they reach Kafka. ``partitioned=None`` infers it from the Kafka partition
+    count (more than one partition: partitioned), which decides whether message ids
+    carry the partition index or -1.
+    """
+
+    routing_mode: MessageRoutingMode | str = MessageRoutingMode.RoundRobinPartition
+    hashing_scheme: HashingScheme | str = HashingScheme.JavaStringHash
+    batching_enabled: bool = True
+    batching_max_publish_delay_ms: int = 1
+    custom_router: MessageRouter | Callable[[RoutedMessage, TopicMetadata], int] | None = None
+    max_message_size: int | None = None
+    producer_name: str | None = None
+    partitioned: bool | None = None
+    send_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.batching_max_publish_delay_ms < 1:
+            raise ConfigurationError(
+                "batching_max_publish_delay_ms must be >= 1, "
+                f"got {self.batching_max_publish_delay_ms}"
+            )
+        if self.max_message_size is not None and self.max_message_size < 1:
+            raise ConfigurationError(f"max_message_size must be >= 1, got {self.max_message_size}")
+        if self.send_timeout_s <= 0:
+            raise ConfigurationError(f"send_timeout_s must be > 0, got {self.send_timeout_s}")
+        self.build_router()  # validate mode, scheme and custom router now, not at first send
+
+    def build_router(self) -> MessageRouter:
+        """A fresh router for this configuration (routers carry per-producer state)."""
+        mode = MessageRoutingMode(self.routing_mode) if self.routing_mode else None
+        if mode is MessageRoutingMode.CustomPartition or self.custom_router is not None:
+            return make_router(mode, self.hashing_scheme, custom=self.custom_router)
+        if mode is MessageRoutingMode.SinglePartition:
+            return make_router(mode, self.hashing_scheme)
+        return make_router(
+            mode,
+            self.hashing_scheme,
+            batching_enabled=self.batching_enabled,
+            batching_max_publish_delay_ms=self.batching_max_publish_delay_ms,
+        )
+
+
+class PartitionedProducer:
+    """Routes messages of one Pulsar topic to its Kafka partitions and reports message ids.
+
+    Addressed to a partition (``…/x-partition-3``) it writes only there, as Pulsar's
+    per-partition producer does; addressed to the base topic it routes every message.
+
+    Raises (constructor):
+        TopicNotFoundError: the Kafka topic does not exist, or has no such partition.
+    """
+
+    def __init__(
+        self,
+        client: ProducerClient,
+        topic: TopicName | str,
+        config: ProducerConfig | None = None,
+        *,
+        num_partitions: int | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        self.topic = parse_topic_cached(topic) if isinstance(topic, str) else topic
+        self.config = config or ProducerConfig()
+        self.kafka_topic = kafka_topic_of(self.topic)
+        self._client = client
+        self._owns_client = owns_client
+        self._router = self.config.build_router()
+        # Pulsar's built-in routers always answer in range; only a user router is checked.
+        self._choose = (
+            self._router.choose_partition
+            if isinstance(self._router, RoundRobinPartitionRouter | SinglePartitionRouter)
+            else functools.partial(checked_choose, self._router)
+        )
+        count = num_partitions if num_partitions is not None else client.describe(self.kafka_topic)
+        if count is None:
+            raise TopicNotFoundError(
+                f"Topic {self.topic.base} does not exist (Kafka topic {self.kafka_topic!r}); "
+                "create it with the admin API first",
+                topic=str(self.topic),
+            )
+        self._set_partitions(count)
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls, transport: Transport, topic: TopicName | str, config: ProducerConfig | None = None
+    ) -> PartitionedProducer:
+        """A producer with its own :class:`ProducerClient` (closed with the producer)."""
+        config = config or ProducerConfig()
+        linger = config.batching_max_publish_delay_ms if config.batching_enabled else 0
+        client = ProducerClient(transport, linger_ms=linger)
+        try:
+            return cls(client, topic, config, owns_client=True)
+        except BaseException:
+            client.close()
+            raise
+
+    def _set_partitions(self, count: int) -> None:
+        fixed = self.topic.partition_index
+        if fixed >= count:
+            raise TopicNotFoundError(
+                f"Topic {self.topic} does not exist: {self.topic.base} has {count} partition(s)",
+                topic=str(self.topic),
+            )
+        self.num_partitions = count
+        self._metadata = TopicMetadata(count)
+        self.partitioned = (
+            self.config.partitioned if self.config.partitioned is not None else count > 1
+        ) or fixed >= 0
+        self._fixed = fixed
+
+    def refresh_partitions(self) -> int:
+        """Re-read the partition count (after partitions were added); returns it."""
+        count = self._client.describe(self.kafka_topic)
+        if count is None:
+            raise TopicNotFoundError(f"Topic {self.topic.base} was deleted", topic=str(self.topic))
+        self._set_partitions(count)
+        return count
+
+    def choose_partition(self, key: str | None) -> int:
+        """The Kafka partition the next message with ``key`` goes to."""
+        if self._fixed >= 0:
+            return self._fixed
+        if self.num_partitions == 1:
+            return 0
+        msg = _UNKEYED if key is None else RoutedMessage(key=key)
+        return self._choose(msg, self._metadata)
+
+    def send_callback(
+        self,
+        payload: bytes,
+        callback: SendCallback,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time_ms: int | None = None,
+        max_message_size: int | None = None,
+    ) -> int:
+        """Queue one message; ``callback(message_id, error)`` runs when Kafka answers.
+
+        ``max_message_size`` overrides the configured limit for this message (the sidecar
+        passes the topic's live ``maxMessageSize``). Returns the chosen partition.
+
+        Raises:
+            MessageTooLargeError: the payload is over the limit (nothing was queued).
+            InvalidInputError: a property is invalid.
+            RoutingError: a custom router answered out of range.
+        """
+        if self._closed:
+            raise ConfigurationError(f"producer on {self.topic} is closed")
+        limit = max_message_size if max_message_size is not None else self.config.max_message_size
+        if limit is not None and len(payload) > limit:
+            raise MessageTooLargeError(
+                f"Message size {len(payload)} is larger than the topic's maxMessageSize "
+                f"{limit} ({self.topic})",
+                topic=str(self.topic),
+                size=len(payload),
+                limit=limit,
+            )
+        partition = self.choose_partition(key)
+        headers = encode_headers(properties, event_time_ms)
+        pulsar_partition = partition if self.partitioned else -1
+        topic = self.kafka_topic
+
+        def on_delivery(report: DeliveryReport) -> None:
+            if report.error is None:
+                callback(MessageId(pulsar_partition, report.offset), None)
+            else:
+                callback(
+                    None,
+                    DeliveryError(
+                        f"Kafka did not store the message on {topic}[{partition}]: {report.error}",
+                        topic=topic,
+                        partition=partition,
+                        error=report.error,
+                    ),
+                )
+
+        self._client.produce(
+            topic,
+            None if key is None else key.encode("utf-8", "surrogatepass"),
+            payload,
+            partition,
+            headers,
+            on_delivery,
+        )
+        return partition
+
+    def send_async(
+        self,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time_ms: int | None = None,
+    ) -> concurrent.futures.Future[MessageId]:
+        """Queue one message; the future resolves to its :class:`MessageId`.
+
+        Wrap it with :func:`asyncio.wrap_future` in async code.
+        """
+        future: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
+
+        def done(message_id: MessageId | None, error: PolicySyncError | None) -> None:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                assert message_id is not None  # noqa: S101 - one of the two is always set
+                future.set_result(message_id)
+
+        self.send_callback(
+            payload, done, key=key, properties=properties, event_time_ms=event_time_ms
+        )
+        return future
+
+    def send(
+        self,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time_ms: int | None = None,
+        timeout_s: float | None = None,
+    ) -> MessageId:
+        """Send one message and wait for Kafka's acknowledgement.
+
+        Raises:
+            DeliveryError: Kafka refused the message or did not answer in time.
+        """
+        future = self.send_async(
+            payload, key=key, properties=properties, event_time_ms=event_time_ms
+        )
+        timeout = self.config.send_timeout_s if timeout_s is None else timeout_s
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            raise DeliveryError(
+                f"no acknowledgement from Kafka for {self.topic} within {timeout:.1f}s",
+                topic=self.kafka_topic,
+            ) from exc
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for every queued message of the client; returns how many are still queued."""
+        return self._client.flush(timeout_s)
+
+    def close(self) -> None:
+        """Refuse further sends; flush and close the client if this producer owns it.
+
+        On a shared client, messages already queued still complete (their callbacks run);
+        call :meth:`flush` first to wait for them.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> PartitionedProducer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionedProducer({self.topic}, partitions={self.num_partitions}, "
+            f"router={self._router!r})"
+        )

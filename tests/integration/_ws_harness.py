@@ -1,0 +1,217 @@
+"""Sidecars for the WebSocket tests: in a thread (fast) or as a real process (to kill)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import websockets
+from aiohttp import web
+from websockets.asyncio.client import ClientConnection
+
+from broker_shim._http import build_app
+from broker_shim._sidecar import Sidecar, SidecarConfig
+from sync import TopicName
+from sync._kafka_names import kafka_topic_of
+from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
+from tests.kafka_broker import ROOT, free_port
+
+
+def wait_healthy(http_url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{http_url}/health", timeout=2) as resp:  # noqa: S310
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sidecar at {http_url} never became healthy")
+        time.sleep(0.05)
+
+
+class ThreadSidecar:
+    """The real sidecar app (``build_app``) served from a thread with its own loop."""
+
+    def __init__(
+        self, bootstrap: str, state_dir: Path, app_factory: Callable[[], Any] | None = None
+    ):
+        self.port = free_port()
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/ws/v2"
+        self.sidecar = Sidecar(
+            SidecarConfig(
+                broker_id=f"t-{uuid.uuid4().hex[:6]}",
+                http_port=self.port,
+                bootstrap_servers=bootstrap,
+                state_dir=state_dir,
+            )
+        )
+        self._app_factory = app_factory
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = self._app_factory() if self._app_factory else build_app(self.sidecar)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        self._loop.run_until_complete(site.start())
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._runner.cleanup())
+        self._loop.close()
+
+    def __enter__(self) -> ThreadSidecar:
+        self._thread.start()
+        wait_healthy(self.http_url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+
+
+class ProcessSidecar:
+    """``broker-shim run`` as a child process, so a test can SIGKILL it."""
+
+    def __init__(self, bootstrap: str, state_dir: Path) -> None:
+        self.port = free_port()
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/ws/v2"
+        self._args = [
+            sys.executable,
+            "-m",
+            "broker_shim.cli.shim",
+            "run",
+            "--broker-id",
+            f"p-{uuid.uuid4().hex[:6]}",
+            "--http-port",
+            str(self.port),
+            "--bootstrap-servers",
+            bootstrap,
+            "--state-dir",
+            str(state_dir),
+            "--log-level",
+            "warning",
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ProcessSidecar:
+        self.proc = subprocess.Popen(self._args, cwd=ROOT, env=dict(os.environ))
+        try:
+            wait_healthy(self.http_url)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.terminate()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def terminate(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def make_topic(bootstrap: str, partitions: int) -> TopicName:
+    """A fresh Pulsar topic backed by a new Kafka topic (what the admin API would create)."""
+    topic = TopicName.parse(f"persistent://public/default/ws-{uuid.uuid4().hex[:10]}")
+    KafkaTransport(KafkaConfig(bootstrap)).admin().ensure_topic(
+        TopicSpec(kafka_topic_of(topic), partitions)
+    )
+    return topic
+
+
+def path_of(topic: TopicName) -> str:
+    return f"persistent/{topic.tenant}/{topic.namespace}/{topic.local_name}"
+
+
+def send_frame(payload: bytes, **extra: Any) -> str:
+    return json.dumps({"payload": base64.b64encode(payload).decode(), **extra})
+
+
+async def produce(ws: ClientConnection, payloads: list[bytes], **extra: Any) -> list[str]:
+    """Send every payload (pipelined), return the message ids in order."""
+    for i, p in enumerate(payloads):
+        await ws.send(send_frame(p, context=str(i), **extra))
+    ids: dict[str, str] = {}
+    while len(ids) < len(payloads):
+        ack = json.loads(await ws.recv())
+        assert ack["result"] == "ok", ack
+        ids[ack["context"]] = ack["messageId"]
+    return [ids[str(i)] for i in range(len(payloads))]
+
+
+async def receive(
+    ws: ClientConnection, count: int, timeout_s: float = 10.0
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"received {len(out)} of {count} messages")
+        out.append(json.loads(await asyncio.wait_for(ws.recv(), left)))
+    return out
+
+
+async def silent(ws: ClientConnection, wait_s: float = 0.5) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        while True:
+            out.append(json.loads(await asyncio.wait_for(ws.recv(), wait_s)))
+    except TimeoutError:
+        return out
+
+
+async def ack(ws: ClientConnection, messages: list[dict[str, Any]]) -> None:
+    for m in messages:
+        await ws.send(json.dumps({"messageId": m["messageId"]}))
+
+
+def connect(url: str) -> websockets.connect:
+    """A WebSocket client as the tests use it (no frame size limit)."""
+    return websockets.connect(url, open_timeout=30, max_size=None)
+
+
+async def set_policy(http_url: str, topic: TopicName, name: str, value: Any) -> None:
+    def post() -> None:
+        req = urllib.request.Request(  # noqa: S310 - test-local URL
+            f"{http_url}/admin/v2/{path_of(topic)}/{name}",
+            data=json.dumps(value).encode(),
+            method="POST" if value is not None else "DELETE",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+            assert resp.status == 204, resp.status
+
+    await asyncio.to_thread(post)

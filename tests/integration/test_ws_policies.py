@@ -1,0 +1,212 @@
+"""Policies changed through the sidecar's REST API take effect on live WebSocket clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+import websockets
+from websockets.exceptions import InvalidStatus
+
+from sync import TopicName
+from tests.integration._ws_harness import (
+    ThreadSidecar,
+    ack,
+    connect,
+    make_topic,
+    path_of,
+    produce,
+    receive,
+    send_frame,
+    set_policy,
+    silent,
+)
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T], timeout_s: float = 60.0) -> T:
+    return asyncio.run(asyncio.wait_for(coro, timeout_s))
+
+
+@pytest.fixture(scope="module")
+def sidecar(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ThreadSidecar]:
+    with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("sidecar")) as s:
+        yield s
+
+
+def consumer_url(s: ThreadSidecar, topic: TopicName, sub: str, **query: Any) -> str:
+    q = "&".join(
+        f"{k}={v}" for k, v in {"subscriptionInitialPosition": "Earliest", **query}.items()
+    )
+    return f"{s.ws_url}/consumer/{path_of(topic)}/{sub}?{q}"
+
+
+def producer_url(s: ThreadSidecar, topic: TopicName) -> str:
+    return f"{s.ws_url}/producer/{path_of(topic)}"
+
+
+async def closed_with(ws: websockets.ClientConnection, timeout_s: float = 10.0) -> tuple[int, str]:
+    """Read until the server closes; the close code and reason."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
+    except websockets.ConnectionClosed as exc:
+        assert exc.rcvd is not None, "closed without a close frame"
+        return exc.rcvd.code, exc.rcvd.reason
+
+
+async def refused(url: str) -> tuple[int, str]:
+    with pytest.raises(InvalidStatus) as info:
+        async with connect(url):
+            pass
+    body = json.loads(info.value.response.body or b"{}")
+    return info.value.response.status_code, str(body.get("reason"))
+
+
+def test_lowering_max_consumers_per_subscription_closes_the_newest(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+
+    async def scenario() -> None:
+        sh = {"subscriptionType": "Shared"}
+        async with connect(consumer_url(sidecar, topic, "s", consumerName="old", **sh)) as old:
+            async with connect(consumer_url(sidecar, topic, "s", consumerName="new", **sh)) as new:
+                async with connect(producer_url(sidecar, topic)) as prod:
+                    await produce(prod, [f"m{i}".encode() for i in range(4)])
+                held_by_new = await receive(new, 2)
+                first = await receive(old, 2)
+                await set_policy(sidecar.http_url, topic, "maxConsumersPerSubscription", 1)
+                code, reason = await closed_with(new)
+                assert (code, reason) == (1008, "Subscription reached max consumers limit")
+                # what the evicted consumer held is redelivered to the one that stays
+                moved = await receive(old, 2)
+                assert {m["messageId"] for m in moved} == {m["messageId"] for m in held_by_new}
+                await ack(old, first + moved)
+                status, text = await refused(consumer_url(sidecar, topic, "s", **sh))
+                assert status == 409
+                assert text == "Failed to subscribe: Subscription reached max consumers limit"
+
+    run(scenario())
+
+
+def test_disabling_a_subscription_type_closes_live_consumers_of_it(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+
+    async def scenario() -> None:
+        async with connect(consumer_url(sidecar, topic, "a", subscriptionType="Shared")) as sh:
+            async with connect(consumer_url(sidecar, topic, "b")) as excl:
+                await set_policy(sidecar.http_url, topic, "subscriptionTypesEnabled", ["Exclusive"])
+                code, reason = await closed_with(sh)
+                assert code == 1008
+                assert reason == f"Topic[{{{topic}}}] doesn't support Shared sub type!"
+                assert await silent(excl, 0.2) == []  # still open
+                status, text = await refused(
+                    consumer_url(sidecar, topic, "c", subscriptionType="Shared")
+                )
+                assert status == 403 and "doesn't support Shared sub type" in text
+                await set_policy(sidecar.http_url, topic, "subscriptionTypesEnabled", None)
+                async with connect(consumer_url(sidecar, topic, "c", subscriptionType="Shared")):
+                    pass
+
+    run(scenario())
+
+
+def test_dispatch_rate_applies_to_connected_consumers(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+
+    async def scenario() -> None:
+        async with connect(consumer_url(sidecar, topic, "r", subscriptionType="Shared")) as cons:
+            rate = {"dispatchThrottlingRateInMsg": 10, "ratePeriodInSecond": 1}
+            await set_policy(sidecar.http_url, topic, "dispatchRate", rate)
+            await asyncio.sleep(0.3)
+            async with connect(producer_url(sidecar, topic)) as prod:
+                await produce(prod, [f"m{i}".encode() for i in range(60)])
+            got: list[dict[str, Any]] = []
+            start = time.monotonic()
+            while time.monotonic() - start < 1.5:
+                batch = await silent(cons, 0.1)
+                await ack(cons, batch)
+                got.extend(batch)
+            assert 10 <= len(got) <= 30  # burst of 10, then 10/s
+            await set_policy(sidecar.http_url, topic, "dispatchRate", None)
+            rest = await receive(cons, 60 - len(got), timeout_s=10)
+            assert len(got) + len(rest) == 60
+
+    run(scenario())
+
+
+def test_max_unacked_on_consumer_blocks_and_releases_live(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+
+    async def scenario() -> None:
+        async with connect(consumer_url(sidecar, topic, "u", subscriptionType="Shared")) as cons:
+            await set_policy(sidecar.http_url, topic, "maxUnackedMessagesOnConsumer", 3)
+            await asyncio.sleep(0.3)
+            async with connect(producer_url(sidecar, topic)) as prod:
+                await produce(prod, [f"m{i}".encode() for i in range(10)])
+            held = await receive(cons, 3)
+            assert await silent(cons, 0.4) == []
+            await set_policy(sidecar.http_url, topic, "maxUnackedMessagesOnConsumer", 0)
+            rest = await receive(cons, 7)
+            assert len(held) + len(rest) == 10
+
+    run(scenario())
+
+
+def test_producer_limits_max_producers_and_max_message_size(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+
+    async def scenario() -> None:
+        async with connect(producer_url(sidecar, topic)) as p1:
+            async with connect(producer_url(sidecar, topic)) as p2:
+                await set_policy(sidecar.http_url, topic, "maxProducers", 1)
+                code, reason = await closed_with(p2)
+                assert (code, reason) == (1008, "Topic reached max producers limit")
+                status, text = await refused(producer_url(sidecar, topic))
+                assert status == 409
+                assert text == "Failed to create producer: Topic reached max producers limit"
+            await set_policy(sidecar.http_url, topic, "maxMessageSize", 16)
+            await asyncio.sleep(0.3)
+            assert len(await produce(p1, [b"x" * 16])) == 1
+            await p1.send(send_frame(b"x" * 17, context="big"))
+            reply = json.loads(await p1.recv())
+            assert reply["result"] == "send-error:8" and reply["context"] == "big"
+            assert "Exceed maximum message size" in reply["errorMsg"]
+
+    run(scenario())
+
+
+def test_max_subscriptions_per_topic_counts_durable_ones(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+
+    async def scenario() -> None:
+        await set_policy(sidecar.http_url, topic, "maxSubscriptionsPerTopic", 1)
+        await asyncio.sleep(0.3)
+        async with connect(consumer_url(sidecar, topic, "first")):
+            pass
+        status, text = await refused(consumer_url(sidecar, topic, "second"))
+        assert status == 403
+        assert text.endswith(f"Exceed the maximum number of subscriptions of the topic: {topic}")
+        async with connect(consumer_url(sidecar, topic, "first")):
+            pass
+
+    run(scenario())

@@ -1,0 +1,360 @@
+"""Bundle ownership across several sidecars on the in-memory twin (fast, deterministic).
+
+The same scenarios run against real Kafka and real processes (kill -9) in
+``tests/integration/test_ownership_failover.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from functools import partial
+
+import pytest
+
+from broker_shim.registry import (
+    BrokerIdentity,
+    BundleState,
+    ClusterConfig,
+    ClusterService,
+    LookupConfig,
+    OwnershipConfig,
+    OwnershipRecord,
+    RequestOp,
+    slot_of,
+)
+from broker_shim.registry._ownership import group_id, ownership_topic, slots_topic
+from sync._errors import ConflictError, GroupFencedError, NotFoundError
+from sync._names import NamespaceName, TopicName
+from sync.transport import MemoryTransport
+
+SLOTS = 8
+
+
+def make_service(
+    transport: MemoryTransport,
+    cluster: str,
+    index: int,
+    *,
+    lookup: LookupConfig | None = None,
+    auth: object = None,
+) -> ClusterService:
+    identity = BrokerIdentity(
+        f"b{index}",
+        cluster=cluster,
+        service_url=f"pulsar://127.0.0.1:{6650 + index}",
+        http_url=f"http://127.0.0.1:{8080 + index}",
+    )
+    config = ClusterConfig(
+        identity,
+        ownership=OwnershipConfig(
+            slots=SLOTS,
+            # Expiry is driven explicitly by crash(); a long session keeps a slow CI
+            # machine from expiring members by accident.
+            session_timeout_ms=60_000,
+            membership_poll_s=0.02,
+            reconcile_interval_s=0.5,
+            poll_s=0.005,
+        ),
+        lookup=lookup or LookupConfig(lookup_timeout_s=5.0, request_retry_s=0.5),
+        auth=auth,  # type: ignore[arg-type]
+    )
+    return ClusterService(transport, config)
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def settled(services: list[ClusterService]) -> bool:
+    """Every service sees every live member, and the group is stable."""
+    names = {s.identity.broker_id for s in services}
+    return all(set(s.registry.live) == names for s in services)
+
+
+@contextlib.contextmanager
+def memory_cluster(
+    n: int, transport: MemoryTransport | None = None, **kwargs: object
+) -> Iterator[tuple[MemoryTransport, list[ClusterService]]]:
+    """``n`` started sidecars of one fresh cluster on one in-memory broker."""
+    transport = transport or MemoryTransport()
+    cluster = "c" + uuid.uuid4().hex[:8]
+    services = [make_service(transport, cluster, i, **kwargs) for i in range(n)]  # type: ignore[arg-type]
+    for s in services:
+        s.start()
+    try:
+        for s in services:
+            s.wait_ready(20)
+        wait_until(lambda: settled(services), what="membership")
+        yield transport, services
+    finally:
+        for s in services:
+            s.close()
+
+
+def crash(transport: MemoryTransport, service: ClusterService) -> None:
+    """``kill -9`` as the group sees it: the member stops, its session expires."""
+    member = service.member
+    member._graceful = False
+    member._stop.set()
+    if member._thread is not None:
+        member._thread.join(5)
+    service.registrar._stop.set()
+    transport.broker.expire_group_member(group_id(service.identity.cluster), member._client_id)
+
+
+def look_up_all(service: ClusterService, topics: list[TopicName]) -> list[bytes]:
+    async def run() -> list[bytes]:
+        return list(await asyncio.gather(*(service.lookups.lookup(t) for t in topics)))
+
+    return asyncio.run(run())
+
+
+def answers(service: ClusterService, topics: list[TopicName]) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    for t in topics:
+        try:
+            out.append(service.lookups.lookup_now(t))
+        except Exception:
+            out.append(None)
+    return out
+
+
+def ownership_log(transport: MemoryTransport, cluster: str) -> list[OwnershipRecord | None]:
+    return [
+        None if value is None else OwnershipRecord.from_json(value)
+        for _, _, _, value in transport.broker.records(ownership_topic(cluster))
+    ]
+
+
+def assert_log_invariants(transport: MemoryTransport, cluster: str) -> None:
+    """Per bundle, committed records have strictly increasing versions (no zombie wrote
+    from a stale view) and carry the bundle's slot."""
+    last: dict[str, int] = {}
+    for key, record in (
+        ((k or b"").decode(), v)
+        for _, _, k, v in transport.broker.records(ownership_topic(cluster))
+    ):
+        if record is None:
+            last.pop(key, None)
+            continue
+        rec = OwnershipRecord.from_json(record)
+        assert rec.version > last.get(key, 0), f"version went back for {key}: {rec}"
+        assert rec.slot == slot_of(key, SLOTS)
+        last[key] = rec.version
+
+
+def topics_in(namespace: str, n: int) -> list[TopicName]:
+    return [TopicName.parse(f"persistent://{namespace}/topic-{i}") for i in range(n)]
+
+
+def test_every_looked_up_bundle_gets_one_live_owner_and_all_sidecars_agree() -> None:
+    with memory_cluster(3) as (transport, services):
+        services[0].admin.create_namespace(NamespaceName("t", "ns"), num_bundles=16)
+        topics = topics_in("t/ns", 60)
+        first = look_up_all(services[1], topics)
+        for s in services:
+            wait_until(partial(lambda s: answers(s, topics) == first, s), what="agreement")
+        # The owner of a bundle is the member holding its slot.
+        slots_of = {s.identity.broker_id: set(s.member.active) for s in services}
+        for name, record in services[2].lookups.bundle_records().items():
+            assert record.state is BundleState.OWNED
+            assert slot_of(name, SLOTS) in slots_of[record.broker]
+        # Load: every broker owns some of the 16 bundles.
+        assert len(services[0].ownership.owned_by()) == 3
+        assert_log_invariants(transport, services[0].identity.cluster)
+
+
+def test_concurrent_lookups_of_an_unowned_bundle_share_one_acquisition() -> None:
+    with memory_cluster(2) as (transport, services):
+        topic = TopicName.parse("persistent://public/default/shared")
+        bundle = services[0].lookups.bundle_of(topic)
+        before = len(transport.broker.records(slots_topic(services[0].identity.cluster)))
+
+        async def many() -> list[bytes]:
+            return list(
+                await asyncio.gather(*(services[0].lookups.lookup(topic) for _ in range(50)))
+            )
+
+        results = asyncio.run(many())
+        assert len(set(results)) == 1
+        requests = transport.broker.records(slots_topic(services[0].identity.cluster))[before:]
+        assert [k for _, _, k, _ in requests] == [bundle.encode()]
+        assert services[0].lookups.acquisitions == 1
+
+
+def test_crashed_owner_is_replaced_and_forgotten() -> None:
+    with memory_cluster(3) as (transport, services):
+        topics = topics_in("public/default", 40)
+        look_up_all(services[0], topics)
+        victim = services[0]
+        crash(transport, victim)
+        survivors = services[1:]
+        wait_until(
+            lambda: (
+                all(
+                    None not in (a := answers(s, topics)) and a == answers(survivors[0], topics)
+                    for s in survivors
+                )
+                and not any(b'6650"' in x for x in answers(survivors[0], topics) if x)
+            ),
+            what="failover",
+        )
+        cluster = victim.identity.cluster
+        for s in survivors:
+            wait_until(partial(lambda s: "b0" not in s.registry.live, s), what="live set")
+            wait_until(
+                partial(lambda s: (cluster, "b0") not in s.store.registrations, s), what="cleanup"
+            )
+        assert_log_invariants(transport, cluster)
+
+
+def test_graceful_leave_releases_and_new_owners_claim() -> None:
+    with memory_cluster(2) as (transport, services):
+        topics = topics_in("public/default", 20)
+        look_up_all(services[0], topics)
+        leaving = services[1]
+        owned_before = {
+            k for k, r in services[0].lookups.bundle_records().items() if r.broker == "b1"
+        }
+        leaving.close()
+        cluster = leaving.identity.cluster
+        wait_until(
+            lambda: all(
+                r.broker == "b0" and r.state is BundleState.OWNED
+                for r in services[0].lookups.bundle_records().values()
+            ),
+            what="takeover",
+        )
+        log = [r for r in ownership_log(transport, cluster) if r is not None]
+        for bundle in owned_before:
+            states = [(r.state, r.broker) for r in log if r.bundle == bundle]
+            i = states.index((BundleState.RELEASING, "b1"))
+            assert (BundleState.OWNED, "b0") in states[i + 1 :]
+        assert "b1" not in services[0].registry.live
+        assert_log_invariants(transport, cluster)
+
+
+def test_a_zombie_with_a_stale_generation_cannot_commit_a_claim() -> None:
+    with memory_cluster(2) as (transport, services):
+        topic = TopicName.parse("persistent://public/default/z")
+        look_up_all(services[0], [topic])
+        bundle = services[0].lookups.bundle_of(topic)
+        slot = slot_of(bundle, SLOTS)
+        owner = next(s for s in services if slot in s.member.active)
+        other = next(s for s in services if s is not owner)
+        crash(transport, owner)  # the zombie's thread stops; its metadata stays stale
+        wait_until(
+            lambda: (
+                (r := other.ownership.get(bundle)) is not None
+                and r.broker == other.identity.broker_id
+            ),
+            what="takeover",
+        )
+        cluster = owner.identity.cluster
+        before = len(transport.broker.records(ownership_topic(cluster)))
+        current = other.ownership.get(bundle)
+        zombie = owner.member
+        claim = zombie._record(bundle, current, BundleState.OWNED, "zombie", 0)
+        with pytest.raises(GroupFencedError):
+            zombie._commit([claim], {slot: 0})
+        assert len(transport.broker.records(ownership_topic(cluster))) == before
+        assert other.ownership.get(bundle) == current
+        assert_log_invariants(transport, cluster)
+
+
+def test_unload_frees_the_bundle_and_the_next_lookup_claims_it_again() -> None:
+    with memory_cluster(2) as (transport, services):
+        topic = TopicName.parse("persistent://public/default/u")
+        look_up_all(services[0], [topic])
+        bundle = services[0].lookups.bundle_of(topic)
+        ns, _, rng = bundle.rpartition("/")
+
+        async def unload() -> bool:
+            return await services[1].admin.unload_bundle(NamespaceName.parse(ns), rng)
+
+        assert asyncio.run(unload()) is True
+        wait_until(
+            lambda: all(
+                (r := s.ownership.get(bundle)) is not None and r.state is BundleState.FREE
+                for s in services
+            ),
+            what="free",
+        )
+        assert services[0].lookups.lookup_now(topic) is None
+        look_up_all(services[1], [topic])
+        wait_until(
+            lambda: (
+                (r := services[0].ownership.get(bundle)) is not None
+                and r.state is BundleState.OWNED
+            ),
+            what="owned again everywhere",
+        )
+
+
+def test_split_changes_the_layout_everywhere_and_drops_the_parent_record() -> None:
+    with memory_cluster(2) as (transport, services):
+        ns = NamespaceName("t", "split")
+        services[0].admin.create_namespace(ns, num_bundles=1)
+        topics = topics_in(str(ns), 10)
+        look_up_all(services[0], topics)
+        parent = f"{ns}/0x00000000_0xffffffff"
+        wait_until(lambda: services[1].ownership.get(parent) is not None, what="parent owned")
+        low, high = services[1].admin.split_bundle(ns, "0x00000000_0xffffffff")
+        assert (low, high) == ("0x00000000_0x7fffffff", "0x7fffffff_0xffffffff")
+        for s in services:
+            wait_until(
+                partial(lambda s: s.lookups.layout(ns).bundles.to_json()["numBundles"] == 2, s),
+                what="layout",
+            )
+        # unload=False: the children are claimed at once; the parent's record is dropped.
+        wait_until(
+            lambda: all(
+                (r := services[0].ownership.get(f"{ns}/{b}")) is not None
+                and r.state is BundleState.OWNED
+                for b in (low, high)
+            ),
+            what="children owned",
+        )
+        wait_until(lambda: services[0].ownership.get(parent) is None, what="parent dropped")
+        with pytest.raises(NotFoundError):
+            services[0].admin.split_bundle(ns, "0x00000000_0xffffffff")
+        result = look_up_all(services[1], topics)
+        assert all(result)
+
+
+def test_metadata_writes_are_decided_on_a_complete_view() -> None:
+    with memory_cluster(3) as (transport, services):
+        ns = NamespaceName("t", "race")
+
+        async def race() -> list[object]:
+            return list(
+                await asyncio.gather(
+                    *(
+                        asyncio.to_thread(s.admin.create_namespace, ns, num_bundles=2)
+                        for s in services
+                    ),
+                    return_exceptions=True,
+                )
+            )
+
+        results = asyncio.run(race())
+        assert sum(isinstance(r, ConflictError) for r in results) == 2
+        assert services[2].store.layout(ns) is not None
+
+
+def test_requests_for_foreign_or_unknown_bundles_are_harmless() -> None:
+    with memory_cluster(2) as (transport, services):
+        services[0].member.request(RequestOp.ACQUIRE, "nosuch/ns/0x00000000_0xffffffff")
+        services[0].member.request(RequestOp.UNLOAD, "public/default/0x00000000_0x40000000")
+        time.sleep(0.2)
+        assert services[0].ownership.get("nosuch/ns/0x00000000_0xffffffff") is None
+        assert all(s.member.state.value == "ACTIVE" for s in services)

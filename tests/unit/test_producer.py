@@ -1,0 +1,225 @@
+"""sync.producer on the in-memory twin: routing, message ids, headers, refusals."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+
+import pytest
+
+from sync._errors import (
+    DeliveryError,
+    InvalidInputError,
+    InvalidMessageIdError,
+    MessageTooLargeError,
+    TopicNotFoundError,
+)
+from sync._kafka_names import kafka_topic_of
+from sync._names import TopicName
+from sync.producer import (
+    MessageId,
+    PartitionedProducer,
+    ProducerClient,
+    ProducerConfig,
+    decode_properties,
+    encode_headers,
+)
+from sync.routing import RoutingError, java_string_hash, murmur3_32_hash
+from sync.transport import MemoryTransport, TopicSpec
+
+
+def _topic(transport: MemoryTransport, name: str, partitions: int) -> TopicName:
+    topic = TopicName.parse(f"persistent://t/ns/{name}")
+    transport.admin().ensure_topic(TopicSpec(kafka_topic_of(topic), partitions))
+    return topic
+
+
+@pytest.fixture
+def transport() -> MemoryTransport:
+    return MemoryTransport()
+
+
+# ------------------------------------------------------------------ message ids
+
+
+def test_message_id_is_a_pulsar_message_id_data_protobuf() -> None:
+    # ledgerId=0 (08 00), entryId=300 (10 ac 02), partition=3 (18 03)
+    assert MessageId(3, 300).to_bytes() == bytes.fromhex("0800" + "10ac02" + "1803")
+    # partition -1 is an int32: ten-byte two's complement varint, as protobuf-java writes it
+    assert MessageId(-1, 0).to_bytes() == bytes.fromhex("0800" + "1000" + "18" + "ff" * 9 + "01")
+    for mid in (MessageId(0, 0), MessageId(-1, 2**40), MessageId(7, 2**63 - 1)):
+        assert MessageId.from_bytes(mid.to_bytes()) == mid
+        assert MessageId.from_base64(mid.to_base64()) == mid
+    assert str(MessageId(2, 5)) == "0:5:2"
+
+
+def test_message_id_parses_fields_in_any_order_and_skips_unknown_ones() -> None:
+    # partition first, then an unknown length-delimited field 9, then entry and ledger ids
+    data = bytes.fromhex("1802" + "4a03616263" + "1005" + "0800")
+    assert MessageId.from_bytes(data) == MessageId(2, 5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["not base64!", base64.b64encode(b"\x08\x01\x10\x05").decode(), "", "CAAQ"],
+)
+def test_message_id_refuses_foreign_or_broken_ids(text: str) -> None:
+    with pytest.raises(InvalidMessageIdError):
+        MessageId.from_base64(text)
+
+
+def test_message_id_orders_by_partition_then_offset() -> None:
+    assert sorted([MessageId(1, 0), MessageId(0, 9), MessageId(0, 2)]) == [
+        MessageId(0, 2),
+        MessageId(0, 9),
+        MessageId(1, 0),
+    ]
+    assert MessageId(-1, 4).kafka_partition == 0
+
+
+# ------------------------------------------------------------------ headers
+
+
+def test_properties_round_trip_through_headers_with_event_time() -> None:
+    headers = encode_headers({"a": "1", "ü": "ß"}, event_time_ms=1234)
+    assert headers == [("a", b"1"), ("ü", "ß".encode()), ("__pulsar.eventTime", b"1234")]
+    assert decode_properties(headers) == ({"a": "1", "ü": "ß"}, 1234)
+    assert encode_headers(None) is None
+    assert decode_properties(None) == ({}, None)
+
+
+@pytest.mark.parametrize("props", [{"__pulsar.x": "1"}, {"": "1"}, {"a": 1}])
+def test_reserved_empty_or_non_string_properties_are_refused(props: dict[str, object]) -> None:
+    with pytest.raises(InvalidInputError):
+        encode_headers(props)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ producer
+
+
+def test_keyed_messages_land_where_pulsar_routes_them(transport: MemoryTransport) -> None:
+    topic = _topic(transport, "keyed", 7)
+    keys = [f"key-{i}" for i in range(50)] + ["ü-ключ", "🙂"]
+    for scheme, fn in (("JavaStringHash", java_string_hash), ("Murmur3_32Hash", murmur3_32_hash)):
+        config = ProducerConfig(hashing_scheme=scheme)
+        with PartitionedProducer.open(transport, topic, config) as producer:
+            for key in keys:
+                mid = producer.send(key.encode(), key=key)
+                assert mid.partition == fn(key) % 7
+    records = transport.broker.records(kafka_topic_of(topic))
+    assert all(k is not None for _p, _o, k, _v in records)
+
+
+def test_unkeyed_round_robin_without_batching_visits_every_partition(
+    transport: MemoryTransport,
+) -> None:
+    topic = _topic(transport, "rr", 4)
+    config = ProducerConfig(routing_mode="RoundRobinPartition", batching_enabled=False)
+    with PartitionedProducer.open(transport, topic, config) as producer:
+        parts = [producer.send(b"x").partition for _ in range(8)]
+    assert sorted(parts[:4]) == [0, 1, 2, 3] and parts[:4] == parts[4:]
+
+
+def test_single_partition_mode_keeps_unkeyed_messages_on_one_partition(
+    transport: MemoryTransport,
+) -> None:
+    topic = _topic(transport, "single", 5)
+    with PartitionedProducer.open(
+        transport, topic, ProducerConfig(routing_mode="SinglePartition")
+    ) as producer:
+        assert len({producer.send(b"x").partition for _ in range(20)}) == 1
+
+
+def test_offsets_in_message_ids_match_the_kafka_log(transport: MemoryTransport) -> None:
+    topic = _topic(transport, "ids", 2)
+    with PartitionedProducer.open(transport, topic) as producer:
+        ids = [producer.send(f"v{i}".encode(), key="same") for i in range(5)]
+    assert [m.offset for m in ids] == [0, 1, 2, 3, 4]
+    stored = {(p, o): v for p, o, _k, v in transport.broker.records(kafka_topic_of(topic))}
+    assert [stored[(m.partition, m.offset)] for m in ids] == [f"v{i}".encode() for i in range(5)]
+
+
+def test_non_partitioned_topic_ids_carry_partition_minus_one(transport: MemoryTransport) -> None:
+    topic = _topic(transport, "plain", 1)
+    with PartitionedProducer.open(transport, topic) as producer:
+        assert not producer.partitioned
+        assert producer.send(b"x", key="k") == MessageId(-1, 0)
+
+
+def test_a_partition_topic_writes_only_there(transport: MemoryTransport) -> None:
+    base = _topic(transport, "parted", 3)
+    with PartitionedProducer.open(transport, base.partition(2)) as producer:
+        ids = [producer.send(b"x", key=f"k{i}") for i in range(10)]
+    assert {m.partition for m in ids} == {2}
+    with pytest.raises(TopicNotFoundError):
+        PartitionedProducer.open(transport, base.partition(3))
+
+
+def test_nothing_is_created_for_a_missing_topic(transport: MemoryTransport) -> None:
+    with pytest.raises(TopicNotFoundError, match="does not exist"):
+        PartitionedProducer.open(transport, "persistent://t/ns/missing")
+    assert transport.admin().describe_topic(kafka_topic_of(TopicName.parse("t/ns/missing"))) is None
+
+
+def test_message_size_limit_and_properties_are_enforced_before_kafka(
+    transport: MemoryTransport,
+) -> None:
+    topic = _topic(transport, "limits", 1)
+    with PartitionedProducer.open(transport, topic, ProducerConfig(max_message_size=10)) as p:
+        assert p.send(b"0123456789").offset == 0
+        with pytest.raises(MessageTooLargeError) as info:
+            p.send(b"01234567890")
+        assert (info.value.size, info.value.limit) == (11, 10)
+        with pytest.raises(MessageTooLargeError):
+            p.send_callback(b"abc", lambda *_: None, max_message_size=2)
+        with pytest.raises(InvalidInputError):
+            p.send(b"x", properties={"__pulsar.eventTime": "1"})
+    assert len(transport.broker.records(kafka_topic_of(topic))) == 1
+
+
+def test_custom_router_out_of_range_is_an_error(transport: MemoryTransport) -> None:
+    topic = _topic(transport, "custom", 2)
+    config = ProducerConfig(routing_mode="CustomPartition", custom_router=lambda _m, _md: 2)
+    with PartitionedProducer.open(transport, topic, config) as producer:
+        with pytest.raises(RoutingError):
+            producer.send(b"x", key="k")
+
+
+def test_send_async_and_callbacks_share_one_client(transport: MemoryTransport) -> None:
+    a = _topic(transport, "a", 2)
+    b = _topic(transport, "b", 3)
+    client = ProducerClient(transport)
+    try:
+        pa = PartitionedProducer(client, a)
+        pb = PartitionedProducer(client, b)
+        futures = [pa.send_async(b"x", key="k"), pb.send_async(b"y", properties={"p": "v"})]
+        results: list[MessageId | None] = []
+        pb.send_callback(b"z", lambda mid, err: results.append(mid), key="q")
+        assert client.flush(5) == 0
+        assert all(isinstance(f.result(5), MessageId) for f in futures)
+        pa.close()
+        assert pb.send(b"still open").offset >= 0
+        assert len(results) == 1 and results[0] is not None
+    finally:
+        client.close()
+
+
+def test_delivery_failure_becomes_a_delivery_error(
+    transport: MemoryTransport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _topic(transport, "fail", 1)
+    errors: list[Exception | None] = []
+    with PartitionedProducer.open(transport, topic) as producer:
+        client = producer._client
+        real: Callable[..., None] = client.produce
+
+        def failing(topic_: str, key: object, value: object, partition: int, headers: object,
+                    on_delivery: Callable[..., None]) -> None:  # fmt: skip
+            from sync.transport import DeliveryReport
+
+            on_delivery(DeliveryReport(topic_, partition, -1, "Broker: Message size too large"))
+
+        monkeypatch.setattr(client, "produce", failing)
+        producer.send_callback(b"x", lambda _mid, err: errors.append(err))
+        monkeypatch.setattr(client, "produce", real)
+    assert isinstance(errors[0], DeliveryError) and "too large" in str(errors[0])

@@ -1,0 +1,66 @@
+"""``broker-shim run`` flags of the registry, ownership and lookup."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from broker_shim.cli.shim import build_parser
+from broker_shim.registry import ClusterSettings, ListenerUrls
+from broker_shim.registry._cli import lookup_settings
+from sync._errors import ConfigurationError
+
+BASE = ["run", "--broker-id", "b1", "--http-port", "8080"]
+
+
+def settings(*flags: str) -> ClusterSettings | None:
+    return lookup_settings(build_parser().parse_args([*BASE, *flags]))
+
+
+def test_defaults_join_the_cluster_with_kafka_friendly_settings() -> None:
+    found = settings()
+    assert found is not None
+    assert found.ownership.session_timeout_ms == 6000
+    assert found.ownership.slots == 64
+    assert found.lookup.max_pending_lookups == 50_000
+    assert found.auth is None
+    assert settings("--no-lookup") is None
+
+
+def test_flags_are_carried_over(tmp_path: Path) -> None:
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"tokens": {"t": "admin"}, "superUserRoles": ["admin"]}))
+    found = settings(
+        "--session-timeout-ms", "1000", "--ownership-slots", "8", "--broker-name", "broker-a",
+        "--replica-id", "1", "--advertised-listener", "internal=pulsar://10.0.0.1:6650",
+        "--advertised-listener", "tls=pulsar://h:1,pulsar+ssl://h:2",
+        "--auth-config", str(auth), "--max-pending-lookups", "7",
+    )  # fmt: skip
+    assert found is not None
+    assert found.ownership.session_timeout_ms == 1000 and found.ownership.slots == 8
+    assert found.broker_name == "broker-a" and found.replica_id == 1
+    assert dict(found.advertised_listeners) == {
+        "internal": ListenerUrls("pulsar://10.0.0.1:6650", None),
+        "tls": ListenerUrls("pulsar://h:1", "pulsar+ssl://h:2"),
+    }
+    assert found.auth is not None and found.auth.tokens == {"t": "admin"}
+    assert found.lookup.max_pending_lookups == 7
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--cluster", "a/b"), "--cluster"),
+        (("--session-timeout-ms", "100"), "below 500 ms"),
+        (("--ownership-slots", "0"), "slots"),
+        (("--advertised-listener", "nope"), "NAME=URL"),
+        (("--advertised-listener", "x=http://h:1"), "pulsar://"),
+        (("--broker-url-tls", "pulsar://h:1"), r"pulsar\+ssl"),
+        (("--max-pending-lookups", "0"), "max-pending-lookups"),
+    ],
+)
+def test_bad_flags_are_refused_at_the_edge(flags: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        settings(*flags)

@@ -1,0 +1,213 @@
+"""Pieces of the subscription engine on their own: the durable ack set, rate limiting,
+Key_Shared's ring and Failover's choice."""
+
+from __future__ import annotations
+
+import random
+from typing import cast
+
+import pytest
+
+from broker_shim.messaging import (
+    Consumer,
+    RateSpec,
+    TopicLimits,
+    decode_ack_ranges,
+    encode_ack_ranges,
+)
+from broker_shim.messaging._cursor import Entry, PartitionCursor
+from broker_shim.messaging._ratelimit import RateLimiter, acquire_all
+from broker_shim.messaging._selectors import KeySharedSelector, failover_active, sticky_key_hash
+from broker_shim.messaging._types import SubscriptionType
+from sync.routing import murmur3_32_hash
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Named:
+    def __init__(self, name: str, seq: int) -> None:
+        self.name = name
+        self.seq = seq
+
+
+def named(name: str, seq: int) -> Consumer:
+    """A stand-in with the two attributes selectors read."""
+    return cast(Consumer, _Named(name, seq))
+
+
+def _entry(offset: int) -> Entry:
+    return Entry(0, offset, None, b"x", None, 0)
+
+
+# ------------------------------------------------------------------ ack-set encoding
+
+
+def test_ack_ranges_round_trip_raw_and_compressed() -> None:
+    sparse = [(12, 13), (20, 25), (1000, 1001)]
+    text, kept = encode_ack_ranges(10, sparse, 4000)
+    assert kept == 3 and text.startswith("ps1:")
+    assert decode_ack_ranges(10, text) == sparse
+    regular = [(10 + 2 * i, 11 + 2 * i) for i in range(2000)]  # every other offset
+    text, kept = encode_ack_ranges(9, regular, 4000)
+    assert kept == 2000 and len(text) < 200  # zlib folds the pattern
+    assert decode_ack_ranges(9, text) == regular
+
+
+def test_ack_ranges_that_do_not_fit_keep_the_prefix_nearest_the_offset() -> None:
+    rng = random.Random(7)
+    ranges, pos = [], 0
+    for _ in range(5000):
+        start = pos + rng.randint(1, 1000)
+        pos = start + rng.randint(1, 50)
+        ranges.append((start, pos))
+    text, kept = encode_ack_ranges(0, ranges, 1000)
+    assert 0 < kept < 5000 and len(text) <= 1000
+    assert decode_ack_ranges(0, text) == ranges[:kept]
+    assert encode_ack_ranges(0, [], 100) == ("", 0)
+
+
+@pytest.mark.parametrize("junk", ["", "xyz", "ps1:!!!", "ps1:AAAA", "ps1:" + "_" * 10])
+def test_unreadable_metadata_means_no_skips(junk: str) -> None:
+    assert decode_ack_ranges(5, junk) == []
+
+
+# ------------------------------------------------------------------ cursor
+
+
+def test_cursor_commits_first_unacked_offset_and_the_acked_holes() -> None:
+    cursor = PartitionCursor(0, 5)
+    for offset in range(5, 12):
+        assert cursor.accept(offset)
+        cursor.add(_entry(offset))
+    for offset in (5, 6, 8, 10, 11):
+        assert cursor.ack(offset) is not None
+    assert cursor.ack(8) is None  # twice is a no-op
+    offset, metadata, dropped = cursor.commit_point(4000)
+    assert (offset, dropped) == (7, 0)
+    assert decode_ack_ranges(7, metadata) == [(8, 9), (10, 12)]
+    assert cursor.is_acked(8) and not cursor.is_acked(9) and cursor.is_acked(6)
+
+
+def test_cursor_restored_from_metadata_skips_acked_and_keeps_unread_ranges() -> None:
+    text, _ = encode_ack_ranges(7, [(8, 9), (10, 12), (20, 30)], 4000)
+    cursor = PartitionCursor(0, 7, text)
+    delivered = [o for o in range(7, 15) if cursor.accept(o)]
+    assert delivered == [7, 9, 12, 13, 14]
+    assert not cursor.accept(3)  # below the read position: a duplicate fetch
+    for o in delivered:
+        cursor.add(_entry(o))
+    cursor.ack(7)
+    offset, metadata, _ = cursor.commit_point(4000)
+    # 8 acked earlier, 9 open, 10-11 acked, 12-14 open, 20-29 still to be read and acked
+    assert offset == 9
+    assert decode_ack_ranges(9, metadata) == [(10, 12), (20, 30)]
+    assert cursor.is_acked(25) and not cursor.is_acked(15)
+
+
+def test_cursor_with_nothing_outstanding_commits_the_read_position() -> None:
+    cursor = PartitionCursor(1, 0)
+    for offset in (0, 2, 3):  # 1 is a gap (e.g. a transaction marker)
+        cursor.accept(offset)
+        cursor.add(_entry(offset))
+        cursor.ack(offset)
+    assert cursor.commit_point(4000) == (4, "", 0)
+
+
+# ------------------------------------------------------------------ rate limiting
+
+
+def test_rate_limiter_bursts_one_period_then_refills_continuously() -> None:
+    clock = Clock()
+    lim = RateLimiter(RateSpec(msgs=3, period_s=2.0), clock)
+    assert [acquire_all([lim], 10) for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = acquire_all([lim], 10)
+    assert wait == pytest.approx(2.0 / 3)
+    clock.now += wait
+    assert acquire_all([lim], 10) == 0.0
+
+
+def test_byte_limit_lets_an_oversized_message_through_when_full() -> None:
+    clock = Clock()
+    lim = RateLimiter(RateSpec(nbytes=100), clock)
+    assert acquire_all([lim], 500) == 0.0  # bucket full: passes, goes negative
+    wait = acquire_all([lim], 10)
+    assert wait == pytest.approx(4.1)
+
+
+def test_all_or_nothing_across_limiters_and_live_update() -> None:
+    clock = Clock()
+    msgs = RateLimiter(RateSpec(msgs=1), clock)
+    free = RateLimiter(RateSpec(), clock)
+    bytes_ = RateLimiter(RateSpec(nbytes=5), clock)
+    assert acquire_all([msgs, free, bytes_], 5) == 0.0
+    assert acquire_all([msgs, bytes_], 1) > 0.0
+    clock.now += 0.5
+    assert acquire_all([msgs, bytes_], 1) > 0.0  # message bucket half full: nothing taken
+    bytes_.update(RateSpec(nbytes=5))  # same spec: no reset
+    msgs.update(RateSpec())  # unlimited now
+    assert acquire_all([msgs, bytes_], 1) == 0.0
+
+
+def test_topic_limits_from_policies() -> None:
+    limits = TopicLimits.from_policies(
+        {
+            "subscriptionTypesEnabled": ("Shared",),
+            "maxConsumersPerSubscription": 2,
+            "dispatchRate": {"dispatchThrottlingRateInMsg": 10, "ratePeriodInSecond": 5},
+            "maxMessageSize": 0,
+        },
+        default_max_message_size=123,
+    )
+    assert limits.type_enabled(SubscriptionType.Shared)
+    assert not limits.type_enabled(SubscriptionType.Exclusive)
+    assert limits.max_consumers_per_subscription == 2
+    assert limits.dispatch_rate == RateSpec(10, 0, 5.0)
+    assert limits.max_message_size == 123
+    assert TopicLimits.from_policies({}, default_max_message_size=1).type_enabled(
+        SubscriptionType.Key_Shared
+    )
+
+
+# ------------------------------------------------------------------ selectors
+
+
+def test_key_shared_ring_matches_pulsars_points_and_spreads_keys() -> None:
+    ring = KeySharedSelector()
+    assert ring.select(5) is None
+    consumers = [named(f"consumer-{i}", i) for i in range(3)]
+    for c in consumers:
+        ring.add(c)
+    # Pulsar: first point at or above the key hash, wrapping to the lowest point
+    points = sorted(
+        (murmur3_32_hash(f"{c.name}{i}"), c.name) for c in consumers for i in range(100)
+    )
+    for key in ("a", "b", "order-42", "ключ"):
+        h = sticky_key_hash(key)
+        expected = next((name for p, name in points if p >= h), points[0][1])
+        chosen = ring.select(h)
+        assert chosen is not None and chosen.name == expected
+    share = [0, 0, 0]
+    for i in range(3000):
+        chosen = ring.select(sticky_key_hash(f"key-{i}"))
+        assert chosen is not None
+        share[chosen.seq] += 1
+    assert min(share) > 500
+    ring.remove(consumers[0])
+    assert all(ring.select(sticky_key_hash(f"key-{i}")) is not consumers[0] for i in range(300))
+    assert sticky_key_hash(None) == sticky_key_hash(None) >= 0
+
+
+def test_failover_choice_is_sorted_by_name_modulo_partition() -> None:
+    b, a, c = named("b", 1), named("a", 2), named("c", 3)
+    cs = [b, a, c]
+    assert failover_active(cs, 0) is a
+    assert failover_active(cs, 1) is b
+    assert failover_active(cs, 5) is c
+    assert failover_active(cs, -1) is a
+    assert failover_active([], 0) is None
