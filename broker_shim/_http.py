@@ -24,7 +24,7 @@ from sync import (
 )
 from sync._names import TopicName
 
-from ._lookup_http import add_lookup_routes
+from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
 from ._ws import add_ws_routes
@@ -206,5 +206,8 @@ def build_app(sidecar: Sidecar) -> web.Application:
 
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
-    add_ws_routes(app, sidecar)  # Pulsar WebSocket producers/consumers (issue 5)
+    # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
+    # served by the owner of its bundle; other sidecars answer 307 to the owner.
+    ownership = LookupOwnership(app[CLUSTER_KEY]) if sidecar.cluster is not None else None
+    add_ws_routes(app, sidecar, ownership=ownership)
     return app

@@ -21,6 +21,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ._demo_messaging import messaging_demo
+from .registry._demo import lookup_failover_demo
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
@@ -44,6 +47,16 @@ def get(url: str) -> tuple[int, Any]:
             return resp.status, json.loads(body) if body else None
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
+
+
+def put(url: str, body: str) -> int:
+    req = urllib.request.Request(url, data=body.encode(), method="PUT")  # noqa: S310
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return err.code
 
 
 def policyctl(bootstrap: str, *args: str, stdin: str | None = None) -> str:
@@ -82,6 +95,9 @@ class Shim:
                 f"pulsar://127.0.0.1:{6650 + self.id}",
                 "--state-dir",
                 str(self.workdir / f"state-{self.id}"),
+                # liveness: a silent sidecar leaves the ownership group after 2 s
+                "--session-timeout-ms",
+                "2000",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -100,6 +116,9 @@ class Shim:
 
     def digest(self) -> str:
         return str(get(self.url + "/policy-sync/v1/digest")[1]["digest"])
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -170,6 +189,18 @@ def main() -> None:
         metrics = urllib.request.urlopen(shims[0].url + "/metrics", timeout=5).read().decode()  # noqa: S310
         wanted = ("policy_sync_cache_size", "policy_sync_cache_bootstrap_seconds")
         print("\n".join(m for m in metrics.splitlines() if m.startswith(wanted)))
+
+        say("6. Pulsar WebSocket messaging on a partitioned topic, governed by live policies")
+        status = put(
+            shims[0].url + "/admin/v2/namespaces/acme/ops", '{"bundles": {"numBundles": 4}}'
+        )
+        print(f"PUT /admin/v2/namespaces/acme/ops (4 bundles) -> {status}")
+        messaging_demo(shims[0].url)
+
+        say("7. Topic lookup from every sidecar; kill -9 an owner; time re-ownership")
+        topics = [f"persistent://acme/ops/lookup-{i}" for i in range(6)]
+        took = lookup_failover_demo([(s.url, s.kill) for s in shims], topics)
+        print(f"re-ownership took {took:.2f}s (liveness timeout 2.0s)")
         say(f"Done. Sidecar logs are in {workdir}")
     finally:
         for shim in shims:
