@@ -40,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap_flag(run)
     run.add_argument("--broker-url", default=None, help="pulsar://HOST:PORT this broker serves")
     run.add_argument("--cluster", default="standalone")
-    run.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
+    run.add_argument("--host", default="127.0.0.1", help="address advertised to clients")
+    run.add_argument(
+        "--listen-host", default=None, help="address to bind (default: --host)"
+    )
     run.add_argument("--topic", default="__change_events")
     run.add_argument(
         "--state-dir",
@@ -84,7 +87,8 @@ def _run(args: argparse.Namespace) -> int:
     logger.info("broker-shim %s listening on %s", config.broker_id, config.http_url)
     # run_app turns SIGTERM/SIGINT into a graceful shutdown that runs on_cleanup,
     # which closes the cache (writing its snapshot) before the process exits.
-    web.run_app(build_app(sidecar), host=config.host, port=config.http_port, print=None)
+    bind = args.listen_host or config.host
+    web.run_app(build_app(sidecar), host=bind, port=config.http_port, print=None)
     return 0
 
 
