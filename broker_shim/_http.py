@@ -79,9 +79,15 @@ async def health(request: web.Request) -> web.Response:
     svc = sidecar.service
     state = "STARTING" if svc is None else svc.cache.state.value
     body: dict[str, Any] = {"state": state, "brokerId": sidecar.config.broker_id}
+    ready = state == "READY"
+    if sidecar.cluster is not None:
+        # With lookups on, the sidecar is ready only when it can also answer who owns what.
+        lookup = sidecar.cluster.state.value
+        body["lookup"] = lookup
+        ready = ready and lookup == "READY"
     if sidecar.last_failure:
         body["lastFailure"] = sidecar.last_failure
-    return web.json_response(body, status=200 if state == "READY" else 503)
+    return web.json_response(body, status=200 if ready else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:
