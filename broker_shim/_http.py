@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["build_app"]
 
 SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
+SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -204,10 +205,10 @@ def build_app(sidecar: Sidecar) -> web.Application:
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)
-        app["supervisor"] = asyncio.create_task(sidecar.supervise())
+        app[SUPERVISOR_KEY] = asyncio.create_task(sidecar.supervise())
 
     async def on_cleanup(app: web.Application) -> None:
-        app["supervisor"].cancel()
+        app[SUPERVISOR_KEY].cancel()
         await asyncio.to_thread(sidecar.close)
 
     app.on_startup.append(on_startup)
