@@ -123,9 +123,18 @@ class PolicyService:
             raise NotFoundError(f"no policies are set for {target.key}")
         return self.writer.update(target, lambda _current: None)
 
-    def set_many(self, items: Iterable[tuple[PolicyTarget, Any]]) -> list[WriteResult]:
-        """Validate every patch first (nothing is written if one is bad), then merge all."""
-        checked = [(t, self.catalog.validate_patch(p)) for t, p in items]
+    def set_many(
+        self, items: Iterable[tuple[PolicyTarget, Any]], *, validated: bool = False
+    ) -> list[WriteResult]:
+        """Validate every patch first (nothing is written if one is bad), then merge all.
+
+        ``validated=True`` skips validation for patches that already went through
+        ``self.catalog.validate_patch`` (as ``policyctl import`` does while reading).
+        """
+        if validated:
+            checked = list(items)
+        else:
+            checked = [(t, self.catalog.validate_patch(p)) for t, p in items]
         return self.writer.update_many((t, _merge_with(fields)) for t, fields in checked)
 
 

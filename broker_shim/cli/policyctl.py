@@ -162,7 +162,7 @@ def _import(svc: PolicyService, items: list[tuple[PolicyTarget, dict[str, Any]]]
     with tqdm(total=len(items), unit="policy", desc="import", file=sys.stderr, disable=None) as bar:
         for start in range(0, len(items), chunk):
             part = items[start : start + chunk]
-            changed += sum(r.changed for r in svc.set_many(part))
+            changed += sum(r.changed for r in svc.set_many(part, validated=True))
             bar.update(len(part))
     _print({"read": len(items), "changed": changed})
     return EXIT_OK
