@@ -1,0 +1,91 @@
+"""Spark audit of the policy change log: who changed what, when, and does every broker agree?
+
+Three jobs, all on Spark (embedded ``local[*]`` by default, any cluster via ``master``):
+
+* :func:`run_audit` reads ``__change_events`` once with Spark's Kafka source
+  (``read_committed``, ``failOnDataLoss=false``), decodes every value with ``from_avro``
+  (writer schema picked by the fingerprint in the value's header, resolved to the current
+  schema) and writes ``DIR/history`` and ``DIR/anomalies`` (Parquet) and
+  ``DIR/report.html``;
+* :func:`run_archive` appends what the log gained since its checkpoint to ``DIR/archive``
+  (Structured Streaming, ``trigger(availableNow=True)``) and writes the same outputs from
+  the whole archive, so versions compaction removed later stay audited;
+* :func:`reconcile` derives the state every cache should hold and compares it, key by
+  key, with each sidecar's ``/policy-sync/v1/entries``.
+
+``DIR/history``: one row per Kafka record: ``key``, ``scope`` (local/global/namespace),
+``topic`` (the policy's topic; null for namespace policies), ``tenant``, ``namespace``
+(``tenant/ns``), ``action`` (INSERT/UPDATE/DELETE, a tombstone being a DELETE with
+``tombstone`` true; NONE for events that change nothing; POISON), ``changed_fields``
+(TopicPolicies fields that differ from the key's previous INSERT/UPDATE/DELETE record:
+every set field for a first record or a delete), ``before``/``after`` (the policies as
+JSON, ``isGlobal`` left out as the key carries it), ``author``, ``origin``, ``event_time``,
+``event_id`` (event metadata, null for tombstones and v1 events), ``kafka_topic``,
+``partition``, ``offset``, ``timestamp`` (Kafka's), ``event_type``, ``schema_version``,
+``replicate_to``, ``headers``, ``value_size``, ``poison_reason`` and
+``anomalies`` (the per-record rules that fired).
+
+``DIR/anomalies``: ``kind``, ``severity``, ``detail`` and where (key or namespace, record
+coordinates, time, event id, author). The rules and their thresholds are documented in
+``sync/audit/_rules.py`` (:class:`AnomalyRules`: a burst is more than 100 changes to one
+namespace in one minute by default).
+
+Spark runs SQL expressions and the JVM Avro decoder only; no Python runs on executors.
+The connector jars (spark-sql-kafka, spark-avro, pinned in ``docker/spark/pom.xml``) are
+fetched by Maven on first use and cached (:func:`resolve_spark_jars`).
+"""
+
+from ._decode import ARCHIVE_COLUMNS, KafkaSource, check_source
+from ._errors import AuditError, SidecarError, SparkSetupError
+from ._history import ANOMALY_COLUMNS, HISTORY_COLUMNS
+from ._jars import resolve_spark_jars
+from ._job import AuditOutputs, AuditSummary, run_archive, run_audit
+from ._progress import SparkProgress
+from ._reconcile import SidecarDivergence, reconcile, validate_sidecar_url
+from ._report import AnomalyRow, ReportData, render_report
+from ._rules import (
+    Action,
+    AnomalyKind,
+    AnomalyRules,
+    PoisonReason,
+    Severity,
+    changed_fields,
+    transition_anomaly,
+)
+from ._schemas import SparkSchemas
+from ._session import DEFAULT_MASTER, SparkConfig, spark_session, validate_master
+
+__all__ = [
+    "ANOMALY_COLUMNS",
+    "ARCHIVE_COLUMNS",
+    "DEFAULT_MASTER",
+    "HISTORY_COLUMNS",
+    "Action",
+    "AnomalyKind",
+    "AnomalyRow",
+    "AnomalyRules",
+    "AuditError",
+    "AuditOutputs",
+    "AuditSummary",
+    "KafkaSource",
+    "PoisonReason",
+    "ReportData",
+    "Severity",
+    "SidecarDivergence",
+    "SidecarError",
+    "SparkConfig",
+    "SparkProgress",
+    "SparkSchemas",
+    "SparkSetupError",
+    "changed_fields",
+    "check_source",
+    "reconcile",
+    "render_report",
+    "resolve_spark_jars",
+    "run_archive",
+    "run_audit",
+    "spark_session",
+    "transition_anomaly",
+    "validate_master",
+    "validate_sidecar_url",
+]

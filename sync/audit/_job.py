@@ -1,0 +1,422 @@
+"""The audit runs: a batch audit of the log, and the archive that outlives compaction.
+
+Both end the same way (:func:`build_outputs`): ``DIR/history`` and ``DIR/anomalies``
+(Parquet, rewritten on every run) and ``DIR/report.html``. The archive run first appends
+whatever the log gained since its checkpoint to ``DIR/archive`` (Parquet, append-only,
+one row per record, written by Structured Streaming with ``trigger(availableNow)``) and
+then derives history, diffs and anomalies from the whole archive, so versions that
+compaction removed from the log since are still in the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from .._errors import ConfigurationError
+from ._decode import (
+    ARCHIVE_COLUMNS,
+    KAFKA_ROW_SCHEMA,
+    KafkaSource,
+    check_source,
+    cluster_by_key,
+    decode_records,
+    read_log,
+    stream_log,
+    with_policies_from_json,
+)
+from ._errors import AuditError, spark_errors
+from ._history import anomalies_frame, history_frame
+from ._progress import SparkProgress
+from ._report import AnomalyRow, ReportData, render_report, utc_now
+from ._rules import CHANGE_ACTIONS, AnomalyRules, Severity, choose_bucket_seconds
+from ._schemas import SparkSchemas
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AuditOutputs",
+    "AuditSummary",
+    "build_outputs",
+    "collect_report_data",
+    "run_archive",
+    "run_audit",
+]
+
+_TOP_NAMESPACES = 8
+_TOP_FIELDS = 25
+_TOP_AUTHORS = 10
+_REPORT_ANOMALIES = 500
+_OTHER_NAMESPACES = "(other namespaces)"
+_NO_AUTHOR = "(no metadata: tombstone or v1 event)"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditOutputs:
+    """Where a run writes: ``history``, ``anomalies``, ``report.html``, ``archive`` in a dir."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, directory: Path | str) -> AuditOutputs:
+        root = Path(directory).expanduser().resolve()
+        if root.exists() and not root.is_dir():
+            raise ConfigurationError(f"--output {root} exists and is not a directory")
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root)
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history"
+
+    @property
+    def anomalies(self) -> Path:
+        return self.root / "anomalies"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def archive(self) -> Path:
+        return self.root / "archive"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSummary:
+    """What a run found, for the console and for callers."""
+
+    source: str
+    outputs: AuditOutputs
+    records: int
+    keys: int
+    first: datetime | None
+    last: datetime | None
+    actions: Mapping[str, int]
+    #: (kind, severity) -> count
+    anomalies: Mapping[tuple[str, str], int]
+    elapsed_s: float
+    #: Records the archive run appended (None for a batch audit).
+    archived: int | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def anomaly_total(self) -> int:
+        return sum(self.anomalies.values())
+
+    @property
+    def errors(self) -> int:
+        return sum(n for (_, sev), n in self.anomalies.items() if sev == Severity.ERROR.value)
+
+    def lines(self) -> list[str]:
+        """The console summary."""
+        span = f"{self.first:%Y-%m-%d %H:%M:%S} .. {self.last:%Y-%m-%d %H:%M:%S} UTC"
+        out = [
+            f"audited {self.source}",
+            f"  records   {self.records:>10,}   keys {self.keys:,}"
+            + (f"   ({span})" if self.first and self.last else ""),
+            "  actions   " + ", ".join(f"{a} {n:,}" for a, n in sorted(self.actions.items()) if n)
+            if self.actions
+            else "  actions   none",
+        ]
+        if self.archived is not None:
+            out.append(f"  archived  {self.archived:>10,} new records this run")
+        if self.anomalies:
+            out.append(f"  anomalies {self.anomaly_total:>10,}   ({self.errors:,} errors)")
+            for (kind, severity), n in sorted(self.anomalies.items(), key=lambda kv: -kv[1]):
+                out.append(f"    {n:>10,}  {kind} ({severity})")
+        else:
+            out.append("  anomalies          0")
+        out += [
+            f"  history   {self.outputs.history}",
+            f"  anomalies {self.outputs.anomalies}",
+            f"  report    {self.outputs.report}",
+            f"  took {self.elapsed_s:.1f}s",
+        ]
+        return out
+
+
+def _utc(epoch_ms: int | None) -> datetime | None:
+    """Naive UTC datetime (Spark hands timestamps to Python in the *local* zone)."""
+    return None if epoch_ms is None else _utc_required(epoch_ms)
+
+
+#: Nearly unique per record: Parquet's dictionary encoding only burns CPU on them.
+_UNIQUE_COLUMNS = ("event_id", "before", "after", "offset", "timestamp", "event_time")
+
+
+def _write_parquet(frame: DataFrame, path: Path) -> None:
+    writer = frame.write.mode("overwrite")
+    for column in _UNIQUE_COLUMNS:
+        if column in frame.columns:
+            writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+    writer.parquet(str(path))
+
+
+def _utc_required(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).replace(tzinfo=None)
+
+
+def _progress(spark: SparkSession, progress: SparkProgress | None) -> SparkProgress:
+    return progress or SparkProgress(spark, enabled=False)
+
+
+def run_audit(
+    spark: SparkSession,
+    source: KafkaSource,
+    output: Path | str,
+    *,
+    rules: AnomalyRules | None = None,
+    schemas: SparkSchemas | None = None,
+    progress: SparkProgress | None = None,
+) -> AuditSummary:
+    """Batch audit: read the whole log once, write history, anomalies and the report."""
+    started = time.monotonic()
+    schemas = schemas or SparkSchemas.load()
+    outputs = AuditOutputs.at(output)
+    check_source(source)
+    with spark_errors(f"auditing {source.describe()}"):
+        records = decode_records(cluster_by_key(read_log(spark, source)), schemas)
+        return build_outputs(
+            spark,
+            records,
+            outputs,
+            source=f"Kafka topic {source.describe()}",
+            rules=rules or AnomalyRules(),
+            schemas=schemas,
+            progress=_progress(spark, progress),
+            started=started,
+        )
+
+
+def _archive_schema(spark: SparkSession, schemas: SparkSchemas) -> StructType:
+    empty = spark.createDataFrame([], KAFKA_ROW_SCHEMA)
+    return decode_records(empty, schemas).select(*ARCHIVE_COLUMNS).schema
+
+
+def run_archive(
+    spark: SparkSession,
+    source: KafkaSource,
+    checkpoint: Path | str,
+    output: Path | str,
+    *,
+    rules: AnomalyRules | None = None,
+    schemas: SparkSchemas | None = None,
+    progress: SparkProgress | None = None,
+) -> AuditSummary:
+    """Append new records to ``DIR/archive`` (streaming, availableNow), then report on it all."""
+    started = time.monotonic()
+    schemas = schemas or SparkSchemas.load()
+    outputs = AuditOutputs.at(output)
+    checkpoint_dir = Path(checkpoint).expanduser().resolve()
+    if checkpoint_dir == outputs.archive or outputs.archive in checkpoint_dir.parents:
+        raise ConfigurationError("--checkpoint must not be inside the archive directory")
+    checkpoint_dir.parent.mkdir(parents=True, exist_ok=True)
+    check_source(source)
+    progress = _progress(spark, progress)
+    with spark_errors(f"archiving {source.describe()}"):
+        return _archive(spark, source, checkpoint_dir, outputs, rules, schemas, progress, started)
+
+
+def _archive(
+    spark: SparkSession,
+    source: KafkaSource,
+    checkpoint_dir: Path,
+    outputs: AuditOutputs,
+    rules: AnomalyRules | None,
+    schemas: SparkSchemas,
+    progress: SparkProgress,
+    started: float,
+) -> AuditSummary:
+    stream = decode_records(stream_log(spark, source), schemas).select(*ARCHIVE_COLUMNS)
+    with progress.step("archiving new records"):
+        query = (
+            stream.writeStream.format("parquet")
+            .option("path", str(outputs.archive))
+            .option("checkpointLocation", str(checkpoint_dir))
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            query.awaitTermination()
+        except PySparkException as exc:
+            raise AuditError(
+                f"archiving {source.describe()} failed: {exc}; the checkpoint at "
+                f"{checkpoint_dir} is unchanged past the last complete batch, rerun to resume"
+            ) from exc
+    appended = sum(int(p.get("numInputRows", 0)) for p in query.recentProgress)
+    archived = spark.read.schema(_archive_schema(spark, schemas)).parquet(str(outputs.archive))
+    records = with_policies_from_json(cluster_by_key(archived), spark, schemas)
+    summary = build_outputs(
+        spark,
+        records,
+        outputs,
+        source=f"archive {outputs.archive} of Kafka topic {source.describe()}",
+        rules=rules or AnomalyRules(),
+        schemas=schemas,
+        progress=progress,
+        started=started,
+    )
+    return AuditSummary(
+        summary.source,
+        summary.outputs,
+        summary.records,
+        summary.keys,
+        summary.first,
+        summary.last,
+        summary.actions,
+        summary.anomalies,
+        time.monotonic() - started,
+        archived=appended,
+    )
+
+
+def build_outputs(
+    spark: SparkSession,
+    records: DataFrame,
+    outputs: AuditOutputs,
+    *,
+    source: str,
+    rules: AnomalyRules,
+    schemas: SparkSchemas,
+    progress: SparkProgress,
+    started: float,
+) -> AuditSummary:
+    """Decoded records -> DIR/history, DIR/anomalies, DIR/report.html; returns the summary."""
+    observation = Observation("policy-audit")
+    with progress.step("history and diffs"):
+        _write_parquet(history_frame(records, schemas, rules, observation), outputs.history)
+    metrics = observation.get
+    history = spark.read.parquet(str(outputs.history))
+    with progress.step("anomalies"):
+        anomalies_frame(history, rules).write.mode("overwrite").parquet(str(outputs.anomalies))
+    anomalies = spark.read.parquet(str(outputs.anomalies))
+    with progress.step("report"):
+        data = collect_report_data(history, anomalies, metrics, source=source, rules=rules)
+    outputs.report.write_text(render_report(data), encoding="utf-8")
+    counts: dict[tuple[str, str], int] = {(k, s): n for k, s, n in data.anomaly_counts}
+    return AuditSummary(
+        source,
+        outputs,
+        data.records,
+        data.keys,
+        data.first,
+        data.last,
+        dict(data.actions),
+        counts,
+        time.monotonic() - started,
+    )
+
+
+def collect_report_data(
+    history: DataFrame,
+    anomalies: DataFrame,
+    metrics: Mapping[str, Any],
+    *,
+    source: str,
+    rules: AnomalyRules,
+    max_anomalies: int = _REPORT_ANOMALIES,
+) -> ReportData:
+    """What the report shows: ``metrics`` (observed while the history was written) plus
+    a few aggregations of the written history and anomalies."""
+
+    def prefixed(prefix: str) -> dict[str, int]:
+        return {
+            name[len(prefix) :]: int(n)
+            for name, n in metrics.items()
+            if name.startswith(prefix) and n
+        }
+
+    actions, scopes = prefixed("action:"), prefixed("scope:")
+    fields = [
+        (r["field"], r["count"])
+        for r in history.select(F.explode("changed_fields").alias("field"))
+        .groupBy("field")
+        .count()
+        .orderBy(F.desc("count"), "field")
+        .limit(_TOP_FIELDS)
+        .collect()
+    ]
+    changes = history.where(F.col("action").isin(*[a.value for a in CHANGE_ACTIONS]))
+    first, last = _utc(metrics.get("first_ms")), _utc(metrics.get("last_ms"))
+    span = (last - first).total_seconds() if first and last else 0.0
+    bucket = choose_bucket_seconds(span)
+    namespace = F.coalesce(F.col("namespace"), F.lit("(unparsable key)"))
+    start = F.floor(F.unix_seconds("timestamp") / bucket) * bucket * 1000
+    # One scan of the history: namespace x bucket counts (small), then everything else
+    # from that.
+    per_bucket = changes.groupBy(namespace.alias("ns"), start.alias("start")).count().persist()
+    try:
+        top = [
+            r["ns"]
+            for r in per_bucket.groupBy("ns")
+            .agg(F.sum("count").alias("n"))
+            .orderBy(F.desc("n"), "ns")
+            .limit(_TOP_NAMESPACES)
+            .collect()
+        ]
+        label = F.when(F.col("ns").isin(*top), F.col("ns")).otherwise(F.lit(_OTHER_NAMESPACES))
+        timeline = [
+            (_utc_required(r["start"]), r["label"], int(r["n"]))
+            for r in per_bucket.groupBy("start", label.alias("label"))
+            .agg(F.sum("count").alias("n"))
+            .collect()
+        ]
+    finally:
+        per_bucket.unpersist()
+    authors = [
+        (r["who"], r["count"])
+        for r in changes.groupBy(F.coalesce("author", F.lit(_NO_AUTHOR)).alias("who"))
+        .count()
+        .orderBy(F.desc("count"), "who")
+        .limit(_TOP_AUTHORS)
+        .collect()
+    ]
+    anomaly_counts = [
+        (r["kind"], r["severity"], r["count"])
+        for r in anomalies.groupBy("kind", "severity")
+        .count()
+        .orderBy(F.desc("count"), "kind")
+        .collect()
+    ]
+    columns = [
+        F.unix_millis("timestamp").alias(f.name) if f.name == "timestamp" else F.col(f.name)
+        for f in dataclass_fields(AnomalyRow)
+    ]
+    listed = [
+        AnomalyRow(**{**r.asDict(), "timestamp": _utc(r["timestamp"])})
+        for r in anomalies.select(*columns)
+        .orderBy((F.col("severity") != Severity.ERROR.value), "timestamp", "partition", "offset")
+        .limit(max_anomalies)
+        .collect()
+    ]
+    return ReportData(
+        source=source,
+        generated_at=utc_now(),
+        records=int(metrics.get("records", 0)),
+        keys=int(metrics.get("keys") or 0),
+        first=first,
+        last=last,
+        actions=actions,
+        scopes=scopes,
+        bucket_s=bucket,
+        changes_over_time=timeline,
+        field_changes=fields,
+        authors=authors,
+        anomaly_counts=anomaly_counts,
+        anomalies=listed,
+        anomalies_total=sum(n for _, _, n in anomaly_counts),
+        rules=rules,
+    )

@@ -1,0 +1,622 @@
+"""The Spark audit against a real broker and a real local Spark (``local[2]``).
+
+Every expectation is computed independently of Spark: the log is read back with a plain
+consumer and decoded with the Python codec (fastavro), and diffs, transitions, duplicates,
+ordering and bursts are recomputed here in Python. One SparkSession serves every test in
+this module (starting Spark costs seconds; CI has two cores).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastavro import schemaless_writer
+from pyspark.sql import SparkSession
+
+from sync import (
+    CacheConfig,
+    Codec,
+    CodecError,
+    Policies,
+    PolicyService,
+    PolicyTarget,
+    ServiceConfig,
+    WriterConfig,
+)
+from sync._constants import SINGLE_OBJECT_MAGIC
+from sync.audit import (
+    Action,
+    AnomalyKind,
+    AnomalyRules,
+    KafkaSource,
+    SparkConfig,
+    SparkProgress,
+    SparkSchemas,
+    changed_fields,
+    reconcile,
+    run_archive,
+    run_audit,
+    spark_session,
+    transition_anomaly,
+)
+from sync.audit._rules import find_bursts
+from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport, TopicSpec
+from tests.integration.helpers import Sidecar, http, run_cli
+from tests.kafka_broker import free_port
+
+_POLICY_EVENTS = ("TOPIC_POLICY", "NAMESPACE_POLICY")
+_CHANGES = {Action.INSERT.value, Action.UPDATE.value, Action.DELETE.value}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One real local Spark for the whole run (never skipped: no Java/Spark is a failure)."""
+    session = spark_session(SparkConfig(master="local[2]", conf={"spark.ui.enabled": "false"}))
+    yield session
+    session.stop()
+
+
+# ----------------------------------------------------------------------- writing the log
+
+
+def _service(bootstrap: str, topic: str, author: str, partitions: int = 4) -> PolicyService:
+    config = ServiceConfig(
+        cache=CacheConfig(topic=topic, partitions=partitions, dead_letter=False),
+        writer=WriterConfig(author=author, origin="test_audit"),
+    )
+    return PolicyService(KafkaTransport(KafkaConfig(bootstrap)), config).start()
+
+
+def _event(
+    codec: Codec,
+    key: str,
+    action: str,
+    policies: dict[str, Any] | None,
+    *,
+    event_id: str | None = None,
+    at_ms: int | None = None,
+    author: str = "mallory",
+) -> bytes:
+    target = PolicyTarget.from_key(key)
+    topic = target.topic
+    return codec.encode(
+        {
+            "eventType": "TOPIC_POLICY" if topic else "NAMESPACE_POLICY",
+            "actionType": action,
+            "topicPoliciesEvent": {
+                "domain": topic.domain.value if topic else "",
+                "tenant": target.tenant,
+                "namespace": target.namespace,
+                "topic": topic.local_name if topic else "",
+                "policies": policies,
+            },
+            "replicateTo": ["standalone"],
+            "metadata": {
+                "eventId": event_id or str(uuid.uuid4()),
+                "author": author,
+                "timestampMillis": at_ms if at_ms is not None else int(time.time() * 1000),
+                "origin": "raw-producer",
+            },
+        }
+    )
+
+
+def _v1_event(codec: Codec, key: str, policies: dict[str, Any]) -> bytes:
+    """What a policy-sync of schema v1 wrote: no metadata, older TopicPolicies."""
+    v1 = next(v for v in codec.versions.values() if v.name == "v1")
+    target = PolicyTarget.from_key(key)
+    assert target.topic is not None
+    buf = io.BytesIO()
+    buf.write(SINGLE_OBJECT_MAGIC + v1.fingerprint)
+    schemaless_writer(
+        buf,
+        v1.parsed,
+        {
+            "eventType": "TOPIC_POLICY",
+            "actionType": "INSERT",
+            "topicPoliciesEvent": {
+                "domain": "persistent",
+                "tenant": target.tenant,
+                "namespace": target.namespace,
+                "topic": target.topic.local_name,
+                "policies": policies,
+            },
+            "replicateTo": None,
+        },
+    )
+    return buf.getvalue()
+
+
+def _produce(bootstrap: str, topic: str, records: list[tuple[str, bytes | None]]) -> None:
+    producer = KafkaTransport(KafkaConfig(bootstrap)).producer()
+    for key, value in records:
+        producer.produce(topic, key.encode(), value)
+    assert producer.flush(30) == 0
+    producer.close()
+
+
+# ------------------------------------------------------------------ reading it back (oracle)
+
+
+@dataclass
+class Expected:
+    partition: int
+    offset: int
+    key: str
+    action: str
+    timestamp_ms: int
+    event_id: str | None = None
+    event_ms: int | None = None
+    author: str | None = None
+    schema_version: str | None = None
+    changed: list[str] | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+
+
+def _read_back(bootstrap: str, topic: str) -> list[Any]:
+    transport = KafkaTransport(KafkaConfig(bootstrap))
+    description = transport.admin().describe_topic(topic)
+    assert description is not None
+    partitions = list(range(description.partitions))
+    consumer = transport.consumer(read_committed=True)
+    ends = consumer.end_offsets(topic, partitions)
+    consumer.assign(topic, dict.fromkeys(partitions, OFFSET_BEGINNING))
+    messages: list[Any] = []
+    deadline = time.monotonic() + 60
+    while any(consumer.positions(topic, partitions)[p] < ends[p] for p in partitions):
+        assert time.monotonic() < deadline, "could not read the log back"
+        messages.extend(consumer.consume(1000, 0.5))
+    consumer.close()
+    return sorted(messages, key=lambda m: (m.partition(), m.offset()))
+
+
+def _strip_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_nulls(v) for v in value]
+    return value
+
+
+def _oracle(messages: list[Any], fields: tuple[str, ...]) -> list[Expected]:
+    """The history the audit must produce, from the fastavro codec and plain Python."""
+    codec = Codec()
+    names = {fp: v.name for fp, v in codec.versions.items()}
+    previous: dict[str, tuple[str, dict[str, Any] | None]] = {}
+    out = []
+    for m in messages:
+        key, value = m.key().decode(), m.value()
+        row = Expected(m.partition(), m.offset(), key, "", m.timestamp()[1])
+        doc: dict[str, Any] | None = None
+        if value is not None and value[:2] == SINGLE_OBJECT_MAGIC:
+            row.schema_version = names.get(value[2:10])  # known even if the body is broken
+        if value is None:
+            row.action = Action.DELETE.value
+        elif codec.check_header(value) is not None:
+            row.action = Action.POISON.value
+        else:
+            try:
+                event = codec.decode(value)
+            except CodecError:
+                row.action = Action.POISON.value
+            else:
+                meta = event.get("metadata") or {}
+                row.event_id, row.author = meta.get("eventId"), meta.get("author")
+                if meta.get("timestampMillis") is not None:
+                    stamp = meta["timestampMillis"]
+                    row.event_ms = int(stamp.timestamp() * 1000)
+                action = event["actionType"]
+                row.action = (
+                    action
+                    if event["eventType"] in _POLICY_EVENTS and action in _CHANGES
+                    else Action.NONE.value
+                )
+                if row.action in (Action.INSERT.value, Action.UPDATE.value):
+                    policies = event["topicPoliciesEvent"]["policies"]
+                    doc = _strip_nulls(Policies.from_avro(policies).to_json_obj())
+        if row.action in _CHANGES:
+            prev_action, prev_doc = previous.get(key, (None, None))
+            row.changed = changed_fields(prev_doc, doc, fields)
+            row.before = prev_doc if prev_action is not None else None
+            row.after = doc
+            previous[key] = (row.action, doc)
+        else:
+            row.changed = []
+        out.append(row)
+    return out
+
+
+def _expected_record_anomalies(rows: list[Expected]) -> set[tuple[str, str, int, int]]:
+    """(kind, severity, partition, offset) of every per-record anomaly, recomputed."""
+    found = set()
+    last_change: dict[str, Action] = {}
+    last_time: dict[str, int] = {}
+    for row in rows:
+        where = (row.partition, row.offset)
+        if row.action == Action.POISON.value:
+            found.add(("poison", "error", *where))
+        if row.action in _CHANGES:
+            rule = transition_anomaly(last_change.get(row.key), Action(row.action))
+            if rule is not None:
+                found.add((rule.kind.value, rule.severity.value, *where))
+            last_change[row.key] = Action(row.action)
+        if row.event_ms is not None:
+            if row.key in last_time and row.event_ms < last_time[row.key]:
+                found.add(("out_of_order", "warning", *where))
+            last_time[row.key] = row.event_ms
+    return found
+
+
+def _namespace_of(key: str) -> str:
+    target = PolicyTarget.from_key(key)
+    return f"{target.tenant}/{target.namespace}"
+
+
+# ---------------------------------------------------------------------------------- tests
+
+
+@pytest.fixture(scope="module")
+def audited_log(kafka_bootstrap: str) -> str:
+    """A change log with every kind of record an auditor must see."""
+    topic = f"audit-{uuid.uuid4().hex[:10]}"
+    orders = PolicyTarget.parse("persistent://acme/shop/orders")
+    with _service(kafka_bootstrap, topic, "alice") as svc:
+        svc.set(orders, {"maxConsumerPerTopic": 5})
+        svc.set(
+            orders,
+            {
+                "maxConsumerPerTopic": 6,
+                "retentionPolicies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5},
+            },
+        )
+        svc.set(
+            orders,
+            {
+                "backLogQuotaMap": {
+                    "destination_storage": {
+                        "limitSize": 10,
+                        "limitTime": 5,
+                        "policy": "producer_exception",
+                    }
+                }
+            },
+        )
+        svc.set(orders, {"maxConsumerPerTopic": None})  # removing one field is an UPDATE
+        svc.set(PolicyTarget.parse(orders.key, is_global=True), {"messageTTLInSeconds": 60})
+        svc.set(
+            PolicyTarget.parse("acme/shop"),
+            {"deduplicationEnabled": True, "subscriptionTypesEnabled": ["Shared"]},
+        )
+        svc.delete(orders)
+        svc.set(orders, {"maxProducerPerTopic": 3})  # INSERT again after the delete
+        for i in range(12):
+            svc.set(PolicyTarget.parse(f"persistent://acme/bulk/t{i}"), {"maxMessageSize": i})
+    codec = Codec()
+    now = int(time.time() * 1000)
+    dup = str(uuid.uuid4())
+
+    def raw(name: str, action: str, value: int, **extra: Any) -> tuple[str, bytes]:
+        key = f"persistent://acme/shop/{name}"
+        return key, _event(codec, key, action, {"maxConsumerPerTopic": value}, **extra)
+
+    legacy = "persistent://acme/shop/legacy"
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [
+            (legacy, _v1_event(codec, legacy, {"maxConsumerPerTopic": 1})),
+            ("persistent://acme/shop/bad-magic", b"\x00\x01 not avro at all"),
+            ("persistent://acme/shop/bad-fp", SINGLE_OBJECT_MAGIC + b"\x01" * 8 + b"\x00\x00"),
+            ("persistent://acme/shop/bad-body", codec.header + b"\xff" * 16),
+            ("persistent://acme/shop/short", SINGLE_OBJECT_MAGIC + b"\x88\x22"),
+            raw("ghost", "UPDATE", 2),  # update before any insert
+            ("persistent://acme/shop/never", None),  # delete of an unknown key
+            raw("twice", "INSERT", 1),
+            raw("twice", "INSERT", 2),  # insert of an existing key
+            raw("dup", "INSERT", 1, event_id=dup),
+            raw("dup", "UPDATE", 2, event_id=dup),  # duplicate event id
+            raw("late", "INSERT", 1, at_ms=now),
+            raw("late", "UPDATE", 2, at_ms=now - 60_000),  # out of order
+        ],
+    )
+    return topic
+
+
+# A day-long window: the writes of one test never straddle a window boundary in practice.
+RULES = AnomalyRules(burst_threshold=10, burst_window_s=86400)
+
+
+def test_history_diffs_and_anomalies_match_an_independent_decode(
+    spark: SparkSession, kafka_bootstrap: str, audited_log: str, tmp_path: Path
+) -> None:
+    summary = run_audit(spark, KafkaSource(kafka_bootstrap, audited_log), tmp_path, rules=RULES)
+
+    messages = _read_back(kafka_bootstrap, audited_log)
+    expected = _oracle(messages, SparkSchemas.load().policy_fields)
+    history = {
+        (r["partition"], r["offset"]): r.asDict()
+        for r in spark.read.parquet(str(tmp_path / "history")).collect()
+    }
+    assert summary.records == len(messages) == len(history)
+    assert summary.keys == len({m.key() for m in messages})
+    for row in expected:
+        got = history[(row.partition, row.offset)]
+        where = f"{row.key} @{row.partition}/{row.offset}"
+        assert got["key"] == row.key, where
+        assert got["action"] == row.action, where
+        assert got["changed_fields"] == row.changed, where
+        assert (json.loads(got["before"]) if got["before"] else None) == row.before, where
+        assert (json.loads(got["after"]) if got["after"] else None) == row.after, where
+        assert got["event_id"] == row.event_id, where
+        assert got["author"] == row.author, where
+        assert got["schema_version"] == row.schema_version, where
+        assert got["tombstone"] == (row.action == "DELETE" and row.event_id is None), where
+        assert got["namespace"] == _namespace_of(row.key), where
+        scope = PolicyTarget.from_key(row.key).scope.value
+        assert got["scope"] == scope, where
+
+    # The scenario really covers what it claims to.
+    actions = {r.action for r in expected}
+    assert actions == {"INSERT", "UPDATE", "DELETE", "POISON"}
+    assert {h["scope"] for h in history.values()} == {"local", "global", "namespace"}
+    assert "v1" in {h["schema_version"] for h in history.values()}
+    orders = [r for r in expected if r.key.endswith("/orders") and r.action == "UPDATE"]
+    removal = [r for r in orders if r.after and "maxConsumerPerTopic" not in r.after]
+    assert [r.changed for r in removal] == [["maxConsumerPerTopic"]]
+
+    anomalies = spark.read.parquet(str(tmp_path / "anomalies")).collect()
+    per_record = {
+        (a["kind"], a["severity"], a["partition"], a["offset"])
+        for a in anomalies
+        if a["kind"] not in ("duplicate_event_id", "burst")
+    }
+    assert per_record == _expected_record_anomalies(expected)
+    kinds = {a["kind"] for a in anomalies}
+    assert kinds == {k.value for k in AnomalyKind}
+    poison_keys = {a["key"].rsplit("/", 1)[1] for a in anomalies if a["kind"] == "poison"}
+    assert poison_keys == {"bad-magic", "bad-fp", "bad-body", "short"}
+
+    ids = [r.event_id for r in expected if r.event_id]
+    repeats = [r for r in expected if r.event_id and ids.count(r.event_id) > 1]
+    duplicates = {
+        (a["partition"], a["offset"]) for a in anomalies if a["kind"] == "duplicate_event_id"
+    }
+    assert duplicates == {(r.partition, r.offset) for r in repeats[1:]}
+
+    changes = [(_namespace_of(r.key), r.timestamp_ms) for r in expected if r.action in _CHANGES]
+    bursts = {(ns, n) for ns, _, n in find_bursts(changes, RULES)}
+    found = {
+        (a["namespace"], int(a["detail"].split()[0])) for a in anomalies if a["kind"] == "burst"
+    }
+    assert found == bursts
+    assert ("acme/bulk", 12) in bursts
+
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 4
+    assert "bad magic 0001" in report
+    assert summary.anomalies[("poison", "error")] == 4
+
+
+# ---------------------------------------------------------------------------- reconcile
+
+
+class _FakeSidecar:
+    """Serves a sidecar's two reconciliation endpoints with entries we choose."""
+
+    def __init__(self, positions: dict[str, int], entries: dict[str, str]) -> None:
+        body = {
+            "/policy-sync/v1/digest": {"digest": "x", "size": 0, "positions": positions},
+            "/policy-sync/v1/entries": {"entries": entries},
+        }
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                payload = json.dumps(body.get(self.path, {})).encode()
+                self.send_response(200 if self.path in body else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def sidecar_log(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[str, Sidecar]]:
+    topic = f"audit-rc-{uuid.uuid4().hex[:10]}"
+    with _service(kafka_bootstrap, topic, "alice") as svc:
+        for i in range(6):
+            svc.set(PolicyTarget.parse(f"persistent://acme/rc/t{i}"), {"maxConsumerPerTopic": i})
+        svc.set(PolicyTarget.parse("persistent://acme/rc/t0"), {"maxConsumerPerTopic": 9})
+        svc.delete(PolicyTarget.parse("persistent://acme/rc/t1"))
+    codec = Codec()
+    # What caches must ignore or apply exactly as the audit's replay does.
+    t2, ghost = "persistent://acme/rc/t2", "persistent://acme/rc/ghost"
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [
+            (t2, _event(codec, t2, "INSERT", {"maxConsumerPerTopic": 77})),  # ignored: exists
+            ("persistent://acme/rc/t3", b"poison"),  # a poison last record: key absent
+            (ghost, _event(codec, ghost, "UPDATE", {"maxConsumerPerTopic": 5})),  # applied
+        ],
+    )
+    shim = Sidecar(kafka_bootstrap, topic, free_port(), tmp_path)
+    try:
+        shim.wait_ready()
+        yield topic, shim
+    finally:
+        shim.stop()
+
+
+def test_reconcile_agrees_with_a_real_sidecar_and_pinpoints_divergence(
+    spark: SparkSession, kafka_bootstrap: str, sidecar_log: tuple[str, Sidecar]
+) -> None:
+    topic, shim = sidecar_log
+    digest = shim.digest()
+    real = http("GET", shim.url + "/policy-sync/v1/entries").json()["entries"]
+    assert "persistent://acme/rc/t1" not in real and "persistent://acme/rc/ghost" in real
+    tampered = dict(real)
+    missing = tampered.pop("persistent://acme/rc/t4")
+    tampered["persistent://acme/rc/extra"] = "0" * 64
+    tampered["persistent://acme/rc/t5"] = "f" * 64
+    fake = _FakeSidecar(digest["positions"], tampered)
+    try:
+        results = reconcile(
+            spark,
+            KafkaSource(kafka_bootstrap, topic),
+            [shim.url, fake.url, f"http://127.0.0.1:{free_port()}"],
+            timeout_s=5,
+        )
+    finally:
+        fake.close()
+    ok, diverged, down = results
+    assert not ok.diverged and ok.stable, ok.lines()
+    assert ok.matching == ok.expected_keys == ok.sidecar_keys == len(real)
+    assert diverged.diverged
+    assert (diverged.missing, diverged.extra, diverged.different) == (1, 1, 1)
+    assert {(k, kind) for k, kind, _, _ in diverged.examples} == {
+        ("persistent://acme/rc/t4", "missing"),
+        ("persistent://acme/rc/extra", "extra"),
+        ("persistent://acme/rc/t5", "different"),
+    }
+    assert next(e for e in diverged.examples if e[1] == "missing")[2] == missing
+    assert down.diverged and down.error is not None
+
+
+def test_cli_reconcile_exits_1_on_divergence_and_cli_audit_reports(
+    kafka_bootstrap: str, sidecar_log: tuple[str, Sidecar], tmp_path: Path
+) -> None:
+    topic, shim = sidecar_log
+    digest = shim.digest()
+    fake = _FakeSidecar(digest["positions"], {"persistent://acme/rc/t0": "0" * 64})
+    common = ["--topic", topic, "--master", "local[2]", "--no-progress"]
+    common += ["--conf", "spark.ui.enabled=false"]
+    try:
+        rc = run_cli(
+            "policy-audit", "reconcile", *common, "--sidecar", shim.url, "--sidecar", fake.url,
+            bootstrap=kafka_bootstrap, timeout=300,
+        )  # fmt: skip
+    finally:
+        fake.close()
+    assert rc.returncode == 1, rc.stderr
+    assert f"{shim.url}: in sync" in rc.stdout
+    assert f"{fake.url}: DIVERGED" in rc.stdout
+    assert "1 of 2 sidecars in sync" in rc.stdout
+
+    out = tmp_path / "audit"
+    audit = run_cli(
+        "policy-audit", *common, "--output", str(out), "--fail-on-errors",
+        bootstrap=kafka_bootstrap, timeout=300,
+    )  # fmt: skip
+    assert audit.returncode == 1, audit.stderr  # the poison record is an error anomaly
+    assert "poison (error)" in audit.stdout
+    assert f"report    {out / 'report.html'}" in audit.stdout
+    assert (out / "report.html").is_file()
+    missing = run_cli(
+        "policy-audit", "--topic", "no-topic", "--output", str(out), bootstrap=kafka_bootstrap
+    )
+    assert missing.returncode == 3 and "does not exist" in missing.stderr
+
+
+# ------------------------------------------------------------------ archive vs compaction
+
+
+def _versions_in_log(bootstrap: str, topic: str, key: str) -> int:
+    return sum(1 for m in _read_back(bootstrap, topic) if m.key() == key.encode())
+
+
+def test_archive_keeps_every_version_compaction_removes(
+    spark: SparkSession, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = f"audit-compact-{uuid.uuid4().hex[:10]}"
+    KafkaTransport(KafkaConfig(kafka_bootstrap)).admin().ensure_topic(
+        TopicSpec(
+            topic,
+            1,
+            config={
+                "cleanup.policy": "compact",
+                "segment.ms": "100",
+                "min.cleanable.dirty.ratio": "0.01",
+                "min.compaction.lag.ms": "0",
+                "delete.retention.ms": "100",
+            },
+        )
+    )
+    key = "persistent://acme/arch/orders"
+    target = PolicyTarget.parse(key)
+    with _service(kafka_bootstrap, topic, "alice", partitions=1) as svc:
+        for i in range(1, 6):
+            svc.set(target, {"maxConsumerPerTopic": i})
+    source = KafkaSource(kafka_bootstrap, topic)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    first = run_archive(spark, source, checkpoint, out)
+    assert first.archived == 5 and first.records == 5
+
+    # Force compaction: segments roll on the next append once segment.ms passed, the
+    # cleaner (log.cleaner.backoff.ms=1000 on the test broker) then keeps one version.
+    deadline = time.monotonic() + 90
+    roll, rolls = PolicyTarget.parse("persistent://acme/arch/roll"), 0
+    with _service(kafka_bootstrap, topic, "alice", partitions=1) as svc:
+        while _versions_in_log(kafka_bootstrap, topic, key) > 1:
+            assert time.monotonic() < deadline, "the broker never compacted the topic"
+            time.sleep(0.5)
+            rolls += 1
+            svc.set(roll, {"maxMessageSize": rolls})
+    writes_after = _versions_in_log(kafka_bootstrap, topic, "persistent://acme/arch/roll")
+    assert writes_after >= 1
+
+    second = run_archive(spark, source, checkpoint, out)
+    history = spark.read.parquet(str(out / "history"))
+    versions = history.where(history.key == key).orderBy("offset").collect()
+    assert [json.loads(v["after"])["maxConsumerPerTopic"] for v in versions] == [1, 2, 3, 4, 5]
+    assert [v["changed_fields"] for v in versions] == [["maxConsumerPerTopic"]] * 5
+    assert [v["action"] for v in versions] == ["INSERT"] + ["UPDATE"] * 4
+    assert not [r for r in spark.read.parquet(str(out / "anomalies")).collect() if r["key"] == key]
+    # Only what the log gained was appended: nothing archived twice.
+    assert second.archived is not None and second.archived >= 1
+    archived = spark.read.parquet(str(out / "archive"))
+    assert archived.count() == archived.select("partition", "offset").distinct().count()
+
+    # A fresh batch audit of the compacted log sees only the last version, as warned.
+    fresh = run_audit(spark, source, tmp_path / "fresh")
+    log_versions = spark.read.parquet(str(tmp_path / "fresh" / "history")).where(f"key = '{key}'")
+    assert log_versions.count() == 1
+    assert fresh.anomalies.get(("update_before_insert", "warning"), 0) >= 1
+
+
+def test_progress_bar_and_console_summary(
+    spark: SparkSession, kafka_bootstrap: str, audited_log: str, tmp_path: Path
+) -> None:
+    stream = io.StringIO()
+    summary = run_audit(
+        spark,
+        KafkaSource(kafka_bootstrap, audited_log),
+        tmp_path,
+        progress=SparkProgress(spark, stream=stream, interval_s=0.1),
+    )
+    bars = stream.getvalue()
+    assert "history and diffs" in bars and "anomalies" in bars and "task" in bars
+    text = "\n".join(summary.lines())
+    assert f"records   {summary.records:>10,}" in text
+    assert "poison (error)" in text

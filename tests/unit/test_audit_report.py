@@ -1,0 +1,102 @@
+"""The HTML report renders from plain data: self-contained, escaped, honest about counts."""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import datetime, timedelta
+
+from sync.audit import AnomalyRow, AnomalyRules, ReportData, render_report
+
+T0 = datetime(2026, 1, 1, 12, 0, 0)
+
+
+def _data(**overrides: object) -> ReportData:
+    base: dict[str, object] = {
+        "source": "Kafka topic __change_events on 127.0.0.1:9092",
+        "generated_at": T0,
+        "records": 7,
+        "keys": 3,
+        "first": T0,
+        "last": T0 + timedelta(minutes=5),
+        "actions": {"INSERT": 3, "UPDATE": 2, "DELETE": 1, "POISON": 1},
+        "scopes": {"local": 4, "global": 1, "namespace": 1},
+        "bucket_s": 60,
+        "changes_over_time": [
+            (T0, "t/a", 2),
+            (T0 + timedelta(minutes=3), "t/a", 1),
+            (T0 + timedelta(minutes=3), "t/b", 3),
+        ],
+        "field_changes": [("maxConsumerPerTopic", 4), ("retentionPolicies", 1)],
+        "authors": [("alice", 5), ("(no metadata: tombstone or v1 event)", 1)],
+        "anomaly_counts": [("poison", "error", 1)],
+        "anomalies": [
+            AnomalyRow(
+                "poison",
+                "error",
+                "bad magic 3c73 <script>alert(1)</script>",
+                key="persistent://t/a/<x>",
+                namespace="t/a",
+                kafka_topic="__change_events",
+                partition=2,
+                offset=41,
+                timestamp=T0,
+            )
+        ],
+        "anomalies_total": 1,
+        "rules": AnomalyRules(burst_threshold=7, burst_window_s=30),
+    }
+    base.update(overrides)
+    return ReportData(**base)  # type: ignore[arg-type]
+
+
+def test_charts_are_inline_pngs_and_nothing_is_fetched() -> None:
+    page = render_report(_data())
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == 4  # timeline, fields, authors, anomalies
+    for image in images:
+        assert base64.b64decode(image).startswith(b"\x89PNG\r\n\x1a\n")
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+
+
+def test_everything_from_the_log_is_escaped() -> None:
+    page = render_report(_data())
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "persistent://t/a/&lt;x&gt;" in page
+    assert "__change_events[2]@41" in page
+
+
+def test_rules_and_counts_are_stated() -> None:
+    page = render_report(_data())
+    assert "more than 7 changes" in page and "30 s" in page
+    assert "Anomalies (1)" in page
+
+
+def test_a_truncated_anomaly_list_says_so() -> None:
+    page = render_report(_data(anomalies_total=1234))
+    assert "Showing the first 1;" in page
+    assert "Anomalies (1234)" in page
+
+
+def test_an_empty_log_renders() -> None:
+    page = render_report(
+        _data(
+            records=0,
+            keys=0,
+            first=None,
+            last=None,
+            actions={},
+            scopes={},
+            changes_over_time=[],
+            field_changes=[],
+            authors=[],
+            anomaly_counts=[],
+            anomalies=[],
+            anomalies_total=0,
+        )
+    )
+    assert "No anomalies." in page
+    assert "No changes to chart." in page
+    assert "data:image/png" not in page
