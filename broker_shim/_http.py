@@ -22,6 +22,7 @@ from sync import (
     PolicyTarget,
     parse_policy_json,
 )
+from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 from sync._names import TopicName
 
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
@@ -195,8 +196,8 @@ def build_app(sidecar: Sidecar) -> web.Application:
         [
             web.get("/health", health),
             web.get("/metrics", metrics),
-            web.get("/policy-sync/v1/digest", digest),
-            web.get("/policy-sync/v1/entries", entries),
+            web.get(SIDECAR_DIGEST_PATH, digest),
+            web.get(SIDECAR_ENTRIES_PATH, entries),
             web.get(policy, get_policy),
             web.post(policy, set_policy),
             web.delete(policy, delete_policy),

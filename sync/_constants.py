@@ -40,6 +40,10 @@ HEADER_POISON_SOURCE: Final = "policy-sync.poison.source"
 #: Kafka's producer fencing serializes read-modify-write cycles across processes.
 WRITER_TRANSACTIONAL_ID_PREFIX: Final = "policy-sync.writer."
 
+#: Sidecar endpoints that other tools (policy-audit reconcile) depend on.
+SIDECAR_DIGEST_PATH: Final = "/policy-sync/v1/digest"
+SIDECAR_ENTRIES_PATH: Final = "/policy-sync/v1/entries"
+
 #: Default broker address when neither a flag nor $KAFKA_BOOTSTRAP_SERVERS says otherwise.
 DEFAULT_BOOTSTRAP_SERVERS: Final = "127.0.0.1:9092"
 BOOTSTRAP_ENV_VAR: Final = "KAFKA_BOOTSTRAP_SERVERS"

@@ -34,6 +34,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from .._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 from .._errors import InvalidInputError
 from ._decode import KafkaSource, check_source, decode_records, read_log
 from ._errors import SidecarError, spark_errors
@@ -55,8 +56,8 @@ __all__ = [
     "validate_sidecar_url",
 ]
 
-DIGEST_PATH = "/policy-sync/v1/digest"
-ENTRIES_PATH = "/policy-sync/v1/entries"
+DIGEST_PATH = SIDECAR_DIGEST_PATH
+ENTRIES_PATH = SIDECAR_ENTRIES_PATH
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
