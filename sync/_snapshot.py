@@ -1,8 +1,9 @@
 """Local cache snapshots: fast restarts without trusting state that may be stale.
 
-Format: ``PSSNAP02`` + sha256(payload) + payload, where payload is ``marshal`` of
-``(meta_json, store)``. marshal (not pickle) cannot run code on load; the digest
-rejects torn or tampered files. Written to a temp file, fsynced, then renamed.
+Format: ``PSSNAP03`` + sha256(payload) + payload, where payload is ``marshal`` of
+``(meta_json, store)`` and ``store`` is the cache's packed form (sync/_store.py), valid
+only with the schema header recorded in the meta. marshal (not pickle) cannot run code
+on load; the digest rejects torn or tampered files. Written to a temp file, fsynced, then renamed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Snapshot", "load_snapshot", "save_snapshot"]
 
-_MAGIC = b"PSSNAP02"
+_MAGIC = b"PSSNAP03"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,10 @@ class Snapshot:
     topic_id: str
     created_ms: int
     positions: dict[int, int]
-    store: dict[bytes, bytes]
+    #: ``PolicyStore.packed_state()``: key prefix -> {rest of the key -> packed value}
+    store: dict[bytes, dict[bytes, bytes]]
+    #: The single-object header packed values were made against.
+    header: bytes
 
 
 def save_snapshot(path: Path, snap: Snapshot) -> None:
@@ -42,6 +46,7 @@ def save_snapshot(path: Path, snap: Snapshot) -> None:
             "topic_id": snap.topic_id,
             "created_ms": snap.created_ms,
             "positions": {str(p): o for p, o in snap.positions.items()},
+            "header": snap.header.hex(),
         }
     )
     payload = marshal.dumps((meta, snap.store))
@@ -83,6 +88,7 @@ def load_snapshot(path: Path) -> tuple[Snapshot | None, str]:
             created_ms=int(meta["created_ms"]),
             positions={int(p): int(o) for p, o in meta["positions"].items()},
             store=store,
+            header=bytes.fromhex(str(meta.get("header", ""))),
         ),
         "ok",
     )

@@ -286,11 +286,19 @@ def test_snapshot_older_than_delete_retention_is_not_trusted(
     old, _ = load_snapshot(snap)
     assert old is not None
     # Pretend the sidecar was away for two days, with a stale entry in its snapshot.
-    stale = dict(old.store)
-    stale[b"persistent://acme/ops/deleted-long-ago"] = next(iter(stale.values()))
+    stale = {prefix: dict(entries) for prefix, entries in old.store.items()}
+    entries = stale[b"persistent://acme/ops/"]
+    entries[b"deleted-long-ago"] = next(iter(entries.values()))
     save_snapshot(
         snap,
-        type(old)(old.topic, old.topic_id, old.created_ms - 2 * 86_400_000, old.positions, stale),
+        type(old)(
+            old.topic,
+            old.topic_id,
+            old.created_ms - 2 * 86_400_000,
+            old.positions,
+            stale,
+            old.header,
+        ),
     )
     rebuilt = services(snapshot_path=snap)
     assert "older than delete.retention.ms" in rebuilt.cache.stats().snapshot

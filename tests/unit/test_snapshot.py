@@ -6,7 +6,9 @@ from sync._snapshot import Snapshot, load_snapshot, save_snapshot
 
 
 def test_round_trip(tmp_path: Path) -> None:
-    snap = Snapshot("t", "id", 123, {0: 5, 1: 7}, {b"k": b"v", b"k2": b"v2"})
+    snap = Snapshot(
+        "t", "id", 123, {0: 5, 1: 7}, {b"p/": {b"k": b"v", b"k2": b"v2"}}, b"\xc3\x01" + bytes(8)
+    )
     save_snapshot(tmp_path / "s", snap)
     loaded, why = load_snapshot(tmp_path / "s")
     assert why == "ok" and loaded == snap
@@ -14,7 +16,7 @@ def test_round_trip(tmp_path: Path) -> None:
 
 def test_missing_corrupt_and_foreign_files_are_refused(tmp_path: Path) -> None:
     assert load_snapshot(tmp_path / "none") == (None, "no snapshot")
-    save_snapshot(tmp_path / "s", Snapshot("t", "id", 1, {0: 1}, {b"k": b"v"}))
+    save_snapshot(tmp_path / "s", Snapshot("t", "id", 1, {0: 1}, {b"": {b"k": b"v"}}, bytes(10)))
     data = bytearray((tmp_path / "s").read_bytes())
     data[-1] ^= 0xFF
     (tmp_path / "s").write_bytes(bytes(data))
