@@ -26,6 +26,7 @@ from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 from sync._names import TopicName
 
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
+from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
 from ._ws import add_ws_routes
@@ -190,7 +191,7 @@ def build_app(sidecar: Sidecar) -> web.Application:
     app[SIDECAR_KEY] = sidecar
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
-        add_lookup_routes(app, sidecar.cluster)
+        add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
     app.add_routes(
         [

@@ -46,10 +46,12 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from sync._errors import (
     AuthenticationError,
@@ -63,12 +65,19 @@ from sync._errors import (
 )
 from sync._names import NamespaceName, TopicName
 
+from ._metrics import LookupMetrics
 from .messaging._ownership import OwnerInfo
 from .registry import ClusterService, MemberState, ServiceState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CLUSTER_KEY", "CurrentService", "LookupOwnership", "add_lookup_routes"]
+__all__ = [
+    "CLUSTER_KEY",
+    "LOOKUP_METRICS_KEY",
+    "CurrentService",
+    "LookupOwnership",
+    "add_lookup_routes",
+]
 
 
 class CurrentService:
@@ -105,6 +114,7 @@ class LookupOwnership:
 
 
 CLUSTER_KEY = web.AppKey("cluster", CurrentService)
+LOOKUP_METRICS_KEY = web.AppKey("lookup-metrics", LookupMetrics)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _JSON = "application/json"
@@ -221,16 +231,23 @@ async def _json_body(request: web.Request) -> Any:
 # -- lookup ------------------------------------------------------------------------------
 async def lookup_topic(request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /lookup/v2/topic/…``: the owner's LookupData."""
-    service = _service(request)
-    topic = _topic(request, 4)
-    if service.auth is not None:
-        _check_lookup(request, topic.tenant)
-    service.require_ready()
-    listener = request.query.get("listenerName") or request.headers.get(_LISTENER_HEADER)
-    lookups = service.lookups
-    body = lookups.lookup_now(topic, listener)
-    if body is None:
-        body = await lookups.lookup(topic, listener)
+    metrics = request.app[LOOKUP_METRICS_KEY]
+    started = time.perf_counter()
+    try:
+        service = _service(request)
+        topic = _topic(request, 4)
+        if service.auth is not None:
+            _check_lookup(request, topic.tenant)
+        service.require_ready()
+        listener = request.query.get("listenerName") or request.headers.get(_LISTENER_HEADER)
+        lookups = service.lookups
+        body = lookups.lookup_now(topic, listener)
+        if body is None:
+            body = await lookups.lookup(topic, listener)
+    except Exception as exc:
+        metrics.observe(time.perf_counter() - started, exc)
+        raise
+    metrics.observe(time.perf_counter() - started)
     return web.Response(body=body, content_type=_JSON)
 
 
@@ -530,15 +547,24 @@ async def supervise(
 
 
 def add_lookup_routes(
-    app: web.Application, service: ClusterService, *, restart_backoff_s: float = 2.0
+    app: web.Application,
+    service: ClusterService,
+    *,
+    restart_backoff_s: float = 2.0,
+    metrics: LookupMetrics | None = None,
 ) -> None:
     """Register the routes above on ``app`` and start/close ``service`` with it.
 
     Call this before registering the generic ``/admin/v2/{domain}/…/{policy}`` routes:
-    aiohttp matches in registration order, and ``…/partitions`` must win.
+    aiohttp matches in registration order, and ``…/partitions`` must win. ``metrics``:
+    where lookups are counted and timed (the sidecar's ``/metrics`` registry; default: a
+    registry of their own, ``app[LOOKUP_METRICS_KEY].registry``).
     """
     current = CurrentService(service)
     app[CLUSTER_KEY] = current
+    metrics = metrics or LookupMetrics(CollectorRegistry())
+    metrics.track(lambda: current.service)
+    app[LOOKUP_METRICS_KEY] = metrics
     topic = "{domain}/{tenant}/{namespace}/{topic}"
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
     routes: list[tuple[str, str, Handler]] = [

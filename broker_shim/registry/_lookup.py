@@ -94,6 +94,8 @@ class LookupService:
         self.pending = 0
         self.acquisitions = 0
         self.rejected = 0
+        #: Ownership records applied to the local view (any bundle), for metrics.
+        self.ownership_changes = 0
         ownership.table.add_listener(self._on_ownership)
         registry.on_change(self._on_registry)
         store.watch(self._on_metadata)
@@ -115,6 +117,7 @@ class LookupService:
                 return  # the loop is closed: nobody is waiting any more
 
     def _on_ownership(self, key: str, old: object, new: object) -> None:
+        self.ownership_changes += 1  # only the table's reader thread writes it
         self._wake(key)
 
     def _on_registry(self) -> None:

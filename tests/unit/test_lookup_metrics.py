@@ -1,0 +1,193 @@
+"""Lookup and bundle-ownership metrics on the sidecar's ``GET /metrics`` (in-memory twin).
+
+The whole sidecar app (``build_app``) is served, so the test also proves that the lookup
+metrics land in the same registry as the cache's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker_shim._http import build_app
+from broker_shim._lookup_http import CLUSTER_KEY
+from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
+from broker_shim._sidecar import Sidecar, SidecarConfig
+from broker_shim.registry import ClusterSettings, LookupConfig, OwnershipConfig
+from sync._errors import (
+    AuthenticationError,
+    AuthorizationError,
+    BundleUnloadingError,
+    ConflictError,
+    InvalidTopicNameError,
+    NotFoundError,
+    TooManyRequestsError,
+    UnavailableError,
+)
+from sync._names import TopicName
+from sync.transport import MemoryTransport
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _sidecar(lookup: LookupConfig) -> Sidecar:
+    cluster = "m" + uuid.uuid4().hex[:8]
+    config = SidecarConfig(
+        broker_id="b0",
+        http_port=8080,
+        bootstrap_servers="unused:9092",
+        cluster=cluster,
+        topic=f"__change_events.{cluster}",
+        lookup=ClusterSettings(
+            ownership=OwnershipConfig(
+                slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
+            ),
+            lookup=lookup,
+        ),
+    )
+    return Sidecar(config, transport=MemoryTransport())
+
+
+async def _scrape(client: TestClient[Any, Any]) -> Samples:
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    samples: Samples = {}
+    for family in text_string_to_metric_families(await resp.text()):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def _requests(samples: Samples, result: str) -> float:
+    return samples[("policy_sync_lookup_requests_total", (("result", result),))]
+
+
+def _serve(
+    lookup: LookupConfig, scenario: Callable[[TestClient[Any, Any], Sidecar], Awaitable[None]]
+) -> None:
+    sidecar = _sidecar(lookup)
+
+    async def main() -> None:
+        client: TestClient[Any, Any] = TestClient(TestServer(build_app(sidecar)))
+        await client.start_server()
+        try:
+            deadline = time.monotonic() + 20
+            while (await client.get("/health")).status != 200:
+                assert time.monotonic() < deadline, "sidecar never became healthy"
+                await asyncio.sleep(0.02)
+            await scenario(client, sidecar)
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_lookups_are_counted_by_result_and_timed() -> None:
+    async def scenario(client: TestClient[Any, Any], sidecar: Sidecar) -> None:
+        before = await _scrape(client)
+        for result in LOOKUP_RESULTS:  # every result is exported from the start
+            assert _requests(before, result) == 0
+        assert before[("policy_sync_bundles_owned", ())] == 0
+        assert before[("policy_sync_lookup_pending", ())] == 0
+        assert before[("policy_sync_lookup_pending_limit", ())] == 50_000
+        assert before[("policy_sync_ownership_slots", ())] == 8
+
+        for _ in range(3):  # the first claims the bundle, the others find it owned
+            resp = await client.get("/lookup/v2/topic/persistent/public/default/m-1")
+            assert resp.status == 200, await resp.text()
+        assert (await client.get("/lookup/v2/topic/bogus/public/default/t")).status == 412
+        assert (await client.get("/lookup/v2/topic/persistent/nope/ns/t")).status == 404
+        # Not a lookup: other routes are not counted.
+        assert (await client.get("/admin/v2/namespaces/public/default/bundles")).status == 200
+
+        after = await _scrape(client)
+        assert _requests(after, "ok") == 3
+        assert _requests(after, "invalid") == 1
+        assert _requests(after, "not_found") == 1
+        assert _requests(after, "unavailable") == 0
+        assert after[("policy_sync_lookup_latency_seconds_count", ())] == 5
+        assert 0 < after[("policy_sync_lookup_latency_seconds_sum", ())] < 30
+        # Buckets are cumulative and end at the count.
+        assert after[("policy_sync_lookup_latency_seconds_bucket", (("le", "+Inf"),))] == 5
+        assert after[("policy_sync_lookup_acquisitions_total", ())] == 1
+        assert after[("policy_sync_bundles_owned", ())] == 1
+        assert after[("policy_sync_cluster_bundles_owned", (("broker", "b0"),))] == 1
+        assert after[("policy_sync_bundle_claims_total", ())] == 1
+        changes = after[("policy_sync_ownership_changes_total", ())]
+        assert changes >= 1
+        # The cache's metrics are still in the same registry.
+        assert after[("policy_sync_cache_state", (("state", "READY"),))] == 1
+
+        # Unloading moves the bundle out: fewer owned, more ownership changes.
+        resp = await client.put("/admin/v2/namespaces/public/default/unload")
+        assert resp.status == 204, await resp.text()
+        deadline = time.monotonic() + 10
+        while True:
+            later = await _scrape(client)
+            if later[("policy_sync_bundles_owned", ())] == 0:
+                break
+            assert time.monotonic() < deadline, "the unloaded bundle is still owned"
+            await asyncio.sleep(0.02)
+        assert later[("policy_sync_ownership_changes_total", ())] > changes
+
+    _serve(LookupConfig(), scenario)
+
+
+def test_pending_lookups_and_refusals_are_visible() -> None:
+    async def scenario(client: TestClient[Any, Any], sidecar: Sidecar) -> None:
+        service = client.app[CLUSTER_KEY].service
+        # Nobody acts on claim requests any more: lookups of unowned bundles have to wait.
+        service.member._stop.set()
+        await asyncio.to_thread(service.member._thread.join, 5)
+        names = ["my-topic", "t-3", "t-0"]  # three different bundles
+        assert len({service.lookups.bundle_of(TopicName.parse(n)) for n in names}) == 3
+        paths = [f"/lookup/v2/topic/persistent/public/default/{n}" for n in names]
+        waiting = [asyncio.ensure_future(client.get(p)) for p in paths[:2]]
+        deadline = time.monotonic() + 5
+        while service.lookups.pending < 2:
+            assert time.monotonic() < deadline, "the lookups never started waiting"
+            await asyncio.sleep(0.01)
+        during = await _scrape(client)
+        assert during[("policy_sync_lookup_pending", ())] == 2
+        assert during[("policy_sync_lookup_pending_limit", ())] == 2
+        assert (await client.get(paths[2])).status == 429
+        for fut in waiting:
+            assert (await fut).status == 503
+        after = await _scrape(client)
+        assert after[("policy_sync_lookup_pending", ())] == 0
+        assert _requests(after, "too_many_pending") == 1
+        assert _requests(after, "unavailable") == 2
+        assert _requests(after, "ok") == 0
+        # The two that waited took about the lookup timeout: they land in the 1-2.5 s bucket.
+        slow = after[("policy_sync_lookup_latency_seconds_bucket", (("le", "2.5"),))]
+        fast = after[("policy_sync_lookup_latency_seconds_bucket", (("le", "0.5"),))]
+        assert (slow, fast) == (3, 1)
+
+    _serve(LookupConfig(max_pending_lookups=2, lookup_timeout_s=1.0), scenario)
+
+
+@pytest.mark.parametrize(
+    ("error", "result"),
+    [
+        (None, "ok"),
+        (AuthenticationError("x"), "unauthenticated"),
+        (AuthorizationError("x"), "forbidden"),
+        (TooManyRequestsError("x"), "too_many_pending"),
+        (BundleUnloadingError("x"), "unloading"),
+        (UnavailableError("x"), "unavailable"),
+        (NotFoundError("x"), "not_found"),
+        (InvalidTopicNameError("x"), "invalid"),
+        (ConflictError("x"), "error"),
+        (RuntimeError("x"), "error"),
+    ],
+)
+def test_result_labels_follow_the_exception_tree(error: Exception | None, result: str) -> None:
+    assert LookupMetrics.result_of(error) == result
+    assert result in LOOKUP_RESULTS
