@@ -163,6 +163,10 @@ class _Compiler:
             writer = self.compile(ftype[1] if nullable else ftype)
             fields.append((f["name"], writer, nullable, "default" in f, f.get("default")))
         plan = tuple(fields)
+        if fields and all(n and d and dv is None for _, _, n, d, dv in fields):
+            write_record = self._sparse_record(name, plan)
+            self.named[name] = write_record
+            return write_record
 
         def write_record(value: Any, out: bytearray) -> None:
             if type(value) is not dict and not isinstance(value, Mapping):
@@ -183,6 +187,38 @@ class _Compiler:
 
         self.named[name] = write_record
         return write_record
+
+    @staticmethod
+    def _sparse_record(name: str, plan: tuple[tuple[str, Writer, bool, bool, Any], ...]) -> Writer:
+        """A record whose every field is ``["null", T]`` with a null default.
+
+        Such a record (TopicPolicies: dozens of fields, a few set) is written as runs of
+        null-branch bytes between the fields present, in schema order, instead of one
+        step per field.
+        """
+        index = {fname: (i, writer) for i, (fname, writer, _, _, _) in enumerate(plan)}
+        count = len(plan)
+        nulls = [b"\x00" * n for n in range(count + 1)]
+
+        def write_sparse(value: Any, out: bytearray) -> None:
+            if type(value) is not dict and not isinstance(value, Mapping):
+                raise CodecError(f"record {name} needs a mapping, got {type(value).__name__}")
+            present = sorted(index[k] + (k,) for k in value if k in index)
+            at = 0
+            for i, writer, fname in present:
+                if i > at:
+                    out += nulls[i - at]
+                at = i + 1
+                item = value[fname]
+                if item is None:
+                    out.append(0)
+                else:
+                    out.append(2)  # zig-zag varint of branch index 1
+                    writer(item, out)
+            if at < count:
+                out += nulls[count - at]
+
+        return write_sparse
 
     def _enum(self, schema: Mapping[str, Any]) -> Writer:
         index = {symbol: i for i, symbol in enumerate(schema["symbols"])}

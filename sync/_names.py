@@ -196,6 +196,8 @@ class NamespaceName:
 # Few namespaces, many topics: share one NamespaceName per namespace instead of validating the
 # same tenant and namespace again for every topic parsed.
 _namespace = functools.lru_cache(maxsize=4096)(NamespaceName)
+#: (tenant, namespace) pairs already validated, for topic names (checked without a call).
+_valid_namespaces: dict[tuple[str, str], NamespaceName] = {}
 
 
 @dataclass(frozen=True, slots=True, repr=False, eq=False)
@@ -222,8 +224,14 @@ class TopicName:
             object.__setattr__(self, "domain", domain)
         canonical = f"{domain.value}://{self.tenant}/{self.namespace}/{self.local_name}"
         where = f" in topic {canonical!r}"
-        _check_named_entity("tenant", self.tenant, where)
-        _check_named_entity("namespace", self.namespace, where)
+        namespace = _valid_namespaces.get((self.tenant, self.namespace))
+        if namespace is None:
+            _check_named_entity("tenant", self.tenant, where)
+            _check_named_entity("namespace", self.namespace, where)
+            namespace = _namespace(self.tenant, self.namespace)
+            if len(_valid_namespaces) >= 4096:
+                _valid_namespaces.clear()
+            _valid_namespaces[(self.tenant, self.namespace)] = namespace
         if _is_java_blank(self.local_name):
             raise InvalidTopicNameError(
                 f"Invalid topic name: local name is blank in {canonical!r}; "
@@ -236,7 +244,7 @@ class TopicName:
                 f"{where}"
             )
         object.__setattr__(self, "_canonical", canonical)
-        object.__setattr__(self, "_namespace_name", _namespace(self.tenant, self.namespace))
+        object.__setattr__(self, "_namespace_name", namespace)
         object.__setattr__(self, "_partition_index", _java_partition_index(self.local_name))
 
     @classmethod

@@ -392,22 +392,29 @@ def _check_primitive(path: str, generic: str, t: str, value: Any) -> Any:
     raise InvalidPolicyError(f"{path}: unsupported type {t}")  # pragma: no cover
 
 
+def _no_constants(name: str) -> Any:
+    raise InvalidPolicyError(f"{name} is not valid JSON")
+
+
+def _no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise InvalidPolicyError(f"duplicate key {k!r} in JSON")
+        out[k] = v
+    return out
+
+
+#: Built once: ``json.loads`` with hooks builds a new decoder per call (most of its cost).
+_STRICT_JSON = json.JSONDecoder(object_pairs_hook=_no_dupes, parse_constant=_no_constants)
+
+
 def parse_policy_json(text: str) -> Any:
     """Parse user JSON, refusing NaN/Infinity and duplicate keys with a clear message."""
-
-    def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in out:
-                raise InvalidPolicyError(f"duplicate key {k!r} in JSON")
-            out[k] = v
-        return out
-
-    def no_constants(name: str) -> Any:
-        raise InvalidPolicyError(f"{name} is not valid JSON")
-
+    if not isinstance(text, str):
+        raise InvalidPolicyError(f"expected JSON text, got {type(text).__name__}")
     try:
-        return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constants)
+        return _STRICT_JSON.decode(text)
     except json.JSONDecodeError as exc:
         raise InvalidPolicyError(f"malformed JSON: {exc}") from exc
 
