@@ -31,7 +31,10 @@
     ├── CodecError                       a record is not a valid change event (poison)
     ├── CacheStateError                  the cache is not in a state that allows the call
     │   └── BootstrapTimeout             replay did not reach the end offsets in time
-    └── WriteConflictError               a write lost its fence too many times in a row
+    ├── WriteConflictError               a write lost its fence too many times in a row
+    └── AuditError                       policy-audit could not run or could not finish
+        ├── SparkSetupError              Java, Maven, the connector jars or Spark failed to start
+        └── SidecarError                 a sidecar failed reconciliation or answered garbage
 
 Every error carries enough context (topic, partition, offset, key) for an
 operator to find the record or setting at fault; the message says what to do.
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 __all__ = [
     "AccessDeniedError",
+    "AuditError",
     "AuthenticationError",
     "AuthorizationError",
     "BootstrapTimeout",
@@ -61,6 +65,8 @@ __all__ = [
     "NotAllowedError",
     "NotFoundError",
     "ProducerBusyError",
+    "SidecarError",
+    "SparkSetupError",
     "SubscriptionBusyError",
     "TopicNotFoundError",
     "PolicySyncError",
@@ -248,3 +254,20 @@ class SubscriptionBusyError(MessagingError):
 
 class NotAllowedError(MessagingError):
     """A policy forbids the request (subscription type disabled, too many subscriptions)."""
+
+
+class AuditError(PolicySyncError):
+    """policy-audit could not run or could not finish (a Spark job failed, say)."""
+
+
+class SparkSetupError(AuditError):
+    """Java, Maven, the Spark connector jars or the Spark session failed to come up."""
+
+
+class SidecarError(AuditError):
+    """A sidecar's reconciliation endpoints failed or returned something unexpected."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"sidecar {url}: {reason}")

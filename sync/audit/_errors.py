@@ -1,9 +1,11 @@
-"""Audit errors, under the library's one root::
+"""Spark failures as audit errors.
 
-    PolicySyncError                  (sync._errors)
-    └── AuditError                   the audit could not run or could not finish
-        ├── SparkSetupError          Java, Maven, the connector jars or Spark itself failed
-        └── SidecarError             a sidecar did not answer reconciliation, or answered garbage
+The audit's exceptions live in the library's one tree (``sync._errors``)::
+
+    PolicySyncError
+    └── AuditError               the audit could not run or could not finish
+        ├── SparkSetupError      Java, Maven, the connector jars or Spark itself failed
+        └── SidecarError         a sidecar did not answer reconciliation, or answered garbage
 
 Bad arguments raise the library's ``ConfigurationError`` / ``InvalidInputError``.
 """
@@ -16,26 +18,9 @@ from collections.abc import Iterator
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
 
-from .._errors import PolicySyncError
+from .._errors import AuditError, SidecarError, SparkSetupError
 
 __all__ = ["AuditError", "SidecarError", "SparkSetupError", "spark_errors"]
-
-
-class AuditError(PolicySyncError):
-    """The audit could not run or could not finish."""
-
-
-class SparkSetupError(AuditError):
-    """Java, Maven, the Spark connector jars or the Spark session failed to come up."""
-
-
-class SidecarError(AuditError):
-    """A sidecar's reconciliation endpoints failed or returned something unexpected."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"sidecar {url}: {reason}")
 
 
 @contextlib.contextmanager

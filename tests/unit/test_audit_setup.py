@@ -65,6 +65,24 @@ def test_public_names_are_pinned() -> None:
         assert hasattr(sync.audit, name), name
 
 
+def test_audit_errors_live_in_the_one_exception_tree() -> None:
+    import sync._errors as errors
+
+    # One class each, importable from sync.audit and from the library's tree.
+    assert sync.audit.AuditError is errors.AuditError
+    assert sync.audit.SparkSetupError is errors.SparkSetupError
+    assert sync.audit.SidecarError is errors.SidecarError
+    assert issubclass(errors.AuditError, errors.PolicySyncError)
+    assert issubclass(errors.SparkSetupError, errors.AuditError)
+    assert issubclass(errors.SidecarError, errors.AuditError)
+    tree = errors.__doc__ or ""
+    for name in ("AuditError", "SparkSetupError", "SidecarError"):
+        assert name in errors.__all__
+        assert re.search(rf"[├└]── {name}\b", tree), f"{name} is not drawn in the tree"
+    failure = errors.SidecarError("http://h:1", "answered HTTP 500")
+    assert str(failure) == "sidecar http://h:1: answered HTTP 500"
+
+
 class TestSchemas:
     def test_every_codec_version_is_there_with_its_fingerprint(self) -> None:
         codec = Codec()
