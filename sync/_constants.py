@@ -36,6 +36,20 @@ SINGLE_OBJECT_HEADER_LEN: Final = 10
 HEADER_POISON_REASON: Final = "policy-sync.poison.reason"
 HEADER_POISON_SOURCE: Final = "policy-sync.poison.source"
 
+#: Headers on tombstones (deletes) of ``__change_events``: a tombstone has no body to carry
+#: the event metadata, so the writer puts it here (UTF-8 values; the timestamp in decimal
+#: epoch milliseconds). policy-audit reads them to say who deleted what, and when.
+HEADER_AUTHOR: Final = "policy-sync.author"
+HEADER_EVENT_ID: Final = "policy-sync.event-id"
+HEADER_TIMESTAMP: Final = "policy-sync.timestamp-ms"
+HEADER_ORIGIN: Final = "policy-sync.origin"
+TOMBSTONE_METADATA_HEADERS: Final = (
+    HEADER_AUTHOR,
+    HEADER_EVENT_ID,
+    HEADER_TIMESTAMP,
+    HEADER_ORIGIN,
+)
+
 #: Every policy writer of one change-events topic shares this transactional id, so that
 #: Kafka's producer fencing serializes read-modify-write cycles across processes.
 WRITER_TRANSACTIONAL_ID_PREFIX: Final = "policy-sync.writer."

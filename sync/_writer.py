@@ -33,10 +33,16 @@ from typing import Any
 
 from ._cache import PolicyCache
 from ._codec import ACTION_INSERT, ACTION_UPDATE
-from ._constants import WRITER_TRANSACTIONAL_ID_PREFIX
+from ._constants import (
+    HEADER_AUTHOR,
+    HEADER_EVENT_ID,
+    HEADER_ORIGIN,
+    HEADER_TIMESTAMP,
+    WRITER_TRANSACTIONAL_ID_PREFIX,
+)
 from ._errors import ProducerFencedError, TransportError, WriteConflictError
 from ._policies import Policies, PolicyScope, PolicyTarget
-from .transport import DeliveryReport, Producer, Transport
+from .transport import DeliveryReport, Header, Producer, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -201,9 +207,14 @@ class PolicyWriter:
             if planned_action is None:
                 continue
             value = None
+            headers = None
             if policies is not None:
                 value = self._encode(target, policies, planned_action, now_ms)
-            producer.produce(self._topic, target.key_bytes, value, on_delivery=on_delivery)
+            else:
+                headers = self._tombstone_headers(now_ms)
+            producer.produce(
+                self._topic, target.key_bytes, value, headers=headers, on_delivery=on_delivery
+            )
         producer.commit_transaction(timeout_s)
         if bulk:
             self._cache.sync(max(1.0, timeout_s))
@@ -231,6 +242,15 @@ class PolicyWriter:
                 r = by_key[target.key_bytes].pop(0)
                 results.append(WriteResult(target, policies, done, r.partition, r.offset))
         return results
+
+    def _tombstone_headers(self, now_ms: int) -> list[Header]:
+        """A delete's event metadata: a tombstone has no body, so it travels as headers."""
+        return [
+            (HEADER_AUTHOR, self.config.author.encode()),
+            (HEADER_EVENT_ID, str(uuid.UUID(int=self._ids.getrandbits(128), version=4)).encode()),
+            (HEADER_TIMESTAMP, str(now_ms).encode()),
+            (HEADER_ORIGIN, self.config.origin.encode()),
+        ]
 
     def _encode(self, target: PolicyTarget, policies: Policies, action: str, now_ms: int) -> bytes:
         fields: dict[str, Any] = policies.to_avro()

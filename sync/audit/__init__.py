@@ -20,7 +20,8 @@ Three jobs, all on Spark (embedded ``local[*]`` by default, any cluster via ``ma
 (TopicPolicies fields that differ from the key's previous INSERT/UPDATE/DELETE record:
 every set field for a first record or a delete), ``before``/``after`` (the policies as
 JSON, ``isGlobal`` left out as the key carries it), ``author``, ``origin``, ``event_time``,
-``event_id`` (event metadata, null for tombstones and v1 events), ``kafka_topic``,
+``event_id`` (event metadata: from the body, or for a tombstone from the headers the writer
+puts on it, ``policy-sync.author`` etc.; null for v1 events and bare tombstones), ``kafka_topic``,
 ``partition``, ``offset``, ``timestamp`` (Kafka's), ``event_type``, ``schema_version``,
 ``replicate_to``, ``headers``, ``value_size``, ``poison_reason`` and
 ``anomalies`` (the per-record rules that fired).

@@ -26,6 +26,10 @@ from pyspark.sql.types import StructType
 from .._constants import (
     CHANGE_EVENTS_TOPIC,
     GLOBAL_KEY_PREFIX,
+    HEADER_AUTHOR,
+    HEADER_EVENT_ID,
+    HEADER_ORIGIN,
+    HEADER_TIMESTAMP,
     NAMESPACE_KEY_PREFIX,
     SINGLE_OBJECT_HEADER_LEN,
     SINGLE_OBJECT_MAGIC,
@@ -250,6 +254,26 @@ def _namespace_of_key() -> Column:
     ).when(topic.contains("://") & from_topic.contains("/"), from_topic)
 
 
+def _header(name: str) -> Column:
+    """The last value of header ``name`` as a string (null if absent), like Kafka's
+    ``lastHeader``. A higher-order function, so only ever evaluated for tombstones."""
+    found = F.filter("headers", lambda h: h["key"] == F.lit(name))
+    return F.try_element_at(found, F.lit(-1))["value"].cast("string")
+
+
+def _metadata(field: str, header: str) -> Column:
+    """Event metadata: from the body, or for a tombstone from the writer's headers."""
+    return F.when(F.col("tombstone"), _header(header)).otherwise(F.col(f"d.metadata.{field}"))
+
+
+def _event_time() -> Column:
+    # A header that is not a number gives no time rather than failing the job (ANSI cast).
+    stamp = _header(HEADER_TIMESTAMP).try_cast("bigint")
+    return F.when(F.col("tombstone"), F.timestamp_millis(stamp)).otherwise(
+        F.col("d.metadata.timestampMillis")
+    )
+
+
 def _policies(schemas: SparkSchemas) -> Column:
     p = F.col("d.topicPoliciesEvent.policies")
     carries_policy = F.col("action").isin(Action.INSERT.value, Action.UPDATE.value)
@@ -369,10 +393,10 @@ def decode_records(raw: DataFrame, schemas: SparkSchemas) -> DataFrame:
         "partition",
         "offset",
         "timestamp",
-        F.col("d.metadata.timestampMillis").alias("event_time"),
-        F.col("d.metadata.eventId").alias("event_id"),
-        F.col("d.metadata.author").alias("author"),
-        F.col("d.metadata.origin").alias("origin"),
+        _event_time().alias("event_time"),
+        _metadata("eventId", HEADER_EVENT_ID).alias("event_id"),
+        _metadata("author", HEADER_AUTHOR).alias("author"),
+        _metadata("origin", HEADER_ORIGIN).alias("origin"),
         F.col("d.eventType").alias("event_type"),
         "schema_version",
         F.col("d.replicateTo").alias("replicate_to"),

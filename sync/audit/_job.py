@@ -59,7 +59,7 @@ _TOP_FIELDS = 25
 _TOP_AUTHORS = 10
 _REPORT_ANOMALIES = 500
 _OTHER_NAMESPACES = "(other namespaces)"
-_NO_AUTHOR = "(no metadata: tombstone or v1 event)"
+_NO_AUTHOR = "(no metadata: v1 event or bare tombstone)"
 
 
 @dataclass(frozen=True, slots=True)

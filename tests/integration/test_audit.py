@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from fastavro import schemaless_writer
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from sync import (
     CacheConfig,
@@ -33,7 +34,13 @@ from sync import (
     ServiceConfig,
     WriterConfig,
 )
-from sync._constants import SINGLE_OBJECT_MAGIC
+from sync._constants import (
+    HEADER_AUTHOR,
+    HEADER_EVENT_ID,
+    HEADER_ORIGIN,
+    HEADER_TIMESTAMP,
+    SINGLE_OBJECT_MAGIC,
+)
 from sync.audit import (
     Action,
     AnomalyKind,
@@ -158,6 +165,8 @@ class Expected:
     event_id: str | None = None
     event_ms: int | None = None
     author: str | None = None
+    origin: str | None = None
+    tombstone: bool = False
     schema_version: str | None = None
     changed: list[str] | None = None
     before: dict[str, Any] | None = None
@@ -203,6 +212,13 @@ def _oracle(messages: list[Any], fields: tuple[str, ...]) -> list[Expected]:
             row.schema_version = names.get(value[2:10])  # known even if the body is broken
         if value is None:
             row.action = Action.DELETE.value
+            row.tombstone = True
+            # The writer's metadata travels as headers (the last one of a name wins).
+            headers = {name: raw.decode() for name, raw in m.headers() or []}
+            row.author, row.origin = headers.get(HEADER_AUTHOR), headers.get(HEADER_ORIGIN)
+            row.event_id = headers.get(HEADER_EVENT_ID)
+            if HEADER_TIMESTAMP in headers:
+                row.event_ms = int(headers[HEADER_TIMESTAMP])
         elif codec.check_header(value) is not None:
             row.action = Action.POISON.value
         else:
@@ -213,9 +229,10 @@ def _oracle(messages: list[Any], fields: tuple[str, ...]) -> list[Expected]:
             else:
                 meta = event.get("metadata") or {}
                 row.event_id, row.author = meta.get("eventId"), meta.get("author")
+                row.origin = meta.get("origin")
                 if meta.get("timestampMillis") is not None:
                     stamp = meta["timestampMillis"]
-                    row.event_ms = int(stamp.timestamp() * 1000)
+                    row.event_ms = round(stamp.timestamp() * 1000)
                 action = event["actionType"]
                 row.action = (
                     action
@@ -344,9 +361,10 @@ def test_history_diffs_and_anomalies_match_an_independent_decode(
 
     messages = _read_back(kafka_bootstrap, audited_log)
     expected = _oracle(messages, SparkSchemas.load().policy_fields)
+    written = spark.read.parquet(str(tmp_path / "history"))
     history = {
         (r["partition"], r["offset"]): r.asDict()
-        for r in spark.read.parquet(str(tmp_path / "history")).collect()
+        for r in written.withColumn("event_ms", F.unix_millis("event_time")).collect()
     }
     assert summary.records == len(messages) == len(history)
     assert summary.keys == len({m.key() for m in messages})
@@ -360,8 +378,10 @@ def test_history_diffs_and_anomalies_match_an_independent_decode(
         assert (json.loads(got["after"]) if got["after"] else None) == row.after, where
         assert got["event_id"] == row.event_id, where
         assert got["author"] == row.author, where
+        assert got["origin"] == row.origin, where
+        assert got["event_ms"] == row.event_ms, where
         assert got["schema_version"] == row.schema_version, where
-        assert got["tombstone"] == (row.action == "DELETE" and row.event_id is None), where
+        assert got["tombstone"] == row.tombstone, where
         assert got["namespace"] == _namespace_of(row.key), where
         scope = PolicyTarget.from_key(row.key).scope.value
         assert got["scope"] == scope, where
@@ -374,6 +394,14 @@ def test_history_diffs_and_anomalies_match_an_independent_decode(
     orders = [r for r in expected if r.key.endswith("/orders") and r.action == "UPDATE"]
     removal = [r for r in orders if r.after and "maxConsumerPerTopic" not in r.after]
     assert [r.changed for r in removal] == [["maxConsumerPerTopic"]]
+    # Deletes say who made them: the writer's tombstone carries the metadata as headers.
+    deleted = [r for r in expected if r.key.endswith("/orders") and r.action == "DELETE"]
+    assert [(r.tombstone, r.author, r.origin) for r in deleted] == [(True, "alice", "test_audit")]
+    assert deleted[0].event_id is not None and deleted[0].event_ms is not None
+    bare = [r for r in expected if r.key.endswith("/never")]  # a tombstone from elsewhere
+    assert [(r.action, r.tombstone, r.author, r.event_id) for r in bare] == [
+        ("DELETE", True, None, None)
+    ]
 
     anomalies = spark.read.parquet(str(tmp_path / "anomalies")).collect()
     per_record = {
