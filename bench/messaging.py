@@ -10,7 +10,9 @@ Figures (printed, and returned by :func:`run`; nothing is asserted):
   acknowledged, for the WebSocket consumer) vs a raw confluent-kafka consumer.
 
 The sidecar runs as its own process (``broker-shim run``), so the benchmark's WebSocket
-client does not share its interpreter. Run alone: ``python -m bench.messaging``.
+client (aiohttp's, in this process) does not share its interpreter. The producer keeps up
+to 1,000 sends unanswered (Pulsar's ``maxPendingMessages``), as Pulsar's WebSocket clients
+pipeline; a message counts once its ``ok`` came back. Run alone: ``python -m bench.messaging``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import os
 import random
 import signal
@@ -32,7 +33,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import websockets
+import aiohttp
+import orjson
 from confluent_kafka import Consumer as RawConsumer
 from confluent_kafka import Producer as RawProducer
 from confluent_kafka import TopicPartition
@@ -196,46 +198,58 @@ def _sidecar(bootstrap: str) -> Iterator[str]:
 
 
 async def _ws_produce(url: str, count: int, window: int) -> float:
-    frame = json.dumps({"payload": base64.b64encode(PAYLOAD).decode()})
-    async with websockets.connect(url, max_size=None) as ws:
-        acked = 0
-        errors = 0
-        room = asyncio.Semaphore(window)
+    """Publish ``count`` messages keeping up to ``window`` unanswered, as Pulsar's
+    WebSocket clients pipeline sends; only ``ok`` answers count, and every send must
+    be answered in order (each answer carries its send's ``context``)."""
+    payload = base64.b64encode(PAYLOAD).decode()
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, max_msg_size=0, compress=0) as ws:
+            acked = errors = 0
+            room = asyncio.Semaphore(window)
 
-        async def reader() -> None:
-            nonlocal acked, errors
-            while acked + errors < count:
-                reply = await ws.recv()
-                if '"ok"' in str(reply):
-                    acked += 1
-                else:
-                    errors += 1
-                room.release()
+            async def reader() -> None:
+                nonlocal acked, errors
+                while acked + errors < count:
+                    msg = await ws.receive()
+                    if msg.type is not aiohttp.WSMsgType.TEXT:
+                        raise RuntimeError(f"producer connection ended: {msg.type!r}")
+                    answer = orjson.loads(msg.data)
+                    if answer.get("context") != acked + errors:
+                        raise RuntimeError(f"answer out of order: {answer}")
+                    if answer["result"] == "ok":
+                        acked += 1
+                    else:
+                        errors += 1
+                    room.release()
 
-        start = time.perf_counter()
-        task = asyncio.create_task(reader())
-        for _ in range(count):
-            await room.acquire()
-            await ws.send(frame)
-        await task
-        elapsed = time.perf_counter() - start
+            start = time.perf_counter()
+            task = asyncio.create_task(reader())
+            for i in range(count):
+                await room.acquire()
+                await ws.send_str('{"payload":"' + payload + '","context":' + str(i) + "}")
+            await task
+            elapsed = time.perf_counter() - start
     if errors:
         print(f"  ({errors} WebSocket sends failed)")
     return acked / elapsed
 
 
 async def _ws_consume(url: str, count: int) -> float:
-    marker = '"messageId": "'
-    async with websockets.connect(url, max_size=None) as ws:
-        got = 0
-        start = time.perf_counter()
-        while got < count:
-            message = str(await ws.recv())
-            at = message.find(marker) + len(marker)
-            message_id = message[at : message.find('"', at)]
-            await ws.send('{"messageId": "' + message_id + '"}')
-            got += 1
-        return got / (time.perf_counter() - start)
+    """Receive ``count`` messages, acknowledging each one by its ``messageId``."""
+    marker = '"messageId":"'
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, max_msg_size=0, compress=0) as ws:
+            got = 0
+            start = time.perf_counter()
+            while got < count:
+                msg = await ws.receive()
+                if msg.type is not aiohttp.WSMsgType.TEXT:
+                    raise RuntimeError(f"consumer connection ended: {msg.type!r}")
+                text = msg.data
+                at = text.index(marker) + len(marker)
+                await ws.send_str('{"messageId":"' + text[at : text.index('"', at)] + '"}')
+                got += 1
+            return got / (time.perf_counter() - start)
 
 
 def bench_sidecar(bootstrap: str, count: int) -> tuple[float, float]:

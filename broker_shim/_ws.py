@@ -49,15 +49,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import functools
 import json
 import logging
 import struct
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
@@ -196,6 +199,22 @@ class _FrameBatcher:
             await asyncio.sleep(0.001)
 
 
+# orjson: about six times faster than the json module both ways, on every frame.
+_json_loads = orjson.loads
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode("utf-8")
+
+
+def _error_frame(code: int, message: str, context: Any) -> str:
+    """A producer's ``send-error`` answer (Pulsar's ``ProducerAck`` with an error)."""
+    frame: dict[str, Any] = {"result": f"send-error:{code}", "errorMsg": message}
+    if context is not None:
+        frame["context"] = context
+    return _json_dumps(frame)
+
+
 def _reason_text(text: str) -> bytes:
     data = text.encode("utf-8")
     if len(data) <= _MAX_CLOSE_REASON:
@@ -314,7 +333,7 @@ def encode_message_frame(delivery: Delivery, message_id: str | None = None) -> s
         frame["eventTime"] = _iso(event_time)
     if entry.key is not None:
         frame["key"] = entry.key
-    return json.dumps(frame)
+    return _json_dumps(frame)
 
 
 # --------------------------------------------------------------------------- producer
@@ -366,8 +385,48 @@ async def producer_endpoint(request: web.Request) -> web.StreamResponse:
     return ws
 
 
+class _Send:
+    """One send of a producer connection, in arrival order, until its answer is written.
+
+    Its bound :meth:`answer` is the message's delivery callback: one small object per
+    message in flight (thousands are), rather than a partial and its argument tuple.
+    """
+
+    __slots__ = ("context", "session", "text")
+
+    def __init__(
+        self, session: _ProducerSession, context: Any = None, text: str | None = None
+    ) -> None:
+        self.session = session
+        self.context = context
+        #: The frame answering the send (``None`` while Kafka has not answered).
+        self.text = text
+
+    def answer(self, message_id: MessageId | None, error: PolicySyncError | None) -> None:
+        """Delivery callback: Kafka stored the message (or refused it)."""
+        context = self.context
+        if error is None and message_id is not None:
+            # The hot path, formatted by hand: base64 needs no JSON escaping.
+            text = '{"result":"ok","messageId":"' + message_id.to_base64()
+            if context is None:
+                self.text = text + '"}'
+            else:
+                self.text = text + '","context":' + _json_dumps(context) + "}"
+        else:
+            self.text = _error_frame(ERR_UNKNOWN, str(error), context)
+        self.session.answered()
+
+
 class _ProducerSession:
-    """Reads send frames, queues them on Kafka, writes the acks back in completion order."""
+    """Reads send frames, queues them on Kafka, writes one answer per send, in send order.
+
+    Every send gets a slot in ``_pending`` when its frame is read; Kafka's delivery report
+    (run on the loop by the engine) or a refusal fills it, and the writer sends the filled
+    slots at the head, many frames per socket write. So answers keep the order of the
+    sends — as a Pulsar producer's receipts do — even when a round-robin producer's
+    partitions answer out of order, and an ``ok`` is only ever written after Kafka
+    acknowledged that message and every message sent before it was answered.
+    """
 
     def __init__(
         self,
@@ -381,12 +440,16 @@ class _ProducerSession:
         self.handle = handle
         self.max_pending = max_pending
         self.loop = asyncio.get_running_loop()
-        self.in_flight = 0
-        self._acks: deque[str] = deque()  # appended by the delivery thread
-        self._notify_scheduled = False
+        self._loop_thread = threading.get_ident()
+        self._pending: deque[_Send] = deque()
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+
+    @property
+    def in_flight(self) -> int:
+        """Sends read whose answer is not written yet."""
+        return len(self._pending)
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._write())
@@ -399,13 +462,13 @@ class _ProducerSession:
                     self._on_frame(msg.data.decode("utf-8", "replace"))
                 else:
                     break
-                if self.in_flight >= self.max_pending:
+                if len(self._pending) >= self.max_pending:
                     self._room.clear()
                     await self._room.wait()
         finally:
             closer.cancel()
             # Let queued sends finish so their acks reach a client still listening.
-            if self.in_flight and not self.ws.closed:
+            if self._pending and not self.ws.closed:
                 try:
                     await asyncio.wait_for(self._drained(), 10.0)
                 except TimeoutError:
@@ -415,7 +478,7 @@ class _ProducerSession:
             writer.cancel()
 
     async def _drained(self) -> None:
-        while self.in_flight:
+        while self._pending:
             self._room.clear()
             await self._room.wait()
 
@@ -425,20 +488,13 @@ class _ProducerSession:
         if reason is not None and not self.ws.closed:
             await self.ws.close(code=reason.code, message=_reason_text(reason.reason))
 
-    def _reply(self, frame: dict[str, Any]) -> None:
-        self._acks.append(json.dumps(frame))
-        self.in_flight += 1
-        self._wake.set()
-
     def _error(self, code: int, message: str, context: Any) -> None:
-        frame: dict[str, Any] = {"result": f"send-error:{code}", "errorMsg": message}
-        if context is not None:
-            frame["context"] = context
-        self._reply(frame)
+        self._pending.append(_Send(self, context, _error_frame(code, message, context)))
+        self._wake.set()
 
     def _on_frame(self, text: str) -> None:
         try:
-            obj = json.loads(text)
+            obj = _json_loads(text)
         except ValueError as exc:
             self._error(ERR_BAD_JSON, str(exc), None)
             return
@@ -451,7 +507,7 @@ class _ProducerSession:
             self._error(ERR_PAYLOAD_ENCODING, "payload is missing", context)
             return
         try:
-            payload = base64.b64decode(payload_text, validate=True)
+            payload = binascii.a2b_base64(payload_text, strict_mode=True)
         except (binascii.Error, ValueError) as exc:
             self._error(
                 ERR_PAYLOAD_ENCODING, f"Invalid Base64 message-payload error={exc}", context
@@ -459,81 +515,65 @@ class _ProducerSession:
             return
         key = obj.get("key")
         properties = obj.get("properties")
-        try:
-            if key is not None and not isinstance(key, str):
-                raise InvalidInputError(f"key must be a string, got {key!r}")
-            if properties is not None and not isinstance(properties, dict):
-                raise InvalidInputError("properties must be a JSON object of strings")
-            event_time = _parse_event_time(obj.get("eventTime"))
-        except InvalidInputError as exc:
-            self._error(ERR_BAD_JSON, str(exc), context)
-            return
+        event_time = obj.get("eventTime")
+        if key is not None or properties is not None or event_time is not None:
+            try:
+                if key is not None and not isinstance(key, str):
+                    raise InvalidInputError(f"key must be a string, got {key!r}")
+                if properties is not None and not isinstance(properties, dict):
+                    raise InvalidInputError("properties must be a JSON object of strings")
+                event_time = _parse_event_time(event_time)
+            except InvalidInputError as exc:
+                self._error(ERR_BAD_JSON, str(exc), context)
+                return
         if self.handle.closed:
             self._error(ERR_UNKNOWN, "Producer is closed", context)
             return
-        self.in_flight += 1
+        send = _Send(self, context)
         try:
             self.handle.send(
                 payload,
-                functools.partial(self._done, context),
+                send.answer,
                 key=key,
                 properties=properties,
                 event_time_ms=event_time,
             )
         except MessageTooLargeError as exc:
-            self.in_flight -= 1
             self._error(ERR_UNKNOWN, f"Exceed maximum message size: {exc}", context)
         except InvalidInputError as exc:
-            self.in_flight -= 1
             self._error(ERR_BAD_JSON, str(exc), context)
         except PolicySyncError as exc:
-            self.in_flight -= 1
             self._error(ERR_UNKNOWN, str(exc), context)
-
-    def _done(
-        self, context: Any, message_id: MessageId | None, error: PolicySyncError | None
-    ) -> None:
-        # Delivery thread: build the ack here, hand it to the loop in batches.
-        if error is None and message_id is not None:
-            # The hot path, formatted by hand: base64 needs no JSON escaping.
-            text = '{"result": "ok", "messageId": "' + message_id.to_base64() + '"'
-            if context is not None:
-                text += ', "context": ' + json.dumps(context)
-            self._acks.append(text + "}")
         else:
-            frame: dict[str, Any] = {"result": f"send-error:{ERR_UNKNOWN}", "errorMsg": str(error)}
-            if context is not None:
-                frame["context"] = context
-            self._acks.append(json.dumps(frame))
-        if not self._notify_scheduled:
-            self._notify_scheduled = True
-            try:
-                self.loop.call_soon_threadsafe(self._notified)
-            except RuntimeError:  # loop closed during shutdown
-                pass
+            self._pending.append(send)
 
-    def _notified(self) -> None:
-        self._notify_scheduled = False
-        self._wake.set()
+    def answered(self) -> None:
+        """A send was answered: wake the writer (from any thread)."""
+        if threading.get_ident() == self._loop_thread:
+            self._wake.set()
+        else:  # a report served off the loop (a flush while the sidecar shuts down)
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                self.loop.call_soon_threadsafe(self._wake.set)
 
     async def _write(self) -> None:
-        acks = self._acks
+        pending = self._pending
         while True:
             await self._wake.wait()
             self._wake.clear()
             batch: list[str] = []
-            while acks:
-                batch.append(acks.popleft())
-            if not batch:
-                continue
-            try:
-                await self.frames.send(batch)
-            except (ConnectionResetError, RuntimeError):
-                acks.clear()
-            finally:
-                self.in_flight -= len(batch)
-                if self.in_flight < self.max_pending:
-                    self._room.set()
+            while pending:
+                text = pending[0].text
+                if text is None:
+                    break
+                batch.append(text)
+                pending.popleft()
+            if batch:
+                try:
+                    await self.frames.send(batch)
+                except (ConnectionResetError, RuntimeError):
+                    pass  # the client is gone: its answers have nowhere to go
+            if len(pending) < self.max_pending:
+                self._room.set()
 
 
 # --------------------------------------------------------------------------- consumer
@@ -625,7 +665,7 @@ class _ConsumerSession:
     async def _on_frame(self, text: str) -> bool:
         consumer = self.consumer
         try:
-            obj = json.loads(text)
+            obj = _json_loads(text)
             if not isinstance(obj, dict):
                 raise InvalidInputError("a consumer command must be a JSON object")
             kind = obj.get("type")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import logging
 import time
@@ -89,12 +90,17 @@ class ProducerHandle:
     """A producer connection on a topic served here."""
 
     def __init__(
-        self, topic_state: TopicState, producer: PartitionedProducer, partitions: frozenset[int]
+        self,
+        topic_state: TopicState,
+        producer: PartitionedProducer,
+        partitions: frozenset[int],
+        on_queued: Callable[[], None] = lambda: None,
     ) -> None:
         self.seq = next(_SEQ)
         self.topic_state = topic_state
         self.producer = producer
         self.partitions = partitions
+        self._on_queued = on_queued
         self.state = ProducerState.ACTIVE
         self.close_reason: CloseReason | None = None
         self._closed = asyncio.Event()
@@ -120,6 +126,9 @@ class ProducerHandle:
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
+        ``callback`` runs on the engine's event loop once Kafka acknowledged the message
+        (or refused it).
+
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
         """
@@ -129,8 +138,9 @@ class ProducerHandle:
             key=key,
             properties=properties,
             event_time_ms=event_time_ms,
-            max_message_size=self.max_message_size,
+            max_message_size=self.topic_state.limits.max_message_size,
         )
+        self._on_queued()
 
     def mark_closed(self, reason: CloseReason | None) -> None:
         """Enter CLOSED (idempotent) and wake whoever waits for it."""
@@ -230,6 +240,8 @@ class MessagingEngine:
         self._topic_loading: dict[TopicName, asyncio.Future[TopicState]] = {}
         self._admin: Admin | None = None
         self._client: ProducerClient | None = None
+        self._reports_due = asyncio.Event()
+        self._reports_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -242,6 +254,9 @@ class MessagingEngine:
     async def start(self) -> None:
         """Start watching policies and ownership (call on the serving event loop)."""
         self._loop = asyncio.get_running_loop()
+        young, *older = gc.get_threshold()
+        if young < self.config.gc_young_threshold:
+            gc.set_threshold(self.config.gc_young_threshold, *older)
         if self._watcher is None:
             self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
 
@@ -259,9 +274,43 @@ class MessagingEngine:
             self._remove_listener = None
         if self._client is not None:
             client, self._client = self._client, None
+            await self._drain_reports(client, timeout_s=10.0)
+            if self._reports_task is not None:
+                self._reports_task.cancel()
+                self._reports_task = None
             await asyncio.to_thread(client.close)
         for task in list(self._tasks):
             task.cancel()
+
+    # -- delivery reports --------------------------------------------------------------
+    # The shared Kafka producer's reports are served here, on the loop, rather than by a
+    # thread of the client: a report thread takes the GIL once per message and fights the
+    # loop for it, which cost more than half of the producing throughput. Callbacks (the
+    # WebSocket acks) then run on the loop and need no hand-off.
+
+    def _reports_queued(self) -> None:
+        if not self._reports_due.is_set():
+            self._reports_due.set()
+
+    async def _serve_reports(self, client: ProducerClient) -> None:
+        """Poll the producer while sends are in flight; sleep while none are."""
+        due = self._reports_due
+        interval = self.config.report_poll_interval_s
+        while True:
+            await due.wait()
+            due.clear()
+            while client.in_flight:
+                try:
+                    client.poll(0)
+                except Exception:
+                    logger.exception("serving Kafka delivery reports failed; continuing")
+                await asyncio.sleep(interval)
+
+    async def _drain_reports(self, client: ProducerClient, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while client.in_flight and time.monotonic() < deadline:
+            client.poll(0)
+            await asyncio.sleep(0.005)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -715,12 +764,18 @@ class MessagingEngine:
                 raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
             if self._client is None:
                 self._client = await asyncio.to_thread(
-                    ProducerClient, self.transport, linger_ms=self.config.producer_linger_ms
+                    ProducerClient,
+                    self.transport,
+                    linger_ms=self.config.producer_linger_ms,
+                    serve_reports=False,
+                )
+                self._reports_task = asyncio.create_task(
+                    self._serve_reports(self._client), name="producer-reports"
                 )
             producer = PartitionedProducer(
                 self._client, topic, config, num_partitions=ts.num_partitions
             )
-            handle = ProducerHandle(ts, producer, parts)
+            handle = ProducerHandle(ts, producer, parts, self._reports_queued)
             ts.producers[handle.seq] = handle
             logger.info("producer %d opened on %s", handle.seq, topic)
             return handle

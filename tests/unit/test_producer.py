@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable
 
 import pytest
@@ -223,3 +224,28 @@ def test_delivery_failure_becomes_a_delivery_error(
         producer.send_callback(b"x", lambda _mid, err: errors.append(err))
         monkeypatch.setattr(client, "produce", real)
     assert isinstance(errors[0], DeliveryError) and "too large" in str(errors[0])
+
+
+def test_a_client_without_report_thread_answers_only_when_its_owner_polls(
+    transport: MemoryTransport,
+) -> None:
+    topic = _topic(transport, "polled", 2)
+    client = ProducerClient(transport, serve_reports=False)
+    try:
+        producer = PartitionedProducer(client, topic)
+        got: list[MessageId | None] = []
+        for i in range(3):
+            producer.send_callback(f"m{i}".encode(), lambda mid, err: got.append(mid), key="k")
+        time.sleep(0.2)  # no thread would have served them meanwhile
+        assert got == [] and client.in_flight == 3
+        assert client.poll(0) == 3
+        assert client.in_flight == 0
+        assert [m.offset for m in got if m is not None] == [0, 1, 2]
+    finally:
+        client.close()
+
+
+def test_message_id_base64_matches_the_protobuf_bytes() -> None:
+    for mid in (MessageId(-1, 0), MessageId(3, 127), MessageId(0x7FFFFFFF, (1 << 63) - 1)):
+        assert base64.b64decode(mid.to_base64(), validate=True) == mid.to_bytes()
+        assert MessageId.from_base64(mid.to_base64()) == mid
