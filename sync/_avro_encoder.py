@@ -164,9 +164,9 @@ class _Compiler:
             fields.append((f["name"], writer, nullable, "default" in f, f.get("default")))
         plan = tuple(fields)
         if fields and all(n and d and dv is None for _, _, n, d, dv in fields):
-            write_record = self._sparse_record(name, plan)
-            self.named[name] = write_record
-            return write_record
+            sparse = self._sparse_record(name, plan)
+            self.named[name] = sparse
+            return sparse
 
         def write_record(value: Any, out: bytearray) -> None:
             if type(value) is not dict and not isinstance(value, Mapping):

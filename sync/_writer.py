@@ -48,6 +48,15 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PolicyWriter", "WriteResult", "WriterConfig"]
 
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def _uuid4(bits: int) -> str:
+    """``str(uuid.UUID(int=bits, version=4))`` without building a UUID object."""
+    h = "%032x" % ((bits & _UUID_CLEAR) | _UUID_SET)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
 Update = Callable[[Policies | None], Policies | None]
 
 
@@ -93,6 +102,9 @@ class PolicyWriter:
         self._topic = cache.config.topic
         self._tid = WRITER_TRANSACTIONAL_ID_PREFIX + self._topic
         self._producer: Producer | None = None
+        #: Values this update_many call committed under the current producer epoch.
+        self._committed: dict[str, Policies | None] = {}
+        self._unapplied = False  # a bulk transaction committed, not yet seen by the cache
         self._lock = threading.Lock()
         self.fenced_retries = 0
         # Event ids need uniqueness, not secrecy: one urandom seed, then a fast PRNG.
@@ -103,13 +115,26 @@ class PolicyWriter:
         return self.update_many([(target, fn)])[0]
 
     def update_many(self, updates: Iterable[tuple[PolicyTarget, Update]]) -> list[WriteResult]:
-        """Apply many updates, in order, in transactions of ``transaction_batch`` records."""
+        """Apply many updates, in order, in transactions of ``transaction_batch`` records.
+
+        While one producer epoch holds the fence, nobody else can have committed: what
+        this call committed in earlier transactions is known without reading it back
+        (``_committed``), so transactions follow each other without waiting for the cache;
+        the call returns once the cache has applied them all (read-your-writes). If the
+        fence is lost, the overlay goes with it and the cache is synced again.
+        """
         items = list(updates)
         results: list[WriteResult] = []
         with self._lock:
-            size = max(1, self.config.transaction_batch)
-            for start in range(0, len(items), size):
-                results.extend(self._write_chunk(items[start : start + size]))
+            self._committed, self._unapplied = {}, False
+            try:
+                size = max(1, self.config.transaction_batch)
+                for start in range(0, len(items), size):
+                    results.extend(self._write_chunk(items[start : start + size]))
+                if self._unapplied:
+                    self._cache.sync(max(1.0, self.config.timeout_s))
+            finally:
+                self._committed, self._unapplied = {}, False
         return results
 
     def close(self) -> None:
@@ -128,6 +153,7 @@ class PolicyWriter:
                 producer.close()
                 raise
             self._producer = producer
+            self._committed = {}
             # We may have been fenced out before: what others committed must be seen.
             self._cache.sync(timeout_s)
         return self._producer
@@ -180,10 +206,15 @@ class PolicyWriter:
     ) -> list[WriteResult]:
         producer = self._fresh_producer(timeout_s)
         overlay: dict[str, Policies | None] = {}
+        committed = self._committed
+        get = self._cache.get
         planned: list[tuple[PolicyTarget, Policies | None, str | None]] = []
         for target, fn in items:
             key = target.key
-            current = overlay[key] if key in overlay else self._cache.get(key)
+            if key in overlay:
+                current = overlay[key]
+            else:
+                current = committed[key] if key in committed else get(key)
             new = fn(current)
             if new is not None and len(new) == 0:
                 new = None  # an empty policy set is a delete: tombstones compact away
@@ -216,8 +247,10 @@ class PolicyWriter:
                 self._topic, target.key_bytes, value, headers=headers, on_delivery=on_delivery
             )
         producer.commit_transaction(timeout_s)
+        self._committed.update(overlay)
         if bulk:
-            self._cache.sync(max(1.0, timeout_s))
+            # update_many waits for the cache once, after its last transaction.
+            self._unapplied = True
             return [WriteResult(t, p, a) for t, p, a in planned]
         producer.poll(0)
         failed = [r for r in reports if r.error]
@@ -271,7 +304,7 @@ class PolicyWriter:
             },
             "replicateTo": [self.config.cluster],
             "metadata": {
-                "eventId": str(uuid.UUID(int=self._ids.getrandbits(128), version=4)),
+                "eventId": _uuid4(self._ids.getrandbits(128)),
                 "author": self.config.author,
                 "timestampMillis": now_ms,
                 "origin": self.config.origin,

@@ -23,6 +23,7 @@ from sync import (
     PolicyTarget,
     ServiceConfig,
     TopicName,
+    WriterConfig,
 )
 from sync._constants import HEADER_POISON_REASON, HEADER_POISON_SOURCE
 from sync.transport import OFFSET_BEGINNING, DeliveryReport, Transport
@@ -39,8 +40,10 @@ def topic(unique_name: Callable[[str], str]) -> str:
 def services(transport: Transport, topic: str) -> Iterator[Callable[..., PolicyService]]:
     started: list[PolicyService] = []
 
-    def make(**cache: Any) -> PolicyService:
-        cfg = ServiceConfig(cache=CacheConfig(topic=topic, **cache))
+    def make(writer: WriterConfig | None = None, **cache: Any) -> PolicyService:
+        cfg = ServiceConfig(
+            cache=CacheConfig(topic=topic, **cache), writer=writer or WriterConfig()
+        )
         svc = PolicyService(transport, cfg).start(timeout_s=60)
         started.append(svc)
         return svc
@@ -252,6 +255,51 @@ def test_concurrent_admins_lose_no_update(
         svc.cache.sync(30)
         assert svc.get(ORDERS) == Policies(dict.fromkeys(fields, 5))
     # The last record per key in the log is the truth: a fresh replay agrees.
+    assert _fresh_digest(transport, topic) == admins[0].cache.digest()
+
+
+def test_bulk_writes_span_transactions_and_lose_nothing(
+    services: Callable[..., PolicyService], transport: Transport, topic: str
+) -> None:
+    """Multi-transaction set_many calls of several admins at once, on the same keys."""
+    small = WriterConfig(transaction_batch=7)
+    one = services(small)
+    # One call, one key written in several transactions (one of them a lone change):
+    # later transactions must merge onto what earlier ones of the same call committed.
+    others = [(PolicyTarget.parse(f"persistent://acme/ops/o{i}"), {"maxProducerPerTopic": 1})
+              for i in range(6)]  # fmt: skip
+    items = [(ORDERS, {"maxConsumerPerTopic": 1})] + others
+    items += [(ORDERS, {"messageTTLInSeconds": 60})]  # the 8th: a transaction of its own
+    items += others[:6] + [(ORDERS, {"maxProducerPerTopic": 2})]
+    one.set_many(items)
+    assert one.get(ORDERS) == Policies(
+        {"maxConsumerPerTopic": 1, "messageTTLInSeconds": 60, "maxProducerPerTopic": 2}
+    )
+
+    admins = [services(small) for _ in range(3)]
+    fields = ["maxSubscriptionsPerTopic", "maxUnackedMessagesOnConsumer", "maxConsumerPerTopic"]
+    targets = [PolicyTarget.parse(f"persistent://acme/bulk/t{i}") for i in range(30)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(admins))
+
+    def work(svc: PolicyService, field: str) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(1, 4):
+                svc.set_many([(t, {field: round_}) for t in targets])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=a) for a in zip(admins, fields, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors
+    for svc in admins:
+        svc.cache.sync(30)
+        for target in targets:
+            assert svc.get(target) == Policies(dict.fromkeys(fields, 3)), target
     assert _fresh_digest(transport, topic) == admins[0].cache.digest()
 
 
