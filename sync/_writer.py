@@ -70,6 +70,9 @@ class WriterConfig:
     max_attempts: int = 50
     timeout_s: float = 30.0
     transaction_batch: int = 5_000
+    #: Lets bulk transactions go out in large batches. A single write does not wait for
+    #: it: committing a transaction flushes, and librdkafka's flush ignores linger.
+    linger_ms: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +149,9 @@ class PolicyWriter:
     # -- internals ---------------------------------------------------------------------
     def _fresh_producer(self, timeout_s: float) -> Producer:
         if self._producer is None:
-            producer = self._transport.producer(transactional_id=self._tid)
+            producer = self._transport.producer(
+                transactional_id=self._tid, linger_ms=self.config.linger_ms
+            )
             try:
                 producer.init_transactions(timeout_s)
             except TransportError:
