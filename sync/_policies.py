@@ -12,7 +12,7 @@ import enum
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
@@ -60,6 +60,17 @@ class PolicyTarget:
     tenant: str
     namespace: str
     topic: TopicName | None = None
+    _key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The record key is read for every write and lookup: computed once.
+        if self.topic is None:
+            key = f"{NAMESPACE_KEY_PREFIX}{self.tenant}/{self.namespace}"
+        elif self.scope is PolicyScope.GLOBAL:
+            key = f"{GLOBAL_KEY_PREFIX}{self.topic.canonical}"
+        else:
+            key = self.topic.canonical
+        object.__setattr__(self, "_key", key)
 
     @classmethod
     def parse(cls, text: str, *, is_global: bool = False) -> PolicyTarget:
@@ -98,11 +109,7 @@ class PolicyTarget:
     @property
     def key(self) -> str:
         """The record key in ``__change_events``."""
-        if self.topic is None:
-            return f"{NAMESPACE_KEY_PREFIX}{self.tenant}/{self.namespace}"
-        if self.scope is PolicyScope.GLOBAL:
-            return f"{GLOBAL_KEY_PREFIX}{self.topic.canonical}"
-        return self.topic.canonical
+        return self._key
 
     @property
     def key_bytes(self) -> bytes:
@@ -116,7 +123,12 @@ class PolicyTarget:
         return self.key
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
 def _freeze(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, dict):
         return _FrozenDict({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
@@ -125,6 +137,8 @@ def _freeze(value: Any) -> Any:
 
 
 def _thaw(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Mapping):
         return {k: _thaw(v) for k, v in value.items()}
     if isinstance(value, tuple):

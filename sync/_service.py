@@ -140,6 +140,7 @@ class PolicyService:
 
 def _merge_with(fields: Mapping[str, Any]) -> Callable[[Policies | None], Policies | None]:
     def merge(current: Policies | None) -> Policies | None:
-        return (current or Policies()).merged(fields)
+        # Policies() drops null fields: the same as merging into an empty set.
+        return Policies(fields) if current is None else current.merged(fields)
 
     return merge
