@@ -263,6 +263,8 @@ class PolicyCache:
         self._lazy_poison: list[tuple[bytes, bytes, str]] = []
         self._unverified: list[bytes] = []
         self._verify_prefixes: list[bytes] = []
+        self._verify_prefix = b""
+        self._verify_locals: list[bytes] = []
         self._bootstrap_seconds: float | None = None
         self._snapshot_note = "none"
         self._last_snapshot = time.monotonic()
@@ -746,15 +748,21 @@ class PolicyCache:
         """Decode a chunk of replayed-but-never-decoded values (finds poison bodies)."""
         if not self.config.verify:
             return
-        if not self._unverified:
-            # Walk the replayed store one key prefix (namespace) at a time.
-            while self._verify_prefixes and not self._unverified:
-                prefix = self._verify_prefixes.pop()
-                self._unverified = [prefix + local for local in self._store.locals_under(prefix)]
-            if not self._unverified:
+        size = self.config.verify_chunk
+        if self._unverified:
+            chunk = self._unverified[-size:]
+            del self._unverified[-size:]
+        else:
+            # Walk the replayed store one key prefix (namespace) at a time, holding only
+            # references to its local names, never a list of every full key.
+            while not self._verify_locals and self._verify_prefixes:
+                self._verify_prefix = self._verify_prefixes.pop()
+                self._verify_locals = self._store.locals_under(self._verify_prefix)
+            if not self._verify_locals:
                 return
-        chunk = self._unverified[-self.config.verify_chunk :]
-        del self._unverified[-self.config.verify_chunk :]
+            prefix = self._verify_prefix
+            chunk = [prefix + local for local in self._verify_locals[-size:]]
+            del self._verify_locals[-size:]
         for k in chunk:
             token = self._store.token(k)
             if token is not None:
@@ -914,5 +922,6 @@ class PolicyCache:
             listener_errors=c.listener_errors,
             positions=self.positions(),
             unverified=len(self._unverified)
+            + len(self._verify_locals)
             + sum(self._store.size_under(p) for p in list(self._verify_prefixes)),
         )
