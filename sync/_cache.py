@@ -57,7 +57,7 @@ from ._names import TopicName
 from ._policies import Policies, PolicyTarget, effective_policies
 from ._snapshot import Snapshot, load_snapshot, save_snapshot
 from ._store import PolicyStore
-from .transport import OFFSET_BEGINNING, Consumer, Message, Producer, TopicSpec, Transport
+from .transport import Consumer, Message, Producer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -724,17 +724,20 @@ class PolicyCache:
         consumer = self._transport.consumer(read_committed=True)
         deadline = time.monotonic() + _LOCATE_LIMIT_S
         try:
+            starts = consumer.start_offsets(topic, partitions)
             for p in partitions:
                 end = self._applied.get(p, 0)
-                consumer.assign(topic, {p: OFFSET_BEGINNING})
+                if starts[p] >= end:
+                    continue
+                # An explicit offset, not OFFSET_BEGINNING: the position is then valid
+                # before the first fetch, which on a cold client can take a while.
+                consumer.assign(topic, {p: starts[p]})
                 found: int | None = None
                 while time.monotonic() < deadline:
-                    batch = consumer.consume(self.config.batch_size, 0.2)
-                    for m in batch:
+                    for m in consumer.consume(self.config.batch_size, 0.2):
                         if m.key() == key and m.value() == value:
                             found = m.offset()
-                    position = consumer.positions(topic, [p])[p]
-                    if position >= end or (not batch and position < 0):
+                    if consumer.positions(topic, [p])[p] >= end:
                         break
                 if found is not None:
                     return f"{topic}[{p}]@{found}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -182,9 +183,44 @@ def test_poison_is_counted_quarantined_and_never_wedges(
     assert len(quarantined) == 3
     for m in quarantined:
         headers = dict(m.headers() or [])
-        assert headers[HEADER_POISON_SOURCE].decode().startswith(f"{topic}[")
+        assert re.fullmatch(rf"{topic}\[\d+\]@\d+", headers[HEADER_POISON_SOURCE].decode())
         assert headers[HEADER_POISON_REASON]
     assert {m.value() for m in quarantined} == {v for _, v in poison}
+
+
+def test_verifier_finds_poison_bodies_nobody_reads(
+    services: Callable[..., PolicyService], transport: Transport, topic: str
+) -> None:
+    """Replay stores values unread; the verifier decodes them after READY, unasked."""
+    codec = Codec()
+    good = codec.encode(_event("UPDATE", maxConsumerPerTopic=9))
+    # Header and names match the key (so the store packs it), the body after them is cut.
+    cut = good[: good.index(b"orders") + len(b"orders") + 3]
+    services().close()
+    _produce(transport, topic, [(b"persistent://acme/ops/orders", cut)])
+    others = []
+    for i in range(50):
+        event = _event("UPDATE", maxConsumerPerTopic=i)
+        event["topicPoliciesEvent"]["namespace"] = f"n{i}"
+        others.append((f"persistent://acme/n{i}/orders".encode(), codec.encode(event)))
+    _produce(transport, topic, others)
+    svc = services(verify_chunk=7)
+    deadline = time.monotonic() + 30
+    while (svc.cache.stats().unverified or not svc.cache.stats().poison) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    stats = svc.cache.stats()
+    assert stats.unverified == 0 and stats.poison_by_reason == {"undecodable": 1}
+    assert len(svc.cache) == 50 and "persistent://acme/ops/orders" not in svc.cache.keys()
+    dlq = transport.consumer()
+    dlq.assign(topic + ".dlq", {0: OFFSET_BEGINNING})
+    quarantined: list[Any] = []
+    while not quarantined and time.monotonic() < deadline:
+        quarantined.extend(dlq.consume(10, 0.5))
+    dlq.close()
+    assert [m.value() for m in quarantined] == [cut]  # byte for byte, not the packed form
+    assert dict(quarantined[0].headers() or [])[HEADER_POISON_SOURCE] == f"{topic}[0]@0".encode()
 
 
 def test_keyless_records_are_refused_by_the_compacted_topic(
