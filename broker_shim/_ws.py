@@ -12,6 +12,9 @@ serialized ``MessageIdData`` — see :class:`sync.producer.MessageId`):
     server → ``{"result": "ok", "messageId", "context"?}`` or
     ``{"result": "send-error:<code>", "errorMsg", "context"?}`` with Pulsar's codes
     (3 bad JSON, 7 bad payload encoding, 8 anything else, e.g. ``maxMessageSize``).
+    Sends may be pipelined (up to ``maxPendingMessages``, then the connection is not read
+    until answers went out); every send gets exactly one answer, in send order, and an
+    ``ok`` only once Kafka acknowledged the message (``acks=all``).
 
 ``GET /ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}``
     Query: ``subscriptionType`` (``Exclusive`` default, ``Failover``, ``Shared``,

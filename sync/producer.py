@@ -22,9 +22,12 @@ Message ids are Pulsar's own format: base64 of a serialized ``MessageIdData`` pr
 (``ledgerId = 0``, ``entryId = Kafka offset``, ``partition = Pulsar partition index`` or -1
 for a non-partitioned topic), so a Pulsar client can parse one.
 
-Threads: a :class:`ProducerClient` owns one Kafka producer and a daemon thread that serves
-its delivery reports; send callbacks run on that thread (or inside :meth:`flush`). One
-client may be shared by many producers (the sidecar shares one per process).
+Threads: a :class:`ProducerClient` owns one Kafka producer and, by default, a daemon thread
+that serves its delivery reports; send callbacks run on that thread (or inside
+:meth:`~ProducerClient.flush`). An asyncio owner (the sidecar) makes it with
+``serve_reports=False`` and calls :meth:`~ProducerClient.poll` from its loop instead, so
+callbacks run on the loop. One client may be shared by many producers (the sidecar
+shares one per process).
 
 Example::
 
