@@ -198,7 +198,7 @@ def test_verifier_finds_poison_bodies_nobody_reads(
     cut = good[: good.index(b"orders") + len(b"orders") + 3]
     services().close()
     _produce(transport, topic, [(b"persistent://acme/ops/orders", cut)])
-    others = []
+    others: list[tuple[bytes | None, bytes | None]] = []
     for i in range(50):
         event = _event("UPDATE", maxConsumerPerTopic=i)
         event["topicPoliciesEvent"]["namespace"] = f"n{i}"
