@@ -223,16 +223,18 @@ class TopicName:
             domain = _domain_of(domain)
             object.__setattr__(self, "domain", domain)
         canonical = f"{domain.value}://{self.tenant}/{self.namespace}/{self.local_name}"
-        where = f" in topic {canonical!r}"
         namespace = _valid_namespaces.get((self.tenant, self.namespace))
         if namespace is None:
+            where = f" in topic {canonical!r}"
             _check_named_entity("tenant", self.tenant, where)
             _check_named_entity("namespace", self.namespace, where)
             namespace = _namespace(self.tenant, self.namespace)
             if len(_valid_namespaces) >= 4096:
                 _valid_namespaces.clear()
             _valid_namespaces[(self.tenant, self.namespace)] = namespace
-        if _is_java_blank(self.local_name):
+        first = self.local_name[:1]
+        # A name starting with an ASCII letter or digit is not blank: skip the scan.
+        if not (first.isascii() and first.isalnum()) and _is_java_blank(self.local_name):
             raise InvalidTopicNameError(
                 f"Invalid topic name: local name is blank in {canonical!r}; "
                 "give the topic a name after <tenant>/<namespace>/"
@@ -241,7 +243,7 @@ class TopicName:
             # Pulsar would read the extra segment as a V1 cluster and address another topic.
             raise InvalidTopicNameError(
                 f"Invalid topic name: local name {self.local_name!r} must not contain '/'"
-                f"{where}"
+                f" in topic {canonical!r}"
             )
         object.__setattr__(self, "_canonical", canonical)
         object.__setattr__(self, "_namespace_name", namespace)
