@@ -161,18 +161,13 @@ class PolicyStore:
 
     def put_many(self, keys: Iterable[bytes], values: Iterable[bytes]) -> None:
         """:meth:`put` of each pair, in order (the replay's hot path)."""
-        spaces = self._spaces
-        pack = self._pack
-        for key, value in zip(keys, values, strict=True):
-            cut = key.rfind(b"/") + 1
-            prefix, local = key[:cut], key[cut:]
-            space = spaces.get(prefix)
-            if space is None:
-                space = spaces[prefix] = _Namespace(prefix)
-            space.entries[local] = pack(space, local, value)
+        self._many(keys, values, replace=True)
 
     def insert_many(self, keys: Iterable[bytes], values: Iterable[bytes]) -> int:
         """Add each pair whose key is absent ("add if absent"); returns how many were not."""
+        return self._many(keys, values, replace=False)
+
+    def _many(self, keys: Iterable[bytes], values: Iterable[bytes], *, replace: bool) -> int:
         spaces = self._spaces
         pack = self._pack
         present = 0
@@ -182,7 +177,7 @@ class PolicyStore:
             space = spaces.get(prefix)
             if space is None:
                 space = spaces[prefix] = _Namespace(prefix)
-            if local in space.entries:
+            if not replace and local in space.entries:
                 present += 1
             else:
                 space.entries[local] = pack(space, local, value)

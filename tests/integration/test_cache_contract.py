@@ -79,6 +79,28 @@ def _produce(
     return reports
 
 
+def _all_at_once(
+    work: Callable[[PolicyService, str], None], admins: list[PolicyService], fields: list[str]
+) -> None:
+    """Run ``work(admin, field)`` for every admin in its own thread, started together."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(admins))
+
+    def run(svc: PolicyService, field: str) -> None:
+        try:
+            barrier.wait()
+            work(svc, field)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=a) for a in zip(admins, fields, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors
+
+
 def _fresh_digest(transport: Transport, topic: str) -> str:
     cache = PolicyCache(transport, config=CacheConfig(topic=topic, dead_letter=False)).start()
     try:
@@ -270,23 +292,11 @@ def test_concurrent_admins_lose_no_update(
         "maxSubscriptionsPerTopic",
         "maxUnackedMessagesOnConsumer",
     ]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(admins))
-
     def work(svc: PolicyService, field: str) -> None:
-        try:
-            barrier.wait()
-            for i in range(1, 6):
-                svc.set(ORDERS, {field: i})
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for i in range(1, 6):
+            svc.set(ORDERS, {field: i})
 
-    threads = [threading.Thread(target=work, args=a) for a in zip(admins, fields, strict=True)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors
+    _all_at_once(work, admins, fields)
     for svc in admins:
         svc.cache.sync(30)
         assert svc.get(ORDERS) == Policies(dict.fromkeys(fields, 5))
@@ -315,23 +325,11 @@ def test_bulk_writes_span_transactions_and_lose_nothing(
     admins = [services(small) for _ in range(3)]
     fields = ["maxSubscriptionsPerTopic", "maxUnackedMessagesOnConsumer", "maxConsumerPerTopic"]
     targets = [PolicyTarget.parse(f"persistent://acme/bulk/t{i}") for i in range(30)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(admins))
-
     def work(svc: PolicyService, field: str) -> None:
-        try:
-            barrier.wait()
-            for round_ in range(1, 4):
-                svc.set_many([(t, {field: round_}) for t in targets])
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for round_ in range(1, 4):
+            svc.set_many([(t, {field: round_}) for t in targets])
 
-    threads = [threading.Thread(target=work, args=a) for a in zip(admins, fields, strict=True)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(180)
-    assert not errors
+    _all_at_once(work, admins, fields)
     for svc in admins:
         svc.cache.sync(30)
         for target in targets:
