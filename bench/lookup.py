@@ -9,8 +9,19 @@ Figures (printed, and returned by :func:`run`; nothing is asserted):
 * ``http_closed_*`` -- ``GET /lookup/v2/topic/…`` on one sidecar process, load from a
   separate process (:mod:`bench._loadgen`, 16 keep-alive connections, each sending as soon
   as the previous answer arrives): throughput and latency percentiles;
-* ``http_open_*`` -- the same at a fixed offered 5,000 requests/s, latency measured from
-  the scheduled send time (no coordinated omission);
+* ``http_open_*`` -- the same at a fixed offered 5,000 requests/s from a pool of 32
+  connections, latency measured from each request's scheduled time (no coordinated
+  omission), three runs of 5 s (``http_open_runs``; the headline is their median p99);
+* ``*_other_cores`` -- CPU cores kept busy during each HTTP run by processes other than
+  the sidecars and the load generator (Kafka included).
+
+Why the open loop is the figure to believe: a closed loop slows down with the server, so a
+20 ms stall delays the 16 requests in flight and nothing else; at a fixed rate it delays
+the ~100 requests due meanwhile, and the p99 shows it. Stalls come mostly from CPU time
+taken by other processes: with ``sched_autogroup`` (Linux' default) every busy terminal
+session gets an equal share of the cores, so on a shared 2-core machine a few busy
+sessions leave the sidecar and the generator less CPU than 5,000 requests/s need. Read
+an open-loop p99 together with ``*_other_cores``.
 * ``failover_s`` -- kill -9 of the broker owning the most bundles until every survivor
   answers a live owner for every probe topic, per round, with ``session.timeout.ms``.
 
@@ -194,22 +205,48 @@ def _agree(shims: list[_Shim], topics: list[str], banned: str | None) -> bool:
     return all(v == first for v in views) and None not in first and banned not in first
 
 
-def bench_http(shim: _Shim, paths: list[str], workdir: Path, seconds: float) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load(shims: list[_Shim], paths_file: Path, port: int, rate: int, conns: int,
+          seconds: float) -> dict[str, Any]:  # fmt: skip
+    pids = [s.proc.pid for s in shims if s.proc is not None]
+    before, started = [_cpu_s(p) for p in pids], time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench._loadgen",
+            "--port", str(port), "--paths", str(paths_file),
+            "--connections", str(conns), "--duration", str(seconds), "--rate", str(rate),
+        ],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    # The sidecars' CPU over warm-up and run, as cores: about the same rate in both.
+    sidecars = sum(_cpu_s(p) for p in pids) - sum(before)
+    figures: dict[str, Any] = json.loads(done.stdout)
+    figures["sidecar_cores"] = round(sidecars / (time.monotonic() - started), 2)
+    if figures.get("host_busy_cores") is not None:
+        client = figures["client_cpu_s"] / figures["seconds"]
+        other = figures["host_busy_cores"] - client - figures["sidecar_cores"]
+        figures["other_cores"] = round(max(0.0, other), 2)
+    return figures
+
+
+def bench_http(
+    shims: list[_Shim], target: _Shim, paths: list[str], workdir: Path, seconds: float,
+    open_runs: int = 3,
+) -> dict[str, Any]:  # fmt: skip
     """Load one sidecar from a separate process: closed loop, then 5,000/s open loop."""
     paths_file = workdir / "paths.txt"
     paths_file.write_text("\n".join(paths))
-    out: dict[str, Any] = {}
-    for mode, rate in (("closed", "0"), ("open", "5000")):
-        done = subprocess.run(
-            [
-                sys.executable, "-m", "bench._loadgen",
-                "--port", str(shim.port), "--paths", str(paths_file),
-                "--connections", "16", "--duration", str(seconds), "--rate", rate,
-            ],
-            capture_output=True, text=True, check=True, cwd=ROOT,
-        )  # fmt: skip
-        out[mode] = json.loads(done.stdout)
-    return out
+    return {
+        "closed": _load(shims, paths_file, target.port, 0, 16, seconds),
+        "open": [_load(shims, paths_file, target.port, 5000, 32, seconds)
+                 for _ in range(open_runs)],
+    }  # fmt: skip
 
 
 def bench_failover(shims: list[_Shim], topics: list[str], rounds: int) -> list[float]:
@@ -276,17 +313,22 @@ def run(
             paths = ["/lookup/v2/topic/" + t.replace("://", "/") for t in topics]
             for topic in topics[:200]:  # claim every bundle before measuring
                 shims[1].owner_url(topic)
-            http_figures = bench_http(shims[1], paths, workdir, http_seconds)
+            http_figures = bench_http(shims, shims[1], paths, workdir, http_seconds)
             failovers = bench_failover(shims, topics, rounds)
         finally:
             for shim in shims:
                 shim.stop()
 
-    closed, opened = http_figures["closed"], http_figures["open"]
-    for label, fig in (("closed loop (16 conns)", closed), ("open loop at 5,000/s", opened)):
+    closed, runs = http_figures["closed"], http_figures["open"]
+    opened = sorted(runs, key=lambda fig: float(fig["p99_ms"]))[len(runs) // 2]
+    labelled = [("closed loop (16 conns)", closed)]
+    labelled += [(f"open loop at 5,000/s #{i + 1}", fig) for i, fig in enumerate(runs)]
+    for label, fig in labelled:
         print(
             f"  HTTP lookup, {label:<27} {fig['rate']:>12,.0f} /s   p50 {fig['p50_ms']:.2f} ms"
             f"  p99 {fig['p99_ms']:.2f} ms  errors {fig['errors']}"
+            f"  (other processes: {fig.get('other_cores', float('nan')):.2f} of "
+            f"{fig.get('host_cores')} cores)"
         )
     timeout_s = SESSION_TIMEOUT_MS / 1000
     print(
@@ -300,10 +342,13 @@ def run(
         "http_closed_per_s": closed["rate"],
         "http_closed_p50_ms": closed["p50_ms"],
         "http_closed_p99_ms": closed["p99_ms"],
+        "http_closed_other_cores": closed.get("other_cores"),
         "http_open_offered_per_s": 5000,
         "http_open_per_s": opened["rate"],
         "http_open_p50_ms": opened["p50_ms"],
         "http_open_p99_ms": opened["p99_ms"],
+        "http_open_other_cores": opened.get("other_cores"),
+        "http_open_runs": runs,
         "session_timeout_ms": SESSION_TIMEOUT_MS,
         "failover_s": failovers,
         "failover_median_s": statistics.median(failovers),
