@@ -90,7 +90,7 @@ def test_open_loop_counts_a_stall_for_every_request_scheduled_during_it(server: 
     async def run() -> list[float]:
         server.stall(time.perf_counter() + 0.5, stall)
         phase, elapsed = await _phase("127.0.0.1", server.port, _requests(), 8, seconds, rate, True)
-        assert elapsed >= seconds
+        assert elapsed >= seconds - 2 / rate  # the last request is due just before the end
         return phase.latencies
 
     latencies = asyncio.run(run())
