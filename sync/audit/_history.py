@@ -127,9 +127,10 @@ def history_frame(
     With an ``observation``, the job that consumes the frame also fills it with the run's
     totals (see :func:`summary_metrics`): the report needs no second pass for them.
 
-    Fields are compared by a 64-bit hash of their value (maps as sorted entries, so key
-    order does not count): one long per field travels through the window instead of the
-    whole policy struct. Two different values colliding is a 2^-64 event per comparison.
+    Fields are compared by value with null-safe equality (maps as sorted entries, so key
+    order does not count). The window carries the previous change's comparable fields (a
+    struct of mostly nulls, a few hundred bytes in Spark's row format) rather than the
+    whole decoded event.
     """
     policies_type = records.schema["policies"].dataType
     if not isinstance(policies_type, StructType):
@@ -141,19 +142,18 @@ def history_frame(
     action_code = F.lit(_CODES[Action.NONE])
     for action, number in _CODES.items():
         action_code = F.when(code == action.value, number).otherwise(action_code)
-    # A missing policy (first record, delete) hashes exactly like "every field unset".
-    hashes = F.array(*[F.xxhash64(_comparable(policies[f], types[f])) for f in fields])
-    unset = F.array(*[F.xxhash64(F.lit(None)) for _ in fields])
+    # A missing policy (first record, delete) compares exactly like "every field unset".
+    comparable = F.struct(*[_comparable(policies[f], types[f]).alias(f) for f in fields])
     # The window copies every row it buffers: leave the wide policy struct behind.
     narrow = records.select(
         *[c for c in records.columns if c != "policies"],
-        hashes.alias("_hashes"),
+        comparable.alias("_fields"),
         action_code.alias("_code"),
     )
     code = F.col("_code")
     is_change = code.between(_CODES[Action.INSERT], _CODES[Action.DELETE])
     link = F.when(
-        is_change, F.struct(code.alias("a"), F.col("_hashes").alias("h"), F.col("after").alias("j"))
+        is_change, F.struct(code.alias("a"), F.col("_fields").alias("f"), F.col("after").alias("j"))
     )
     earlier = (
         Window.partitionBy("key")
@@ -167,14 +167,15 @@ def history_frame(
         F.last(F.lit(True), ignorenulls=True).over(earlier).isNull().alias("_first_of_key"),
     )
 
-    now, before = F.col("_hashes"), F.coalesce(F.col("_prev.h"), unset)
+    now, before = F.col("_fields"), F.col("_prev.f")
     # array_remove of a sentinel, not filter(array, lambda): higher-order functions are
-    # interpreted row by row, array_remove is compiled.
+    # interpreted row by row, array_remove is compiled. No previous change (null struct)
+    # reads as every field unset.
     changed = F.array_remove(
         F.array(
             *[
-                F.when(is_change & (now[i] != before[i]), F.lit(f)).otherwise(F.lit(""))
-                for i, f in enumerate(fields)
+                F.when(is_change & ~now[f].eqNullSafe(before[f]), F.lit(f)).otherwise(F.lit(""))
+                for f in fields
             ]
         ),
         "",

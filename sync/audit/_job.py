@@ -330,7 +330,9 @@ def collect_report_data(
     max_anomalies: int = _REPORT_ANOMALIES,
 ) -> ReportData:
     """What the report shows: ``metrics`` (observed while the history was written) plus
-    a few aggregations of the written history and anomalies."""
+    the counts of one aggregation over the written history and anomalies, and the first
+    anomalies. Two Spark jobs in all: each job costs planning, code generation and task
+    start-up, which on a small log is most of the time."""
 
     def prefixed(prefix: str) -> dict[str, int]:
         return {
@@ -340,57 +342,15 @@ def collect_report_data(
         }
 
     actions, scopes = prefixed("action:"), prefixed("scope:")
-    fields = [
-        (r["field"], r["count"])
-        for r in history.select(F.explode("changed_fields").alias("field"))
-        .groupBy("field")
-        .count()
-        .orderBy(F.desc("count"), "field")
-        .limit(_TOP_FIELDS)
-        .collect()
-    ]
-    changes = history.where(F.col("action").isin(*[a.value for a in CHANGE_ACTIONS]))
     first, last = _utc(metrics.get("first_ms")), _utc(metrics.get("last_ms"))
     span = (last - first).total_seconds() if first and last else 0.0
     bucket = choose_bucket_seconds(span)
-    namespace = F.coalesce(F.col("namespace"), F.lit("(unparsable key)"))
-    start = F.floor(F.unix_seconds("timestamp") / bucket) * bucket * 1000
-    # One scan of the history: namespace x bucket counts (small), then everything else
-    # from that.
-    per_bucket = changes.groupBy(namespace.alias("ns"), start.alias("start")).count().persist()
-    try:
-        top = [
-            r["ns"]
-            for r in per_bucket.groupBy("ns")
-            .agg(F.sum("count").alias("n"))
-            .orderBy(F.desc("n"), "ns")
-            .limit(_TOP_NAMESPACES)
-            .collect()
-        ]
-        label = F.when(F.col("ns").isin(*top), F.col("ns")).otherwise(F.lit(_OTHER_NAMESPACES))
-        timeline = [
-            (_utc_required(r["start"]), r["label"], int(r["n"]))
-            for r in per_bucket.groupBy("start", label.alias("label"))
-            .agg(F.sum("count").alias("n"))
-            .collect()
-        ]
-    finally:
-        per_bucket.unpersist()
-    authors = [
-        (r["who"], r["count"])
-        for r in changes.groupBy(F.coalesce("author", F.lit(_NO_AUTHOR)).alias("who"))
-        .count()
-        .orderBy(F.desc("count"), "who")
-        .limit(_TOP_AUTHORS)
-        .collect()
-    ]
-    anomaly_counts = [
-        (r["kind"], r["severity"], r["count"])
-        for r in anomalies.groupBy("kind", "severity")
-        .count()
-        .orderBy(F.desc("count"), "kind")
-        .collect()
-    ]
+    tallies = _tallies(history, anomalies, bucket)
+    rows = tallies.limit(_COLLECT_LIMIT + 1).collect()
+    counted = [(r["tag"], int(r["count"])) for r in rows]
+    if len(counted) > _COLLECT_LIMIT:
+        counted = _reduced_tallies(tallies)
+    fields, authors, anomaly_counts, timeline = _from_tallies(counted)
     columns = [
         F.unix_millis("timestamp").alias(f.name) if f.name == "timestamp" else F.col(f.name)
         for f in dataclass_fields(AnomalyRow)
@@ -419,4 +379,122 @@ def collect_report_data(
         anomalies=listed,
         anomalies_total=sum(n for _, _, n in anomaly_counts),
         rules=rules,
+    )
+
+
+#: Tags of the report's tally (field names have no control characters; the rest are
+#: prefixed with one): ``<field>``, ``\x1ft<namespace>\x1f<bucket ms>``, ``\x1fa<author>``,
+#: ``\x1fk<kind>\x1f<severity>``.
+_SEP = "\x1f"
+_TIMELINE, _AUTHOR, _ANOMALY = _SEP + "t", _SEP + "a", _SEP + "k"
+#: Tallies up to this many distinct tags are collected whole; beyond (a huge number of
+#: namespaces or authors) they are cut down in Spark first.
+_COLLECT_LIMIT = 50_000
+
+
+def _tallies(history: DataFrame, anomalies: DataFrame, bucket_s: int) -> DataFrame:
+    """(tag, count) of every field changed, every change per namespace and time bucket,
+    every change per author, and every anomaly per kind and severity: one job."""
+    is_change = F.col("action").isin(*[a.value for a in CHANGE_ACTIONS])
+    namespace = F.coalesce(F.col("namespace"), F.lit("(unparsable key)"))
+    start = F.floor(F.unix_seconds("timestamp") / bucket_s) * bucket_s * 1000
+    per_change = F.array(
+        F.concat(F.lit(_TIMELINE), namespace, F.lit(_SEP), start.cast("string")),
+        F.concat(F.lit(_AUTHOR), F.coalesce("author", F.lit(_NO_AUTHOR))),
+    )
+    tags = F.concat(
+        F.when(is_change, per_change).otherwise(F.array().cast("array<string>")),
+        F.col("changed_fields"),
+    )
+    kinds = F.concat(F.lit(_ANOMALY), F.col("kind"), F.lit(_SEP), F.col("severity"))
+    return (
+        history.select(F.explode(tags).alias("tag"))
+        .unionByName(anomalies.select(kinds.alias("tag")))
+        .groupBy("tag")
+        .count()
+    )
+
+
+def _reduced_tallies(tallies: DataFrame) -> list[tuple[str, int]]:
+    """The tallies the report needs when there are too many to collect: the top fields and
+    authors, every anomaly count, the top namespaces' buckets and the rest merged."""
+    tallies = tallies.persist()
+    try:
+        tag, n = F.col("tag"), F.col("count")
+        timeline = tallies.where(tag.startswith(_TIMELINE)).select(
+            F.substring_index(F.substring(tag, len(_TIMELINE) + 1, 1 << 30), _SEP, 1).alias("ns"),
+            F.substring_index(tag, _SEP, -1).alias("start"),
+            n,
+        )
+        top = [
+            r["ns"]
+            for r in timeline.groupBy("ns")
+            .agg(F.sum("count").alias("n"))
+            .orderBy(F.desc("n"), "ns")
+            .limit(_TOP_NAMESPACES)
+            .collect()
+        ]
+        label = F.when(F.col("ns").isin(*top), F.col("ns")).otherwise(F.lit(_OTHER_NAMESPACES))
+        merged = timeline.groupBy(label.alias("ns"), "start").agg(F.sum("count").alias("count"))
+        parts = [
+            tallies.where(~tag.startswith(_SEP)).orderBy(F.desc("count"), "tag").limit(_TOP_FIELDS),
+            tallies.where(tag.startswith(_AUTHOR))
+            .orderBy(F.desc("count"), "tag")
+            .limit(_TOP_AUTHORS),
+            tallies.where(tag.startswith(_ANOMALY)),
+            merged.select(
+                F.concat(F.lit(_TIMELINE), "ns", F.lit(_SEP), "start").alias("tag"), "count"
+            ),
+        ]
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        return [(r["tag"], int(r["count"])) for r in union.collect()]
+    finally:
+        tallies.unpersist()
+
+
+def _top(counts: Mapping[str, int], n: int) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def _from_tallies(
+    counted: list[tuple[str, int]],
+) -> tuple[
+    list[tuple[str, int]],
+    list[tuple[str, int]],
+    list[tuple[str, str, int]],
+    list[tuple[datetime, str, int]],
+]:
+    """Fields, authors, anomaly counts and the timeline (top namespaces, the rest merged)."""
+    fields: dict[str, int] = {}
+    authors: dict[str, int] = {}
+    anomaly_counts: list[tuple[str, str, int]] = []
+    buckets: dict[tuple[str, int], int] = {}
+    for tag, n in counted:
+        if not tag.startswith(_SEP):
+            fields[tag] = n
+        elif tag.startswith(_AUTHOR):
+            authors[tag[len(_AUTHOR) :]] = n
+        elif tag.startswith(_ANOMALY):
+            kind, _, severity = tag[len(_ANOMALY) :].rpartition(_SEP)
+            anomaly_counts.append((kind, severity, n))
+        elif tag.startswith(_TIMELINE):
+            namespace, _, at = tag[len(_TIMELINE) :].rpartition(_SEP)
+            buckets[(namespace, int(at))] = buckets.get((namespace, int(at)), 0) + n
+    per_namespace: dict[str, int] = {}
+    for (namespace, _), n in buckets.items():
+        if namespace != _OTHER_NAMESPACES:
+            per_namespace[namespace] = per_namespace.get(namespace, 0) + n
+    top = {ns for ns, _ in _top(per_namespace, _TOP_NAMESPACES)}
+    timeline: dict[tuple[int, str], int] = {}
+    for (namespace, start), n in buckets.items():
+        label = namespace if namespace in top else _OTHER_NAMESPACES
+        timeline[(start, label)] = timeline.get((start, label), 0) + n
+    anomaly_counts.sort(key=lambda t: (-t[2], t[0], t[1]))
+    return (
+        _top(fields, _TOP_FIELDS),
+        _top(authors, _TOP_AUTHORS),
+        anomaly_counts,
+        [(_utc_required(start), label, n) for (start, label), n in sorted(timeline.items())],
     )

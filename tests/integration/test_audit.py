@@ -49,6 +49,7 @@ from sync.audit import (
     SparkConfig,
     SparkProgress,
     SparkSchemas,
+    _job,
     changed_fields,
     reconcile,
     run_archive,
@@ -432,8 +433,46 @@ def test_history_diffs_and_anomalies_match_an_independent_decode(
 
     report = (tmp_path / "report.html").read_text()
     assert report.count("data:image/png;base64,") == 4
+    _check_report_tallies(spark, tmp_path, expected)
     assert "bad magic 0001" in report
     assert summary.anomalies[("poison", "error")] == 4
+
+
+def _check_report_tallies(spark: SparkSession, out: Path, expected: list[Expected]) -> None:
+    """The report's counts equal the oracle's, whether the tallies are collected whole or,
+    as for a huge number of namespaces or authors, cut down in Spark first."""
+    history = spark.read.parquet(str(out / "history"))
+    anomalies = spark.read.parquet(str(out / "anomalies"))
+    metrics = {"records": history.count(), "first_ms": 0, "last_ms": 1}
+    whole = _job.collect_report_data(history, anomalies, metrics, source="s", rules=RULES)
+    fields: dict[str, int] = {}
+    authors: dict[str, int] = {}
+    for row in expected:
+        for name in row.changed or []:
+            fields[name] = fields.get(name, 0) + 1
+        if row.action in _CHANGES:
+            who = row.author or "(no metadata: v1 event or bare tombstone)"
+            authors[who] = authors.get(who, 0) + 1
+    assert dict(whole.field_changes) == fields
+    assert dict(whole.authors) == authors
+    changes = sum(1 for r in expected if r.action in _CHANGES)
+    assert sum(n for _, _, n in whole.changes_over_time) == changes
+    assert {label for _, label, _ in whole.changes_over_time} == {
+        _namespace_of(r.key) for r in expected if r.action in _CHANGES
+    }
+    kinds = {(r["kind"], r["severity"]) for r in anomalies.collect()}
+    assert {(k, s) for k, s, _ in whole.anomaly_counts} == kinds
+    assert whole.anomalies_total == anomalies.count()
+    original = _job._COLLECT_LIMIT
+    _job._COLLECT_LIMIT = 3  # force the reduction in Spark
+    try:
+        reduced = _job.collect_report_data(history, anomalies, metrics, source="s", rules=RULES)
+    finally:
+        _job._COLLECT_LIMIT = original
+    assert reduced.field_changes == whole.field_changes
+    assert reduced.authors == whole.authors
+    assert reduced.anomaly_counts == whole.anomaly_counts
+    assert sorted(reduced.changes_over_time) == sorted(whole.changes_over_time)
 
 
 # ---------------------------------------------------------------------------- reconcile
