@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 import logging
@@ -30,6 +31,7 @@ from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
 from ._ws import add_ws_routes
+from .registry import ServiceState
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ __all__ = ["build_app"]
 
 SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
 SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
+FREEZE_KEY = web.AppKey("freeze-heap", asyncio.Task[None])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -185,8 +188,35 @@ async def delete_policy(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-def build_app(sidecar: Sidecar) -> web.Application:
-    """The aiohttp application of one sidecar (the service is started on startup)."""
+def _ready(app: web.Application) -> bool:
+    svc = app[SIDECAR_KEY].service
+    if svc is None or svc.cache.state is not CacheState.READY:
+        return False
+    return CLUSTER_KEY not in app or app[CLUSTER_KEY].service.state is ServiceState.READY
+
+
+async def _freeze_heap_when_ready(app: web.Application) -> None:
+    """Once the sidecar is ready, move what start-up allocated (modules, Kafka clients,
+    replayed tables) out of the garbage collector's reach.
+
+    A full collection walks every tracked object with the event loop stopped: ~16 ms of
+    CPU for a fresh sidecar's ~45,000 objects, ~80 ms once the topic-name caches are full,
+    on the 2-core benchmark machine. Nothing frozen here is garbage, so later collections
+    only walk what was allocated since.
+    """
+    while not _ready(app):
+        await asyncio.sleep(0.2)
+    gc.collect()
+    gc.freeze()
+    logger.info("sidecar ready: %d start-up objects frozen out of GC", gc.get_freeze_count())
+
+
+def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
+    """The aiohttp application of one sidecar (the service is started on startup).
+
+    ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
+    :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
+    """
     app = web.Application(middlewares=[_errors])
     app[SIDECAR_KEY] = sidecar
     if sidecar.cluster is not None:
@@ -208,9 +238,13 @@ def build_app(sidecar: Sidecar) -> web.Application:
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)
         app[SUPERVISOR_KEY] = asyncio.create_task(sidecar.supervise())
+        if freeze_heap:
+            app[FREEZE_KEY] = asyncio.create_task(_freeze_heap_when_ready(app))
 
     async def on_cleanup(app: web.Application) -> None:
         app[SUPERVISOR_KEY].cancel()
+        if FREEZE_KEY in app:
+            app[FREEZE_KEY].cancel()
         await asyncio.to_thread(sidecar.close)
 
     app.on_startup.append(on_startup)

