@@ -50,7 +50,6 @@ to the 123 bytes a close frame allows.
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import contextlib
 import datetime as dt
@@ -327,7 +326,7 @@ def encode_message_frame(delivery: Delivery, message_id: str | None = None) -> s
     properties, event_time = decode_properties(entry.headers)
     frame: dict[str, Any] = {
         "messageId": message_id or delivery.message_id.to_base64(),
-        "payload": base64.b64encode(entry.payload).decode("ascii"),
+        "payload": binascii.b2a_base64(entry.payload, newline=False).decode("ascii"),
         "properties": properties,
         "publishTime": _iso(entry.publish_ms),
         "redeliveryCount": delivery.redelivery_count,

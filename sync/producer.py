@@ -151,7 +151,11 @@ class MessageId:
     def to_bytes(self) -> bytes:
         """The serialized ``MessageIdData``."""
         out = bytearray(b"\x08\x00\x10")  # ledgerId = 0, then the entryId tag
-        _varint(self.offset, out)
+        value = self.offset  # never negative (checked on construction): a plain varint
+        while value >= 0x80:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
         out += _partition_field(self.partition)
         return bytes(out)
 
