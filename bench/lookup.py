@@ -60,6 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SESSION_TIMEOUT_MS = 1000
 BUNDLES = 16
+#: Other processes busier than this share of the cores make an HTTP latency figure suspect.
+BUSY_SHARE = 0.25
 
 
 def _free_port() -> int:
@@ -324,11 +326,13 @@ def run(
     labelled = [("closed loop (16 conns)", closed)]
     labelled += [(f"open loop at 5,000/s #{i + 1}", fig) for i, fig in enumerate(runs)]
     for label, fig in labelled:
+        other, cores = fig.get("other_cores"), fig.get("host_cores") or 1
+        busy = other is not None and other > BUSY_SHARE * cores
         print(
             f"  HTTP lookup, {label:<27} {fig['rate']:>12,.0f} /s   p50 {fig['p50_ms']:.2f} ms"
             f"  p99 {fig['p99_ms']:.2f} ms  errors {fig['errors']}"
-            f"  (other processes: {fig.get('other_cores', float('nan')):.2f} of "
-            f"{fig.get('host_cores')} cores)"
+            f"  (other processes: {float('nan') if other is None else other:.2f} of "
+            f"{cores} cores{'; machine busy, p99 not representative' if busy else ''})"
         )
     timeout_s = SESSION_TIMEOUT_MS / 1000
     print(
