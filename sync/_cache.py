@@ -251,6 +251,9 @@ class PolicyCache:
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._progress = threading.Condition()
+        #: Held by the reader while it applies a batch and publishes its positions, so a
+        #: copy of the store taken under it matches the positions (digest, snapshots).
+        self._apply_lock = threading.Lock()
         self._store = PolicyStore(self.codec.header)
         self._decoded: OrderedDict[bytes, tuple[bytes, Policies | None]] = OrderedDict()
         self._decoded_lock = threading.Lock()
@@ -406,14 +409,15 @@ class PolicyCache:
                     "--bootstrap-timeout or investigate the partition"
                 )
             batch = consumer.consume(cfg.batch_size, 0.2)
-            if batch:
-                records += len(batch)
-                self._apply_replay(batch)
-            for p, pos in consumer.positions(cfg.topic, sorted(pending)).items():
-                if pos > applied[p]:
-                    applied[p] = pos
-            pending = {p for p in pending if applied[p] < ends[p]}
-            self._publish_positions(applied)
+            with self._apply_lock:
+                if batch:
+                    records += len(batch)
+                    self._apply_replay(batch)
+                for p, pos in consumer.positions(cfg.topic, sorted(pending)).items():
+                    if pos > applied[p]:
+                        applied[p] = pos
+                pending = {p for p in pending if applied[p] < ends[p]}
+                self._publish_positions(applied)
         self._bootstrap_seconds = time.monotonic() - started
         # For sync()/lag() from other threads while the reader consumes.
         self._probe = self._transport.consumer(read_committed=True)
@@ -596,19 +600,20 @@ class PolicyCache:
         applied = dict(self._applied)
         while not self._stop.is_set():
             batch = consumer.consume(cfg.batch_size, cfg.tail_poll_s)
-            if batch and not self._dispatcher.active:
-                # Nobody listens: classify only; first read or the verifier decodes.
-                self._apply_replay(batch, self._unverified)
-                for m in batch:
-                    self._observe(m)
-            else:
-                for m in batch:
-                    self._apply_live(m)
-                    applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
-            for p, pos in consumer.positions(cfg.topic, self._partitions).items():
-                if pos > applied.get(p, 0):
-                    applied[p] = pos
-            self._publish_positions(applied)
+            with self._apply_lock:
+                if batch and not self._dispatcher.active:
+                    # Nobody listens: classify only; first read or the verifier decodes.
+                    self._apply_replay(batch, self._unverified)
+                    for m in batch:
+                        self._observe(m)
+                else:
+                    for m in batch:
+                        self._apply_live(m)
+                        applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
+                for p, pos in consumer.positions(cfg.topic, self._partitions).items():
+                    if pos > applied.get(p, 0):
+                        applied[p] = pos
+                self._publish_positions(applied)
             self._drain_lazy_poison()
             if not batch:
                 self._verify_some()
@@ -852,7 +857,8 @@ class PolicyCache:
     def digest(self) -> str:
         """sha256 over (key, value) of every entry in key order: equal digests, equal caches."""
         h = hashlib.sha256()
-        state = self._store.packed_state()  # consistent under the reader's writes
+        with self._apply_lock:
+            state = self._store.packed_state()
         frozen = PolicyStore.restore(self._store.header, state)
         for k in sorted(frozen.keys()):
             v = frozen.get(k)

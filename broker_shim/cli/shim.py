@@ -7,6 +7,7 @@ import logging
 import os
 from pathlib import Path
 
+from aiohttp import log as web_log
 from aiohttp import web
 
 from sync import ConfigurationError
@@ -52,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--bootstrap-timeout", type=float, default=120.0)
     run.add_argument("--log-level", default="info")
+    run.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every HTTP request (off by default: at thousands of lookups a second "
+        "the log line costs more CPU than the lookup)",
+    )
     add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser
 
@@ -88,7 +95,13 @@ def _run(args: argparse.Namespace) -> int:
     # run_app turns SIGTERM/SIGINT into a graceful shutdown that runs on_cleanup,
     # which closes the cache (writing its snapshot) before the process exits.
     bind = args.listen_host or config.host
-    web.run_app(build_app(sidecar), host=bind, port=config.http_port, print=None)
+    web.run_app(
+        build_app(sidecar),
+        host=bind,
+        port=config.http_port,
+        print=None,
+        access_log=web_log.access_logger if args.access_log else None,
+    )
     return 0
 
 

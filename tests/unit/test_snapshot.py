@@ -23,3 +23,18 @@ def test_missing_corrupt_and_foreign_files_are_refused(tmp_path: Path) -> None:
     assert load_snapshot(tmp_path / "s")[1] == "snapshot is corrupt (digest mismatch)"
     (tmp_path / "x").write_bytes(b"hello")
     assert load_snapshot(tmp_path / "x")[1] == "snapshot has an unknown format"
+
+
+def test_large_prefixes_are_written_in_pieces_and_read_back_whole(tmp_path: Path) -> None:
+    import marshal
+
+    from sync import _snapshot
+
+    big = {f"t{i}".encode(): bytes([i % 256]) * 3 for i in range(2 * _snapshot._PIECE + 5)}
+    store = {b"persistent://a/b/": big, b"__NS__a/": {b"b": b"x"}, b"": {}}
+    snap = Snapshot("t", "id", 1, {0: 1, 1: 2}, store, bytes(10))
+    save_snapshot(tmp_path / "s", snap)
+    payload = (tmp_path / "s").read_bytes()[40:]
+    assert payload.count(marshal.dumps(b"persistent://a/b/")) == 3  # three pieces
+    loaded, why = load_snapshot(tmp_path / "s")
+    assert why == "ok" and loaded == Snapshot("t", "id", 1, {0: 1, 1: 2}, store, bytes(10))
