@@ -12,7 +12,7 @@ import base64
 import gc
 import json
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -26,8 +26,6 @@ from sync._kafka_names import kafka_topic_of
 from sync.producer import MessageId
 from sync.transport import (
     OFFSET_BEGINNING,
-    DeliveryCallback,
-    Header,
     MemoryBroker,
     MemoryTransport,
     TopicSpec,
@@ -48,19 +46,8 @@ class ScriptedProducer(MemoryProducer):
         self.reverse = True
         self.produced = 0
 
-    def produce(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        partition: int | None = None,
-        headers: Sequence[Header] | None = None,
-        on_delivery: DeliveryCallback | None = None,
-    ) -> None:
-        super().produce(
-            topic, key, value, partition=partition, headers=headers, on_delivery=on_delivery
-        )
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        super().produce(*args, **kwargs)
         self.produced += 1
 
     def poll(self, timeout_s: float = 0.0) -> int:
