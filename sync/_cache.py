@@ -124,6 +124,9 @@ class CacheConfig:
     verify: bool = True
     verify_chunk: int = 2_000
     tail_poll_s: float = 0.05
+    #: How long the broker may hold an empty fetch. A committed record ends the wait at
+    #: once (no latency cost); a longer wait means fewer requests from an idle cache.
+    fetch_wait_max_ms: int = 100
 
     def topic_spec(self) -> TopicSpec:
         return TopicSpec(
@@ -380,7 +383,9 @@ class PolicyCache:
         # Offsets are asked on the replay consumer itself, before assign() and at explicit
         # positions: a cold client, OFFSET_BEGINNING, or offset queries after assign()
         # each delayed the first fetch by hundreds of milliseconds.
-        consumer = self._transport.consumer(read_committed=True)
+        consumer = self._transport.consumer(
+            read_committed=True, fetch_wait_max_ms=cfg.fetch_wait_max_ms
+        )
         starts = consumer.start_offsets(cfg.topic, self._partitions)
         positions = self._restore_snapshot(starts)
         ends = consumer.end_offsets(cfg.topic, self._partitions)
