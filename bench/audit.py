@@ -21,7 +21,7 @@ import os
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import Producer
@@ -49,10 +49,18 @@ class BenchResult:
     produce_s: float
     count_s: float
     audit_s: float
+    #: Every round's (read+count, audit) seconds, and the 1-minute load average before
+    #: and after the timed rounds (the host may be shared: the load says how much).
+    rounds: tuple[tuple[float, float], ...] = ()
+    load_before: float = 0.0
+    load_after: float = 0.0
 
     @property
     def ratio(self) -> float:
         return self.audit_s / self.count_s if self.count_s else float("inf")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": round(self.ratio, 2), "target_ratio": 3.0}
 
 
 def _event(codec: Codec, target: PolicyTarget, action: str, variant: int) -> bytes:
@@ -132,7 +140,7 @@ def run(
     master: str = "local[*]",
     warmup: int = 20_000,
     rounds: int = 2,
-) -> BenchResult:
+) -> dict[str, Any]:
     """Produce ``n`` events, then time Spark's read+count and the full audit of them.
 
     An untimed audit of a separate ``warmup``-event topic comes first (JIT, class loading,
@@ -152,11 +160,13 @@ def run(
     source = KafkaSource(bootstrap, topic)
     counts: list[float] = []
     audits: list[float] = []
+    load_before = load_after = 0.0
     try:
         with tempfile.TemporaryDirectory(prefix="bench-audit-warmup-") as out:
             started = time.monotonic()
             run_audit(spark, KafkaSource(bootstrap, warm_topic), out)
             print(f"warm-up audit of {warmup:,} events: {time.monotonic() - started:.1f}s")
+        load_before = os.getloadavg()[0]
         for _ in range(rounds):
             started = time.monotonic()
             counted = read_log(spark, source).count()
@@ -166,6 +176,7 @@ def run(
                 summary = run_audit(spark, source, out)
                 audits.append(time.monotonic() - started)
             print(f"  round: read+count {counts[-1]:.2f}s, audit {audits[-1]:.2f}s", flush=True)
+        load_after = os.getloadavg()[0]
     finally:
         spark.stop()
     if counted != n or summary.records != n:
@@ -173,11 +184,14 @@ def run(
             f"expected {n} records, Spark counted {counted}, audited {summary.records}"
         )
     count_s, audit_s = min(counts), min(audits)
-    result = BenchResult(n, produce_s, count_s, audit_s)
+    pairs = tuple(zip(counts, audits, strict=True))
+    result = BenchResult(n, produce_s, count_s, audit_s, pairs, load_before, load_after)
     print(f"spark read+count : {count_s:8.2f}s  ({n / count_s:,.0f} records/s, best of {rounds})")
     print(f"spark audit      : {audit_s:8.2f}s  ({n / audit_s:,.0f} records/s, best of {rounds})")
     print(f"audit / count    : {result.ratio:8.2f}x  (target <= 3x)")
-    return result
+    cores = os.cpu_count()
+    print(f"load average     : {load_before:.1f} before, {load_after:.1f} after ({cores} cores)")
+    return result.as_dict()
 
 
 def main() -> None:

@@ -100,3 +100,32 @@ def test_an_empty_log_renders() -> None:
     assert "No anomalies." in page
     assert "No changes to chart." in page
     assert "data:image/png" not in page
+
+
+def test_report_tallies_parse_into_fields_authors_kinds_and_a_timeline() -> None:
+    from sync.audit._job import _from_tallies
+
+    sep = "\x1f"
+    t0_ms = int((T0 - datetime(1970, 1, 1)).total_seconds() * 1000)
+    counted = [
+        ("maxConsumerPerTopic", 5),
+        ("retentionPolicies", 7),
+        (f"{sep}aalice", 3),
+        (f"{sep}awho\x1fever", 9),  # an author may contain anything after the prefix
+        (f"{sep}kpoison{sep}error", 2),
+        (f"{sep}kburst{sep}warning", 4),
+    ]
+    # Ten namespaces: the eight busiest keep their name, the rest are merged.
+    counted += [(f"{sep}tt/ns{i}{sep}{t0_ms}", 10 + i) for i in range(10)]
+    counted += [(f"{sep}tt/ns9{sep}{t0_ms + 60_000}", 1)]
+    fields, authors, kinds, timeline = _from_tallies(counted)
+
+    assert fields == [("retentionPolicies", 7), ("maxConsumerPerTopic", 5)]
+    assert authors == [("who\x1fever", 9), ("alice", 3)]
+    assert kinds == [("burst", "warning", 4), ("poison", "error", 2)]
+    named = {label for _, label, _ in timeline} - {"(other namespaces)"}
+    assert named == {f"t/ns{i}" for i in range(2, 10)}
+    at_t0 = {label: n for at, label, n in timeline if at == T0}
+    assert at_t0["(other namespaces)"] == 10 + 11
+    assert (T0 + timedelta(minutes=1), "t/ns9", 1) in timeline
+    assert sum(n for _, _, n in timeline) == sum(10 + i for i in range(10)) + 1
