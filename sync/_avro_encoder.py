@@ -167,24 +167,7 @@ class _Compiler:
             sparse = self._sparse_record(name, plan)
             self.named[name] = sparse
             return sparse
-
-        def write_record(value: Any, out: bytearray) -> None:
-            if type(value) is not dict and not isinstance(value, Mapping):
-                raise CodecError(f"record {name} needs a mapping, got {type(value).__name__}")
-            get = value.get
-            for fname, writer, nullable, has_default, default in plan:
-                item = get(fname, _MISSING)
-                if item is _MISSING:
-                    if not has_default:
-                        raise CodecError(f"{name}.{fname} is required")
-                    item = default
-                if nullable:
-                    if item is None:
-                        out.append(0)
-                        continue
-                    out.append(2)  # zig-zag varint of branch index 1
-                writer(item, out)
-
+        write_record = _generate_record(name, schema["fields"], plan)
         self.named[name] = write_record
         return write_record
 
@@ -196,14 +179,14 @@ class _Compiler:
         null-branch bytes between the fields present, in schema order, instead of one
         step per field.
         """
-        index = {fname: (i, writer) for i, (fname, writer, _, _, _) in enumerate(plan)}
+        index = {fname: (i, writer, fname) for i, (fname, writer, _, _, _) in enumerate(plan)}
         count = len(plan)
         nulls = [b"\x00" * n for n in range(count + 1)]
 
         def write_sparse(value: Any, out: bytearray) -> None:
             if type(value) is not dict and not isinstance(value, Mapping):
                 raise CodecError(f"record {name} needs a mapping, got {type(value).__name__}")
-            present = sorted(index[k] + (k,) for k in value if k in index)
+            present = sorted([index[k] for k in value if k in index])
             at = 0
             for i, writer, fname in present:
                 if i > at:
@@ -278,6 +261,96 @@ class _Compiler:
 
 
 _MISSING = object()
+
+
+def _inline(schema: Any, var: str, writer: Writer, env: dict[str, Any], pad: str) -> str:
+    """Python source writing ``var`` (already bound) to ``out``, for the common types.
+
+    Anything else, and every unusual value (wrong type, out of the short-varint range),
+    goes through ``writer``, the compiled closure for the type, which does the full checks.
+    """
+    kind = schema.get("type") if isinstance(schema, dict) else schema
+    if isinstance(kind, dict | list):
+        return _inline(kind, var, writer, env, pad)
+    slow = f"_w{len(env)}"
+    env[slow] = writer
+    if kind == "string":
+        return (
+            f"{pad}if type({var}) is str:\n"
+            f"{pad}    _d = {var}.encode()\n"
+            f"{pad}    if len(_d) < 64:\n"
+            f"{pad}        out.append(len(_d) << 1)\n"
+            f"{pad}    else:\n"
+            f"{pad}        _write_long(len(_d), out)\n"
+            f"{pad}    out += _d\n"
+            f"{pad}else:\n"
+            f"{pad}    {slow}({var}, out)\n"
+        )
+    if kind in ("int", "long"):
+        bits = 31 if kind == "int" else 63
+        return (
+            f"{pad}if type({var}) is int and {-(2**bits)} <= {var} < {2**bits}:\n"
+            f"{pad}    _n = ({var} << 1) ^ ({var} >> 63)\n"
+            f"{pad}    while _n > 0x7F:\n"
+            f"{pad}        out.append((_n & 0x7F) | 0x80)\n"
+            f"{pad}        _n >>= 7\n"
+            f"{pad}    out.append(_n)\n"
+            f"{pad}else:\n"
+            f"{pad}    {slow}({var}, out)\n"
+        )
+    if kind == "enum":
+        table = f"_t{len(env)}"
+        env[table] = {sym: bytes([i << 1]) for i, sym in enumerate(schema["symbols"]) if i < 64}
+        return (
+            f"{pad}_b = {table}.get({var}) if type({var}) is str else None\n"
+            f"{pad}if _b is None:\n"
+            f"{pad}    {slow}({var}, out)\n"
+            f"{pad}else:\n"
+            f"{pad}    out += _b\n"
+        )
+    return f"{pad}{slow}({var}, out)\n"
+
+
+def _generate_record(
+    name: str,
+    raw_fields: list[Mapping[str, Any]],
+    plan: tuple[tuple[str, Writer, bool, bool, Any], ...],
+) -> Writer:
+    """One Python function per record type, with its fields' writes inlined."""
+    env: dict[str, Any] = {
+        "Mapping": Mapping,
+        "CodecError": CodecError,
+        "_MISSING": _MISSING,
+        "_write_long": _write_long,
+    }
+    body = [
+        "def write_record(value, out):\n",
+        "    if type(value) is not dict and not isinstance(value, Mapping):\n",
+        f"        raise CodecError('record {name} needs a mapping, got '"
+        " + type(value).__name__)\n",
+        "    get = value.get\n",
+    ]
+    for i, (raw, (fname, writer, nullable, has_default, default)) in enumerate(
+        zip(raw_fields, plan, strict=True)
+    ):
+        var = f"v{i}"
+        body.append(f"    {var} = get({fname!r}, _MISSING)\n")
+        body.append(f"    if {var} is _MISSING:\n")
+        if has_default:
+            env[f"_d{i}"] = default
+            body.append(f"        {var} = _d{i}\n")
+        else:
+            body.append(f"        raise CodecError({f'{name}.{fname} is required'!r})\n")
+        ftype = raw["type"]
+        if nullable:
+            body.append(f"    if {var} is None:\n        out.append(0)\n    else:\n")
+            body.append("        out.append(2)\n")
+            body.append(_inline(ftype[1], var, writer, env, "        "))
+        else:
+            body.append(_inline(ftype, var, writer, env, "    "))
+    exec(compile("".join(body), f"<avro encoder for {name}>", "exec"), env)  # noqa: S102
+    generated: Writer = env["write_record"]
+    return generated
 
 
 def compile_encoder(parsed_schema: Any) -> Callable[[Any, bytes], bytes]:

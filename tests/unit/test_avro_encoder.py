@@ -31,7 +31,8 @@ def _random_value(schema: Any, rng: random.Random, named: dict[str, Any]) -> Any
     if kind == "double":
         return rng.uniform(-1e6, 1e6)
     if kind == "string":
-        return "".join(rng.choice("aZ9-_é日😀") for _ in range(rng.randint(0, 12)))
+        size = rng.choice([rng.randint(0, 12), rng.randint(60, 100)])  # 1- and 2-byte lengths
+        return "".join(rng.choice("aZ9-_é日😀") for _ in range(size))
     if kind == "enum":
         named[schema["name"]] = schema
         return rng.choice(schema["symbols"])
@@ -88,6 +89,30 @@ def test_missing_fields_take_defaults_like_fastavro() -> None:
     ref = io.BytesIO()
     schemaless_writer(ref, schema, {"c": when})
     assert compile_encoder(schema)({"c": when}, b"") == ref.getvalue()
+
+
+def test_required_fields_and_foreign_values_are_codec_errors() -> None:
+    schema = parse_schema(
+        {
+            "type": "record",
+            "name": "R",
+            "fields": [
+                {"name": "s", "type": "string"},
+                {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+            ],
+        }
+    )
+    encode = compile_encoder(schema)
+    assert encode({"s": "x", "e": "B"}, b"") == b"\x02x\x02"
+    for bad, why in [
+        ({"e": "A"}, "R.s is required"),
+        ({"s": 1, "e": "A"}, "expected a string"),
+        ({"s": "x", "e": "C"}, "not a symbol of E"),
+        ({"s": "x", "e": ["A"]}, "not a symbol of E"),
+        ([], "needs a mapping"),
+    ]:
+        with pytest.raises(CodecError, match=why):
+            encode(bad, b"")
 
 
 @pytest.mark.parametrize(
