@@ -240,6 +240,13 @@ class FieldCatalog:
         self.fields: dict[str, Any] = {
             f["name"]: self._nonnull(f["type"]) for f in topic_policies_schema["fields"]
         }
+        # Most policies are plain integers: (low, high) checked without the general walk.
+        self._int_ranges: dict[str, tuple[int, int]] = {}
+        for name, t in self.fields.items():
+            t = self._resolve(t)
+            if isinstance(t, str) and t in ("int", "long") and name not in _MANAGED_FIELDS:
+                low = -1 if name in _MINUS_ONE_ALLOWED else 0
+                self._int_ranges[name] = (low, _INT_MAX if t == "int" else _LONG_MAX)
 
     @classmethod
     def from_change_event_schema(cls, change_event: Mapping[str, Any]) -> FieldCatalog:
@@ -294,7 +301,12 @@ class FieldCatalog:
         if not isinstance(patch, dict):
             raise InvalidPolicyError(f"policies must be a JSON object, got {type(patch).__name__}")
         out: dict[str, Any] = {}
+        ranges = self._int_ranges
         for name, value in patch.items():
+            bounds = ranges.get(name)
+            if bounds is not None and type(value) is int and bounds[0] <= value <= bounds[1]:
+                out[name] = value
+                continue
             if name in _MANAGED_FIELDS:
                 raise InvalidPolicyError(
                     f"{name}: set by the scope of the write (--global / ?isGlobal=true), "
