@@ -277,6 +277,7 @@ class PolicyCache:
         self._snapshot_thread: threading.Thread | None = None
         self._dlq: Producer | None = None
         self._probe: Consumer | None = None
+        self._hw_probe: Consumer | None = None
         self._reader: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -330,7 +331,7 @@ class PolicyCache:
         if was_ready and self.config.snapshot_path is not None:
             self._write_snapshot(self._store.packed_state(), dict(self._applied))
         self._dispatcher.close()
-        for client in (self._dlq, self._probe):
+        for client in (self._dlq, self._probe, self._hw_probe):
             if client is not None:
                 try:
                     client.close()
@@ -906,6 +907,22 @@ class PolicyCache:
         self._check_readable()
         assert self._probe is not None  # noqa: S101 - set during bootstrap
         ends = self._probe.end_offsets(self.config.topic, self._partitions)
+        self.wait_for(ends, timeout_s)
+
+    def sync_written(self, timeout_s: float = 30.0) -> None:
+        """Wait until every record written so far has been applied, including those of
+        transactions whose commit markers are still on their way.
+
+        A producer's commit returns once the coordinator decided, before the markers
+        reach the partitions: the last stable offset read right after a commit (what
+        :meth:`sync` waits for) may not cover the records just committed yet. Their
+        high watermark does, and a read-committed reader passes it only once the
+        markers are written. For read-your-writes after one's own transactions.
+        """
+        self._check_readable()
+        if self._hw_probe is None:
+            self._hw_probe = self._transport.consumer(read_committed=False)
+        ends = self._hw_probe.end_offsets(self.config.topic, self._partitions)
         self.wait_for(ends, timeout_s)
 
     def lag(self) -> int:

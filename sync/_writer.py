@@ -135,7 +135,7 @@ class PolicyWriter:
                 for start in range(0, len(items), size):
                     results.extend(self._write_chunk(items[start : start + size]))
                 if self._unapplied:
-                    self._cache.sync(max(1.0, self.config.timeout_s))
+                    self._cache.sync_written(max(1.0, self.config.timeout_s))
             finally:
                 self._committed, self._unapplied = {}, False
         return results

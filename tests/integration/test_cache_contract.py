@@ -337,6 +337,16 @@ def test_bulk_writes_span_transactions_and_lose_nothing(
     assert _fresh_digest(transport, topic) == admins[0].cache.digest()
 
 
+def test_bulk_writes_are_read_back_at_once(services: Callable[..., PolicyService]) -> None:
+    """A commit returns before its markers are written: set_many must still read its own
+    writes the moment it returns (it waits for the high watermark, not the LSO)."""
+    svc = services()
+    targets = [PolicyTarget.parse(f"persistent://acme/ryw/t{i}") for i in range(4)]
+    for round_ in range(1, 41):
+        svc.set_many([(t, {"maxConsumerPerTopic": round_}) for t in targets])
+        assert [svc.get(t) for t in targets] == [Policies({"maxConsumerPerTopic": round_})] * 4
+
+
 def test_restart_resumes_from_snapshot_and_sees_deletes(
     services: Callable[..., PolicyService], tmp_path: Path
 ) -> None:
