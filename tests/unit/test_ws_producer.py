@@ -13,7 +13,7 @@ import gc
 import json
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 from aiohttp import web
@@ -85,9 +85,16 @@ class ScriptedTransport(MemoryTransport):
         return producer
 
 
-Scenario = Callable[
-    [TestClient[Any, Any], ScriptedTransport, PolicyService, MessagingEngine], Awaitable[None]
-]
+class Harness(NamedTuple):
+    """What a scenario gets: a client of the sidecar's app, and the parts behind it."""
+
+    client: TestClient[Any, Any]
+    transport: ScriptedTransport
+    svc: PolicyService
+    engine: MessagingEngine
+
+
+Scenario = Callable[[Harness], Awaitable[None]]
 
 
 def run(scenario: Scenario, timeout_s: float = 30.0) -> None:
@@ -102,7 +109,7 @@ def run(scenario: Scenario, timeout_s: float = 30.0) -> None:
         client: TestClient[Any, Any] = TestClient(TestServer(app))
         await client.start_server()
         try:
-            await scenario(client, transport, svc, engine)
+            await scenario(Harness(client, transport, svc, engine))
         finally:
             await client.close()
 
@@ -156,7 +163,8 @@ def read_log(transport: MemoryTransport, topic: TopicName, partitions: int) -> d
 
 
 def test_answers_keep_send_order_when_partitions_answer_out_of_order() -> None:
-    async def scenario(client: TestClient[Any, Any], transport: ScriptedTransport, *_: Any) -> None:
+    async def scenario(h: Harness) -> None:
+        client, transport = h.client, h.transport
         topic = make_topic(transport, "order", 4)
         path = producer_path(topic, messageRoutingMode="RoundRobinPartition")
         async with client.ws_connect(path) as ws:
@@ -180,7 +188,8 @@ def test_answers_keep_send_order_when_partitions_answer_out_of_order() -> None:
 
 
 def test_no_ok_before_kafka_acknowledged_and_reading_stops_at_max_pending() -> None:
-    async def scenario(client: TestClient[Any, Any], transport: ScriptedTransport, *_: Any) -> None:
+    async def scenario(h: Harness) -> None:
+        client, transport = h.client, h.transport
         topic = make_topic(transport, "held", 2)
         path = producer_path(topic, maxPendingMessages="3")
         async with client.ws_connect(path) as ws:
@@ -201,12 +210,8 @@ def test_no_ok_before_kafka_acknowledged_and_reading_stops_at_max_pending() -> N
 
 
 def test_refused_sends_are_answered_in_their_place() -> None:
-    async def scenario(
-        client: TestClient[Any, Any],
-        transport: ScriptedTransport,
-        svc: PolicyService,
-        engine: MessagingEngine,
-    ) -> None:
+    async def scenario(h: Harness) -> None:
+        client, transport, svc, engine = h
         topic = make_topic(transport, "limits", 1)
         await asyncio.to_thread(svc.set, PolicyTarget.for_topic(topic), {"maxMessageSize": 4})
         async with client.ws_connect(producer_path(topic)) as ws:
@@ -236,12 +241,8 @@ def test_refused_sends_are_answered_in_their_place() -> None:
 
 
 def test_engine_serves_reports_on_its_loop_and_drains_them_on_close() -> None:
-    async def scenario(
-        client: TestClient[Any, Any],
-        transport: ScriptedTransport,
-        svc: PolicyService,
-        engine: MessagingEngine,
-    ) -> None:
+    async def scenario(h: Harness) -> None:
+        client, transport, svc, engine = h
         topic = make_topic(transport, "drain", 1)
         handle = await engine.create_producer(topic)
         loop_thread = threading.get_ident()
@@ -265,7 +266,7 @@ def test_engine_raises_the_young_gc_threshold_while_it_runs() -> None:
     try:
         gc.set_threshold(700, *before[1:])
 
-        async def scenario(*_: Any) -> None:
+        async def scenario(_: Harness) -> None:
             assert gc.get_threshold()[0] == MessagingConfig().gc_young_threshold
 
         run(scenario)
