@@ -196,8 +196,6 @@ class NamespaceName:
 # Few namespaces, many topics: share one NamespaceName per namespace instead of validating the
 # same tenant and namespace again for every topic parsed.
 _namespace = functools.lru_cache(maxsize=4096)(NamespaceName)
-#: (tenant, namespace) pairs already validated, for topic names (checked without a call).
-_valid_namespaces: dict[tuple[str, str], NamespaceName] = {}
 
 
 @dataclass(frozen=True, slots=True, repr=False, eq=False)
@@ -223,15 +221,14 @@ class TopicName:
             domain = _domain_of(domain)
             object.__setattr__(self, "domain", domain)
         canonical = f"{domain.value}://{self.tenant}/{self.namespace}/{self.local_name}"
-        namespace = _valid_namespaces.get((self.tenant, self.namespace))
-        if namespace is None:
+        try:
+            namespace = _namespace(self.tenant, self.namespace)  # validated once per namespace
+        except InvalidTopicNameError:
+            # Say it about the topic, as Pulsar does.
             where = f" in topic {canonical!r}"
             _check_named_entity("tenant", self.tenant, where)
             _check_named_entity("namespace", self.namespace, where)
-            namespace = _namespace(self.tenant, self.namespace)
-            if len(_valid_namespaces) >= 4096:
-                _valid_namespaces.clear()
-            _valid_namespaces[(self.tenant, self.namespace)] = namespace
+            raise
         first = self.local_name[:1]
         # A name starting with an ASCII letter or digit is not blank: skip the scan.
         if not (first.isascii() and first.isalnum()) and _is_java_blank(self.local_name):

@@ -245,8 +245,7 @@ class FieldCatalog:
         for name, t in self.fields.items():
             t = self._resolve(t)
             if isinstance(t, str) and t in ("int", "long") and name not in _MANAGED_FIELDS:
-                low = -1 if name in _MINUS_ONE_ALLOWED else 0
-                self._int_ranges[name] = (low, _INT_MAX if t == "int" else _LONG_MAX)
+                self._int_ranges[name] = _int_bounds(name, t)
 
     @classmethod
     def from_change_event_schema(cls, change_event: Mapping[str, Any]) -> FieldCatalog:
@@ -391,6 +390,11 @@ def _tname(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _int_bounds(generic: str, t: str) -> tuple[int, int]:
+    """The allowed range of an integer policy field (``-1`` = infinite where Pulsar says so)."""
+    return (-1 if generic in _MINUS_ONE_ALLOWED else 0), (_INT_MAX if t == "int" else _LONG_MAX)
+
+
 def _check_primitive(path: str, generic: str, t: str, value: Any) -> Any:
     if t == "boolean":
         if not isinstance(value, bool):
@@ -399,8 +403,7 @@ def _check_primitive(path: str, generic: str, t: str, value: Any) -> Any:
     if t in ("int", "long"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidPolicyError(f"{path}: expected an integer, got {value!r}")
-        low = -1 if generic in _MINUS_ONE_ALLOWED else 0
-        high = _INT_MAX if t == "int" else _LONG_MAX
+        low, high = _int_bounds(generic, t)
         if not low <= value <= high:
             hint = " (-1 means infinite)" if low == -1 else ""
             raise InvalidPolicyError(f"{path}: must be between {low}{hint} and {high}, got {value}")

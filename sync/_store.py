@@ -168,15 +168,12 @@ class PolicyStore:
         return self._many(keys, values, replace=False)
 
     def _many(self, keys: Iterable[bytes], values: Iterable[bytes], *, replace: bool) -> int:
-        spaces = self._spaces
-        pack = self._pack
+        spaces, new_space, pack = self._spaces, self._space, self._pack
         present = 0
         for key, value in zip(keys, values, strict=True):
-            cut = key.rfind(b"/") + 1
+            cut = key.rfind(b"/") + 1  # _split, inlined: this loop is the replay's
             prefix, local = key[:cut], key[cut:]
-            space = spaces.get(prefix)
-            if space is None:
-                space = spaces[prefix] = _Namespace(prefix)
+            space = spaces.get(prefix) or new_space(prefix)
             if not replace and local in space.entries:
                 present += 1
             else:
@@ -208,7 +205,9 @@ class PolicyStore:
     def unpack(self, key: bytes, token: bytes) -> bytes:
         """The value a :meth:`token` of ``key`` stands for."""
         prefix, local = _split(key)
-        return self._unpack(self._space(prefix), local, token)
+        # A read never adds a namespace (readers run on other threads than the writer).
+        space = self._spaces.get(prefix) or _Namespace(prefix)
+        return self._unpack(space, local, token)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, bytes) and self.token(key) is not None
