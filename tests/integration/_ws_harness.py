@@ -14,9 +14,9 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import websockets
 from aiohttp import web
@@ -140,6 +140,22 @@ class ProcessSidecar:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T], timeout_s: float = 90.0) -> T:
+    """Run one test's client coroutine to the end, or fail after ``timeout_s``."""
+    return asyncio.run(asyncio.wait_for(coro, timeout_s))
+
+
+def consumer_url(s: ThreadSidecar, topic: TopicName, sub: str, **query: Any) -> str:
+    """A consumer endpoint of ``s`` that starts at the earliest message unless told."""
+    q = "&".join(
+        f"{k}={v}" for k, v in {"subscriptionInitialPosition": "Earliest", **query}.items()
+    )
+    return f"{s.ws_url}/consumer/{path_of(topic)}/{sub}?{q}"
 
 
 def make_topic(bootstrap: str, partitions: int) -> TopicName:

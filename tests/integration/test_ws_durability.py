@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import websockets
@@ -27,15 +26,11 @@ from tests.integration._ws_harness import (
     path_of,
     produce,
     receive,
+    run,
     silent,
 )
 
-T = TypeVar("T")
 Msg = dict[str, Any]
-
-
-def run(coro: Coroutine[Any, Any, T], timeout_s: float = 90.0) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout_s))
 
 
 def sub_url(ws_url: str, topic: TopicName, sub: str = "durable") -> str:

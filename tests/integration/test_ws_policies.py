@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import websockets
@@ -17,20 +17,16 @@ from tests.integration._ws_harness import (
     ThreadSidecar,
     ack,
     connect,
+    consumer_url,
     make_topic,
     path_of,
     produce,
     receive,
+    run,
     send_frame,
     set_policy,
     silent,
 )
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T], timeout_s: float = 60.0) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout_s))
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +36,6 @@ def sidecar(
     with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("sidecar")) as s:
         yield s
 
-
-def consumer_url(s: ThreadSidecar, topic: TopicName, sub: str, **query: Any) -> str:
-    q = "&".join(
-        f"{k}={v}" for k, v in {"subscriptionInitialPosition": "Earliest", **query}.items()
-    )
-    return f"{s.ws_url}/consumer/{path_of(topic)}/{sub}?{q}"
 
 
 def producer_url(s: ThreadSidecar, topic: TopicName) -> str:
