@@ -23,8 +23,9 @@ JSON, ``isGlobal`` left out as the key carries it), ``author``, ``origin``, ``ev
 ``event_id`` (event metadata: from the body, or for a tombstone from the headers the writer
 puts on it, ``policy-sync.author`` etc.; null for v1 events and bare tombstones), ``kafka_topic``,
 ``partition``, ``offset``, ``timestamp`` (Kafka's), ``event_type``, ``schema_version``,
-``replicate_to``, ``headers``, ``value_size``, ``poison_reason`` and
-``anomalies`` (the per-record rules that fired).
+``replicate_to``, ``value_size``, ``poison_reason`` and ``anomalies`` (the per-record
+rules that fired). The raw Kafka headers are not repeated there: what they carry is in
+``author``/``origin``/``event_id``/``event_time``, and the archive keeps them as they came.
 
 ``DIR/anomalies``: ``kind``, ``severity``, ``detail`` and where (key or namespace, record
 coordinates, time, event id, author). The rules and their thresholds are documented in

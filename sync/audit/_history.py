@@ -56,7 +56,6 @@ HISTORY_COLUMNS = (
     "event_type",
     "schema_version",
     "replicate_to",
-    "headers",
     "value_size",
     "poison_reason",
     "anomalies",
@@ -77,10 +76,21 @@ ANOMALY_COLUMNS = (
 )
 
 
-def _comparable(value: Column, data_type: DataType) -> Column:
-    """A form of a policy field that compares by content: maps become sorted entries."""
+def _ident(name: str) -> str:
+    """A column or field name quoted for Spark SQL text."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _string(value: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _comparable(field: str, data_type: DataType) -> str:
+    """SQL for a policy field in a form that compares by content: maps as sorted entries."""
+    value = f"policies.{_ident(field)}"
     if isinstance(data_type, MapType):
-        return F.array_sort(F.map_entries(value))
+        return f"array_sort(map_entries({value}))"
     return value
 
 
@@ -137,13 +147,16 @@ def history_frame(
         raise TypeError(f"policies must be a struct column, not {policies_type}")
     types = {f.name: f.dataType for f in policies_type.fields}
     fields = schemas.policy_fields
-    policies = F.col("policies")
-    code = F.col("action")
-    action_code = F.lit(_CODES[Action.NONE])
-    for action, number in _CODES.items():
-        action_code = F.when(code == action.value, number).otherwise(action_code)
+    # The per-field expressions are SQL text, one JVM call each: built from Column objects
+    # they took ~2,000 Py4J round trips, most of a second before Spark started any work.
+    codes = " ".join(f"WHEN {_string(a.value)} THEN {n}" for a, n in _CODES.items())
+    action_code = F.expr(f"CASE action {codes} ELSE {_CODES[Action.NONE]} END")
     # A missing policy (first record, delete) compares exactly like "every field unset".
-    comparable = F.struct(*[_comparable(policies[f], types[f]).alias(f) for f in fields])
+    comparable = F.expr(
+        "struct("
+        + ", ".join(f"{_comparable(f, types[f])} AS {_ident(f)}" for f in fields)
+        + ")"
+    )
     # The window copies every row it buffers: leave the wide policy struct behind.
     narrow = records.select(
         *[c for c in records.columns if c != "policies"],
@@ -151,34 +164,31 @@ def history_frame(
         action_code.alias("_code"),
     )
     code = F.col("_code")
-    is_change = code.between(_CODES[Action.INSERT], _CODES[Action.DELETE])
-    link = F.when(
-        is_change, F.struct(code.alias("a"), F.col("_fields").alias("f"), F.col("after").alias("j"))
-    )
+    change = f"_code BETWEEN {_CODES[Action.INSERT]} AND {_CODES[Action.DELETE]}"
+    is_change = F.expr(change)
     earlier = (
-        Window.partitionBy("key")
-        .orderBy("partition", "offset")
-        .rowsBetween(Window.unboundedPreceding, -1)
+        "OVER (PARTITION BY key ORDER BY partition, offset "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
     )
+    link = f"CASE WHEN {change} THEN struct(_code AS a, _fields AS f, after AS j) END"
     staged = narrow.select(
         "*",
-        F.last(link, ignorenulls=True).over(earlier).alias("_prev"),
-        F.last("event_time", ignorenulls=True).over(earlier).alias("_prev_time"),
-        F.last(F.lit(True), ignorenulls=True).over(earlier).isNull().alias("_first_of_key"),
+        F.expr(f"last({link}, true) {earlier}").alias("_prev"),
+        F.expr(f"last(event_time, true) {earlier}").alias("_prev_time"),
+        F.expr(f"last(true, true) {earlier} IS NULL").alias("_first_of_key"),
     )
 
-    now, before = F.col("_fields"), F.col("_prev.f")
     # array_remove of a sentinel, not filter(array, lambda): higher-order functions are
     # interpreted row by row, array_remove is compiled. No previous change (null struct)
     # reads as every field unset.
-    changed = F.array_remove(
-        F.array(
-            *[
-                F.when(is_change & ~now[f].eqNullSafe(before[f]), F.lit(f)).otherwise(F.lit(""))
-                for f in fields
-            ]
-        ),
-        "",
+    changed = F.expr(
+        "array_remove(array("
+        + ", ".join(
+            f"CASE WHEN {change} AND NOT (_fields.{_ident(f)} <=> _prev.f.{_ident(f)}) "
+            f"THEN {_string(f)} ELSE '' END"
+            for f in fields
+        )
+        + "), '')"
     )
     tolerance = rules.out_of_order_tolerance_ms
     out_of_order = F.unix_millis("event_time") < F.unix_millis("_prev_time") - F.lit(tolerance)
@@ -290,8 +300,11 @@ def anomalies_frame(history: DataFrame, rules: AnomalyRules) -> DataFrame:
             F.col("action").isin(*[a.value for a in CHANGE_ACTIONS])
             & F.col("namespace").isNotNull()
         )
-        .groupBy("namespace", F.window("timestamp", window).alias("w"))
-        .agg(F.count(F.lit(1)).alias("n"), F.first("kafka_topic").alias("kafka_topic"))
+        # Grouped by the change log too (an audit reads one): first(kafka_topic) instead
+        # would make Spark sort the million rows for a sort-based aggregate.
+        .groupBy("namespace", "kafka_topic", F.window("timestamp", window).alias("w"))
+        .count()
+        .withColumnRenamed("count", "n")
         .where(F.col("n") > rules.burst_threshold)
         .select(
             F.lit(AnomalyKind.BURST.value).alias("kind"),

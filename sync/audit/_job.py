@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructType, TimestampType
 
 from .._errors import ConfigurationError
 from ._decode import (
@@ -152,15 +152,27 @@ def _utc(epoch_ms: int | None) -> datetime | None:
     return None if epoch_ms is None else _utc_required(epoch_ms)
 
 
-#: Nearly unique per record: Parquet's dictionary encoding only burns CPU on them.
-_UNIQUE_COLUMNS = ("event_id", "before", "after", "offset", "timestamp", "event_time")
+#: Column types whose Parquet min/max statistics are worth their cost (cheap to keep, and
+#: what readers prune row groups by: offsets, partitions, times, sizes).
+_STATISTICS_TYPES = (IntegerType, LongType, TimestampType, BooleanType)
 
 
 def _write_parquet(frame: DataFrame, path: Path) -> None:
-    writer = frame.write.mode("overwrite")
-    for column in _UNIQUE_COLUMNS:
-        if column in frame.columns:
-            writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+    """Parquet without dictionaries, and with min/max statistics for numbers and times only.
+
+    Measured on the history of a million events: the writer's dictionary hash maps and its
+    byte-wise min/max of every string cost a quarter of the write, for nothing a reader
+    uses (strings are compressed by snappy all the same; nobody prunes by a JSON text).
+    """
+    writer = (
+        frame.write.mode("overwrite")
+        .option("parquet.enable.dictionary", "false")
+        .option("parquet.column.statistics.enabled", "false")
+        .option("parquet.size.statistics.enabled", "false")
+    )
+    for column in frame.schema.fields:
+        if isinstance(column.dataType, _STATISTICS_TYPES):
+            writer = writer.option(f"parquet.column.statistics.enabled#{column.name}", "true")
     writer.parquet(str(path))
 
 
@@ -301,7 +313,7 @@ def build_outputs(
     metrics = observation.get
     history = spark.read.parquet(str(outputs.history))
     with progress.step("anomalies"):
-        anomalies_frame(history, rules).write.mode("overwrite").parquet(str(outputs.anomalies))
+        _write_parquet(anomalies_frame(history, rules), outputs.anomalies)
     anomalies = spark.read.parquet(str(outputs.anomalies))
     with progress.step("report"):
         data = collect_report_data(history, anomalies, metrics, source=source, rules=rules)
