@@ -52,6 +52,7 @@ __all__ = [
     "collect_report_data",
     "run_archive",
     "run_audit",
+    "write_parquet",
 ]
 
 _TOP_NAMESPACES = 8
@@ -157,23 +158,27 @@ def _utc(epoch_ms: int | None) -> datetime | None:
 _STATISTICS_TYPES = (IntegerType, LongType, TimestampType, BooleanType)
 
 
-def _write_parquet(frame: DataFrame, path: Path) -> None:
+def _parquet_options(schema: StructType) -> dict[str, str]:
     """Parquet without dictionaries, and with min/max statistics for numbers and times only.
 
     Measured on the history of a million events: the writer's dictionary hash maps and its
     byte-wise min/max of every string cost a quarter of the write, for nothing a reader
     uses (strings are compressed by snappy all the same; nobody prunes by a JSON text).
     """
-    writer = (
-        frame.write.mode("overwrite")
-        .option("parquet.enable.dictionary", "false")
-        .option("parquet.column.statistics.enabled", "false")
-        .option("parquet.size.statistics.enabled", "false")
-    )
-    for column in frame.schema.fields:
+    options = {
+        "parquet.enable.dictionary": "false",
+        "parquet.column.statistics.enabled": "false",
+        "parquet.size.statistics.enabled": "false",
+    }
+    for column in schema.fields:
         if isinstance(column.dataType, _STATISTICS_TYPES):
-            writer = writer.option(f"parquet.column.statistics.enabled#{column.name}", "true")
-    writer.parquet(str(path))
+            options[f"parquet.column.statistics.enabled#{column.name}"] = "true"
+    return options
+
+
+def write_parquet(frame: DataFrame, path: Path) -> None:
+    """``frame`` to Parquet at ``path`` (replacing it), written as described above."""
+    frame.write.mode("overwrite").options(**_parquet_options(frame.schema)).parquet(str(path))
 
 
 def _utc_required(epoch_ms: int) -> datetime:
@@ -255,6 +260,7 @@ def _archive(
     with progress.step("archiving new records"):
         query = (
             stream.writeStream.format("parquet")
+            .options(**_parquet_options(stream.schema))
             .option("path", str(outputs.archive))
             .option("checkpointLocation", str(checkpoint_dir))
             .outputMode("append")
@@ -309,11 +315,11 @@ def build_outputs(
     """Decoded records -> DIR/history, DIR/anomalies, DIR/report.html; returns the summary."""
     observation = Observation("policy-audit")
     with progress.step("history and diffs"):
-        _write_parquet(history_frame(records, schemas, rules, observation), outputs.history)
+        write_parquet(history_frame(records, schemas, rules, observation), outputs.history)
     metrics = observation.get
     history = spark.read.parquet(str(outputs.history))
     with progress.step("anomalies"):
-        _write_parquet(anomalies_frame(history, rules), outputs.anomalies)
+        write_parquet(anomalies_frame(history, rules), outputs.anomalies)
     anomalies = spark.read.parquet(str(outputs.anomalies))
     with progress.step("report"):
         data = collect_report_data(history, anomalies, metrics, source=source, rules=rules)
