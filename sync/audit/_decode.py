@@ -39,6 +39,7 @@ from .._policies import PolicyScope
 from ..transport import KafkaConfig, KafkaTransport
 from ._rules import CHANGE_ACTIONS, Action, PoisonReason
 from ._schemas import SparkSchemas
+from ._sql import ident, string
 
 __all__ = [
     "ARCHIVE_COLUMNS",
@@ -277,9 +278,9 @@ def _event_time() -> Column:
 def _policies(schemas: SparkSchemas) -> Column:
     # SQL text: one JVM call, where a Column per field took a hundred Py4J round trips.
     fields = ", ".join(
-        f"d.topicPoliciesEvent.policies.`{f}` AS `{f}`" for f in schemas.policy_fields
+        f"d.topicPoliciesEvent.policies.{ident(f)} AS {ident(f)}" for f in schemas.policy_fields
     )
-    changes = ", ".join(f"'{a.value}'" for a in (Action.INSERT, Action.UPDATE))
+    changes = ", ".join(string(a.value) for a in (Action.INSERT, Action.UPDATE))
     return F.expr(
         f"CASE WHEN action IN ({changes}) AND d.topicPoliciesEvent.policies IS NOT NULL "
         f"THEN struct({fields}) END"
