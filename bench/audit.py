@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from sync import Codec, PolicyTarget
 from sync._constants import (
@@ -155,7 +156,7 @@ _REQUIRED_UNDIFFED = (
 )
 
 
-def _floors(spark: Any, source: KafkaSource, schemas: SparkSchemas) -> tuple[float, float]:
+def _floors(spark: SparkSession, source: KafkaSource, schemas: SparkSchemas) -> tuple[float, float]:
     """Seconds for read+decode (noop sink) and for read+decode+undiffed history Parquet."""
     started = time.monotonic()
     decoded = decode_records(read_log(spark, source), schemas).drop("value_sha256")
