@@ -66,7 +66,7 @@ import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
-from sync import CacheStateError, PolicyService, PolicySyncError
+from sync import CacheStateError, PolicyService, PolicySyncError, UnavailableError
 from sync._errors import (
     ConsumerBusyError,
     InvalidInputError,
@@ -83,6 +83,7 @@ from sync.producer import MessageId, ProducerConfig, decode_properties
 from sync.routing import HashingScheme, MessageRoutingMode
 from sync.transport import Transport
 
+from ._input import unavailable
 from ._sidecar import Sidecar
 from .messaging import (
     CloseReason,
@@ -240,8 +241,9 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
         return _refusal(403, f"{prefix}: {exc}")
     if isinstance(exc, MessagingError):
         return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, CacheStateError):
-        return _refusal(503, f"{prefix}: {exc}")
+    if isinstance(exc, CacheStateError | UnavailableError):
+        # Not ready yet, or the topic's bundle is moving: retry (issue 11: was a 500).
+        return unavailable(f"{prefix}: {exc}")
     logger.warning("%s: %s", prefix, exc)
     return _refusal(500, f"{prefix}: {exc}")
 

@@ -175,10 +175,12 @@ class PolicyWriter:
             try:
                 return self._attempt(items, remaining)
             except ProducerFencedError as exc:
+                # Fenced, or the client is in a fatal state: no call on it may be made
+                # again (not even abort_transaction); close it, start over with a new one.
                 self.fenced_retries += 1
                 last = exc
-                self._producer = None
-                logger.info("policy writer fenced (attempt %d); retrying", attempt)
+                self._drop_producer()
+                logger.info("policy writer fenced (attempt %d): %s; retrying", attempt, exc)
             except TransportError as exc:
                 # Outcome unknown (e.g. an EndTxn error): a new producer epoch aborts our
                 # transaction if it is still open; if it did commit, the retry re-reads
@@ -197,6 +199,14 @@ class PolicyWriter:
             f"policy write failed after {attempt} attempts in {self.config.timeout_s:.0f}s: "
             f"{last}; is Kafka reachable?"
         ) from last
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close()
+            except TransportError:
+                logger.debug("closing a fenced policy producer failed", exc_info=True)
 
     def _abort_quietly(self) -> None:
         producer, self._producer = self._producer, None

@@ -60,6 +60,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -144,6 +145,8 @@ class OwnershipConfig:
     #: How long one activation waits for a slot's offsets to become stable.
     activation_wait_s: float = 2.0
     poll_s: float = 0.02
+    #: A loop step that keeps failing is retried after poll_s, doubling up to this.
+    max_retry_delay_s: float = 1.0
     timeout_s: float = 30.0
     replication_factor: int = -1
 
@@ -344,6 +347,8 @@ class OwnershipMember:
         self.fenced = 0
         self.requests_handled = 0
         self.membership_published = 0
+        self.step_failures = 0
+        self._retry_delay = config.poll_s
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -531,9 +536,20 @@ class OwnershipMember:
         except (GroupFencedError, TransportError) as exc:
             # Not fatal: a rebalance moved our generation on (the listener will tell us
             # what we still own), or Kafka hiccupped. Nothing we wrote became visible.
+            # Back off while it keeps failing (issue 11: "describe consumer group …
+            # NOT_COORDINATOR" was retried ~24 times a second for over a minute).
             self.fenced += isinstance(exc, GroupFencedError)
-            logger.info("ownership step of %s did not commit: %s", self.broker_id, exc)
-            time.sleep(self.config.poll_s)
+            self.step_failures += 1
+            logger.info(
+                "ownership step of %s did not commit: %s; next try in %.2fs",
+                self.broker_id,
+                exc,
+                self._retry_delay,
+            )
+            time.sleep(self._retry_delay * (0.5 + random.random()))  # noqa: S311 - jitter
+            self._retry_delay = min(self._retry_delay * 2, self.config.max_retry_delay_s)
+        else:
+            self._retry_delay = self.config.poll_s
 
     # -- RebalanceListener (called from inside consume/close) ---------------------------
     def on_assign(self, partitions: Sequence[int]) -> None:
@@ -630,17 +646,15 @@ class OwnershipMember:
         reason: str,
         now_ms: int,
     ) -> _Write:
-        broker = self.broker_id if state is BundleState.OWNED or current is None else current.broker
-        check_transition(bundle, current, state, broker)
+        ours = state is BundleState.OWNED or current is None
+        broker = self.broker_id if ours or current is None else current.broker
+        incarnation = self.incarnation if ours or current is None else current.incarnation
+        check_transition(bundle, current, state, broker, incarnation)
         record = OwnershipRecord(
             bundle=bundle,
             state=state,
             broker=broker,
-            incarnation=(
-                self.incarnation
-                if state is BundleState.OWNED or current is None
-                else current.incarnation
-            ),
+            incarnation=incarnation,
             version=(0 if current is None else current.version) + 1,
             generation=self.generation,
             slot=slot_of(bundle, self.config.slots),
