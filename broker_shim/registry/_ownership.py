@@ -499,7 +499,7 @@ class OwnershipMember:
 
     def _fail(self, exc: BaseException, what: str) -> None:
         self._failure = exc
-        if self._state is not MemberState.CLOSED:
+        if self._state not in (MemberState.CLOSED, MemberState.FAILED):
             logger.error("%s (broker %s): %s", what, self.broker_id, exc)
             self._transition(MemberState.FAILED)
         # Leave the group so our slots move to live members; write nothing on the way out
