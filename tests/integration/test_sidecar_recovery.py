@@ -33,7 +33,7 @@ def _until_healthy(shim: ShimProcess, limit_s: float = 60) -> None:
         if _health(shim) == 200:
             return
         time.sleep(0.05)
-    body = shim.get("/health").text if shim.alive() else "dead"
+    body = shim.get("/health").body if shim.alive() else "dead"
     raise AssertionError(f"{shim.broker_id} never healthy: {body}\n{shim.log_tail()}")
 
 

@@ -67,11 +67,17 @@ def _child(threads: int, mode: str) -> None:
         def describe() -> None:
             isolated.describe_group(GROUP, 2.0)
 
+        def deaths() -> int:
+            return isolated.worker_deaths
+
     else:
         admin = AdminClient({"bootstrap.servers": BOOTSTRAP, "client.id": "repro-admin"})
 
         def describe() -> None:
             admin.describe_consumer_groups([GROUP], request_timeout=2)[GROUP].result()
+
+        def deaths() -> int:
+            return 0
 
     def loop() -> None:
         while True:
@@ -86,15 +92,23 @@ def _child(threads: int, mode: str) -> None:
     while True:
         member.poll(0.1)
         if int(time.time()) % 5 == 0:
-            print(f"child: {calls[0]} describe calls, {errors[0]} errors", flush=True)
+            print(
+                f"child: {calls[0]} describe calls, {errors[0]} errors, "
+                f"{deaths()} admin workers lost",
+                flush=True,
+            )
             time.sleep(1)
 
 
 def _kafkactl(*args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, str(KAFKACTL), *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
+    for attempt in range(3):  # a loaded machine can miss kafkactl's readiness deadline
+        out = subprocess.run(
+            [sys.executable, str(KAFKACTL), *args], capture_output=True, text=True
+        )
+        if out.returncode == 0:
+            return out.stdout.strip()
+        print(f"kafkactl {' '.join(args)} failed (attempt {attempt + 1}): {out.stderr[-300:]}")
+    raise SystemExit("kafkactl kept failing")
 
 
 def _coordinator() -> int:
@@ -171,7 +185,13 @@ def main() -> int:
                 break
         code = child.poll()
         if code is None:
-            print(f"child survived {args.rounds} rounds")
+            time.sleep(6)
+            status = [line for line in lines if line.startswith("child:")]
+            print(f"child survived {args.rounds} rounds; last: {status[-1:]}")
+            aborts = [line for line in lines if "Assertion" in line]
+            print(f"assertion lines seen (from isolated workers): {len(aborts)}")
+            for line in aborts[-2:]:
+                print("  " + line.rstrip())
         else:
             reader.join(2)
             assertion = [line for line in lines if "Assertion" in line or "assert" in line]
