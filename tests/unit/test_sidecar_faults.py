@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from broker_shim._http import build_app
 from broker_shim._lookup_http import CLUSTER_KEY
 from broker_shim._sidecar import Sidecar, SidecarConfig
-from broker_shim.registry import ClusterService, ClusterSettings, LookupConfig, OwnershipConfig
+from sync.cluster import ClusterService, ClusterSettings, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
 
 Scenario = Callable[[TestClient[Any, Any], web.Application], Awaitable[None]]
