@@ -40,11 +40,16 @@ Load spread: the assignor balances slot counts over live members, and bundles ha
 uniformly onto slots, so bundles spread evenly by count; an unloaded bundle is claimed
 again by its slot's owner (placement follows the slot, not per-bundle load reports).
 
-Known limit: if an owner dies with a transaction open (they last milliseconds), the new
-owner of those slots waits until Kafka aborts it -- ``transaction_timeout_ms`` plus the
-broker's abort sweep (``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
-10 s by default) -- unless the dead broker restarts first (its ``init_transactions``
-aborts it at once). Other slots are not held up (each slot activates on its own).
+If an owner dies with a transaction open (they last milliseconds), the new owner of those
+slots waits until Kafka aborts it: the transaction timeout plus the broker's abort sweep
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default; our
+brokers run it every second) -- unless the dead broker restarts first (its
+``init_transactions`` aborts it at once). So the transaction timeout is tied to the
+liveness timeout (half of it, at least librdkafka's minimum of 1 s): the dead owner's
+transaction is gone about when the group notices it died, and failover stays within 2x the
+liveness timeout given a sweep no longer than half of it (issue 11: 14.3 s with a 2 s
+liveness timeout and a fixed 5 s transaction timeout). Other slots are not held up (each
+slot activates on its own).
 
 A member that fails (e.g. fenced by another process using the same broker id) leaves the
 group without writing, so its slots move; the HTTP supervisor starts a new incarnation.
@@ -140,8 +145,9 @@ class OwnershipConfig:
     reconcile_interval_s: float = 5.0
     #: A registration not in the group for this long (and not refreshed) is removed.
     registration_grace_s: float = 30.0
-    #: A dead owner's open transaction blocks its slots until Kafka aborts it after this.
-    transaction_timeout_ms: int = 5_000
+    #: A dead owner's open transaction blocks its slots until Kafka aborts it after this;
+    #: None: tied to the liveness timeout (see :attr:`effective_transaction_timeout_ms`).
+    transaction_timeout_ms: int | None = None
     #: How long one activation waits for a slot's offsets to become stable.
     activation_wait_s: float = 2.0
     poll_s: float = 0.02
@@ -149,6 +155,13 @@ class OwnershipConfig:
     max_retry_delay_s: float = 1.0
     timeout_s: float = 30.0
     replication_factor: int = -1
+
+    @property
+    def effective_transaction_timeout_ms(self) -> int:
+        """Half the liveness timeout, at least librdkafka's minimum (1 s), unless set."""
+        if self.transaction_timeout_ms is not None:
+            return self.transaction_timeout_ms
+        return max(1_000, self.session_timeout_ms // 2)
 
     def __post_init__(self) -> None:
         if not 1 <= self.slots <= 10_000:
@@ -464,7 +477,7 @@ class OwnershipMember:
                 transactional_id=(
                     f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{self.cluster}.{self.broker_id}"
                 ),
-                transaction_timeout_ms=self.config.transaction_timeout_ms,
+                transaction_timeout_ms=self.config.effective_transaction_timeout_ms,
             )
             # Also fences a previous incarnation of this broker: its open transaction is
             # aborted now instead of after the transaction timeout.

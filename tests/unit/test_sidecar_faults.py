@@ -146,3 +146,13 @@ def test_unavailable_answers_carry_retry_after() -> None:
         assert (await resp.json())["reason"]
 
     _serve(scenario)
+
+
+def test_ownership_transactions_time_out_with_the_liveness_timeout() -> None:
+    # issue 11: a dead owner's open transaction held its slots 7x the liveness timeout.
+    assert OwnershipConfig(session_timeout_ms=6_000).effective_transaction_timeout_ms == 3_000
+    assert OwnershipConfig(session_timeout_ms=2_000).effective_transaction_timeout_ms == 1_000
+    # librdkafka refuses transaction.timeout.ms below 1000.
+    assert OwnershipConfig(session_timeout_ms=1_000).effective_transaction_timeout_ms == 1_000
+    pinned = OwnershipConfig(session_timeout_ms=6_000, transaction_timeout_ms=9_000)
+    assert pinned.effective_transaction_timeout_ms == 9_000
