@@ -28,7 +28,7 @@ from sync.cluster import MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 
 from ._http_errors import error_response
-from ._input import RETRY_AFTER_S, malformed_input
+from ._input import RETRY_AFTER_S, malformed_input, topic_from_path
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
@@ -125,9 +125,9 @@ async def entries(request: web.Request) -> web.Response:
 
 
 def _topic_and_policy(request: web.Request) -> tuple[TopicName, str]:
-    m = request.match_info
-    topic = TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
-    name = m["policy"]
+    # /admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}: decoded like lookups.
+    topic = topic_from_path(request, 3)
+    name = request.match_info["policy"]
     if name not in REST_POLICIES:
         raise NotFoundError(
             f"unknown topic policy {name!r}; supported: {', '.join(sorted(REST_POLICIES))}"

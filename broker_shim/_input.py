@@ -13,6 +13,10 @@ bytes, a bogus charset in the Content-Type):
 * JSON nested deeper than the parser's recursion limit: 400;
 * JSON that does not parse (a handler that forgot to map it): 400.
 
+Topic names in URL paths are decoded in one place too (:func:`topic_from_path`), from the
+raw path, as Pulsar does: so ``%25`` and ``%FF`` mean the same on the policy, lookup and
+WebSocket routes, and one name has one key.
+
 A 503 (not ready, bundle being moved, no owner yet) always carries ``Retry-After``, so
 Pulsar clients and load balancers retry instead of giving up.
 """
@@ -20,15 +24,18 @@ Pulsar clients and load balancers retry instead of giving up.
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from sync import TopicName
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["RETRY_AFTER_S", "malformed_input", "unavailable"]
+__all__ = ["RETRY_AFTER_S", "malformed_input", "topic_from_path", "unavailable"]
 
 #: Seconds a client should wait before retrying a 503 (a bundle moves in about a second).
 RETRY_AFTER_S = 1
@@ -84,3 +91,23 @@ async def malformed_input(request: web.Request, handler: Handler) -> web.StreamR
     if response.status == 503 and "Retry-After" not in response.headers:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
     return response
+
+
+@functools.lru_cache(maxsize=65_536)
+def _topic(domain: str, tenant: str, namespace: str, local: str) -> TopicName:
+    return TopicName.from_rest(domain, tenant, namespace, local, encoded=True)
+
+
+def topic_from_path(request: web.Request, first: int) -> TopicName:
+    """The topic whose four still-encoded segments start at path segment ``first``.
+
+    Pulsar decodes the local name itself (``java.net.URLDecoder``: ``+`` is a space), so the
+    segments come from the raw path, not from aiohttp's decoded ``match_info`` (which keeps
+    an invalid escape such as ``%FF`` literally while it decodes ``%25``).
+
+    Raises:
+        InvalidTopicNameError: not a valid topic name (412 on admin routes).
+    """
+    parts = request.raw_path.split("?", 1)[0].split("/")
+    domain, tenant, namespace, local = parts[first : first + 4]
+    return _topic(domain, tenant, namespace, local)

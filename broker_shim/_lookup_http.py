@@ -63,6 +63,7 @@ from sync.errors import (
 from sync.messaging import OwnerInfo
 
 from ._http_errors import error_response
+from ._input import topic_from_path
 from ._metrics import LookupMetrics
 
 logger = logging.getLogger(__name__)
@@ -162,21 +163,8 @@ def _check_super(request: web.Request) -> None:
         auth.check_super_user(role)
 
 
-def _raw_segments(request: web.Request, first: int, count: int) -> list[str]:
-    # Pulsar decodes the local name itself (java.net.URLDecoder: "+" is a space), so take
-    # the still-encoded segments from the raw path, not aiohttp's decoded match_info.
-    parts = request.raw_path.split("?", 1)[0].split("/")
-    return parts[first : first + count]
-
-
-@functools.lru_cache(maxsize=65_536)
-def _topic_from_rest(domain: str, tenant: str, namespace: str, local: str) -> TopicName:
-    return TopicName.from_rest(domain, tenant, namespace, local, encoded=True)
-
-
 def _topic(request: web.Request, first: int) -> TopicName:
-    domain, tenant, namespace, local = _raw_segments(request, first, 4)
-    return _topic_from_rest(domain, tenant, namespace, local)
+    return topic_from_path(request, first)
 
 
 def _namespace(request: web.Request) -> NamespaceName:

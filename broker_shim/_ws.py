@@ -96,7 +96,7 @@ from sync.messaging import (
 from sync.routing import HashingScheme, MessageRoutingMode
 from sync.transport import Transport
 
-from ._input import unavailable
+from ._input import topic_from_path, unavailable
 from ._sidecar import Sidecar
 
 logger = logging.getLogger(__name__)
@@ -259,8 +259,8 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
 
 
 def _topic_of(request: web.Request) -> TopicName:
-    m = request.match_info
-    return TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
+    # /ws/v2/{producer|consumer}/{domain}/{tenant}/{namespace}/{topic}: decoded like REST.
+    return topic_from_path(request, 4)
 
 
 def _int_param(query: Mapping[str, str], name: str, default: int, low: int = 0) -> int:

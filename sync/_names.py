@@ -149,7 +149,32 @@ def _java_url_decode(text: str, where: str) -> str:
                 f"local name {text!r}{where}; percent-encode '%' as %25"
             )
         start = text.find("%", start + 3)
-    return urllib.parse.unquote_plus(text, encoding="utf-8", errors="replace")
+    try:
+        # Strict: Java would turn every invalid sequence into U+FFFD, so "%FF" and "%FE"
+        # would address one topic, "\uFFFD" (issue 11: one name, one key).
+        return urllib.parse.unquote_plus(text, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidTopicNameError(
+            f"Invalid topic name: local name {text!r}{where} is not UTF-8 once "
+            "percent-decoded; percent-encode the UTF-8 bytes of the name"
+        ) from None
+
+
+def _check_path_segment(local_name: str, where: str) -> None:
+    """A local name taken from a URL path must be a name a URL path can carry.
+
+    ``.`` and ``..`` are dot segments: HTTP normalizes them away (Pulsar's Jetty never
+    routes them to a topic), and control characters (``%00``, ...) are refused by Jetty.
+    """
+    if local_name in (".", ".."):
+        raise InvalidTopicNameError(
+            f"Invalid topic name: {local_name!r}{where} is a URL dot segment, not a name"
+        )
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in local_name):
+        raise InvalidTopicNameError(
+            f"Invalid topic name: local name {local_name!r}{where} contains a control "
+            "character"
+        )
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -303,16 +328,19 @@ class TopicName:
         With ``encoded=False`` (the default) the segments are already decoded, as a web
         framework's path parameters are. With ``encoded=True`` they are raw path segments and
         are decoded as Pulsar does: the local name with ``java.net.URLDecoder`` (so ``+`` is a
-        space), tenant and namespace with plain percent-decoding.
+        space), tenant and namespace with plain percent-decoding, strictly as UTF-8.
 
         Raises:
-            InvalidTopicNameError: a segment is invalid, exactly as :meth:`parse` would say.
+            InvalidTopicNameError: a segment is invalid, exactly as :meth:`parse` would say,
+                or the local name cannot be a URL path segment (``.``, ``..``, a control
+                character such as ``%00``) or is not UTF-8 once percent-decoded.
         """
+        where = f" in REST path {domain}/{tenant}/{namespace}/{local_name}"
         if encoded:
-            where = f" in REST path {domain}/{tenant}/{namespace}/{local_name}"
             tenant = urllib.parse.unquote(tenant)
             namespace = urllib.parse.unquote(namespace)
             local_name = _java_url_decode(local_name, where)
+        _check_path_segment(local_name, where)
         return cls(_domain_of(domain), tenant, namespace, local_name)
 
     @property

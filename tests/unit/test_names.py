@@ -416,6 +416,13 @@ def test_rest_path_round_trips(text: str) -> None:
         (("persistent", "a", "b", "100%"), True, "malformed URL escape '%'"),
         (("persistent", "a", "b", "x%zzy"), True, "malformed URL escape '%zz'"),
         (("persistent", "a", "b", "x%2"), True, "malformed URL escape '%2'"),
+        # issue 11: names a URL path cannot carry, and one name per key.
+        (("persistent", "a", "b", "."), False, "is a URL dot segment"),
+        (("persistent", "a", "b", "%2E%2E"), True, "is a URL dot segment"),
+        (("persistent", "a", "b", "a%00b"), True, "contains a control character"),
+        (("persistent", "a", "b", "x\x7fy"), False, "contains a control character"),
+        (("persistent", "a", "b", "x%FF"), True, "is not UTF-8 once percent-decoded"),
+        (("persistent", "a", "b", "x%C3"), True, "is not UTF-8 once percent-decoded"),
     ],
 )
 def test_from_rest_refuses(

@@ -156,3 +156,30 @@ def test_ownership_transactions_time_out_with_the_liveness_timeout() -> None:
     assert OwnershipConfig(session_timeout_ms=1_000).effective_transaction_timeout_ms == 1_000
     pinned = OwnershipConfig(session_timeout_ms=6_000, transaction_timeout_ms=9_000)
     assert pinned.effective_transaction_timeout_ms == 9_000
+
+
+def test_one_topic_name_one_key_on_every_route() -> None:
+    # issue 11: "%FF" was stored literally while "%25" was decoded, so two URLs could
+    # address one key; "." and "%00" were accepted as names.
+    base = "/admin/v2/persistent/public/default"
+
+    async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        resp = await client.post(f"{base}/100%25/maxConsumers", data="7")
+        assert resp.status == 204, await resp.text()
+        # The same name spelled with an encoded "1": the same key.
+        resp = await client.get(f"{base}/%3100%25/maxConsumers")
+        assert resp.status == 200 and await resp.json() == 7
+        for bad in ("x%FF", "%FF%FE", "a%00b", "a%1Fb"):
+            for method in ("GET", "POST"):
+                resp = await client.request(method, f"{base}/{bad}/maxConsumers", data="1")
+                assert resp.status == 412, (method, bad, resp.status)
+                assert (await resp.json())["reason"]
+            resp = await client.get(f"/lookup/v2/topic/persistent/public/default/{bad}")
+            assert resp.status == 412, (bad, resp.status)
+        # Dot segments are normalized away by HTTP clients (as before Pulsar's Jetty): the
+        # path no longer names a topic; whatever arrives is refused, never stored.
+        for bad in ("%2E", "%2E%2E", ".", ".."):
+            resp = await client.post(f"{base}/{bad}/maxConsumers", data="1")
+            assert 400 <= resp.status < 500, (bad, resp.status)
+
+    _serve(scenario)
