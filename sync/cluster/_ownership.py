@@ -436,6 +436,11 @@ class OwnershipMember:
             if self._requests is not None:
                 self._requests.close()
                 self._requests = None
+        # The Kafka admin runs coordinator calls in a worker process: stop it now.
+        admin, self._admin = self._admin, None
+        close_admin = getattr(admin, "close", None)
+        if close_admin is not None:
+            close_admin()
 
     def _admin_client(self) -> Admin:
         if self._admin is None:
