@@ -362,6 +362,8 @@ class OwnershipMember:
         self.membership_published = 0
         self.step_failures = 0
         self._retry_delay = config.poll_s
+        self._membership_backoff = config.membership_poll_s
+        self._membership_retry_at = 0.0
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -538,11 +540,15 @@ class OwnershipMember:
             if batch:
                 self._handle(batch)
             now = time.monotonic()
-            if 0 in self.active and (
-                self._membership_dirty
-                or now - self._last_membership >= self.config.membership_poll_s
+            if (
+                0 in self.active
+                and now >= self._membership_retry_at
+                and (
+                    self._membership_dirty
+                    or now - self._last_membership >= self.config.membership_poll_s
+                )
             ):
-                self._publish_membership()
+                self._publish_membership_backing_off(now)
             if 0 in self.active and now - self._last_sweep >= self.config.reconcile_interval_s:
                 self._last_sweep = now
                 self._sweep_dead_clusters()
@@ -565,7 +571,9 @@ class OwnershipMember:
                 self._retry_delay,
             )
             time.sleep(self._retry_delay * (0.5 + random.random()))  # noqa: S311 - jitter
-            self._retry_delay = min(self._retry_delay * 2, self.config.max_retry_delay_s)
+            # Capped well below the liveness timeout: this thread also activates slots.
+            cap = min(self.config.max_retry_delay_s, self.config.session_timeout_ms / 4000)
+            self._retry_delay = min(self._retry_delay * 2, cap)
         else:
             self._retry_delay = self.config.poll_s
 
@@ -858,6 +866,22 @@ class OwnershipMember:
             self.claims += sum(1 for w in writes if w.record is not None)
 
     # -- membership and registry cleanup (the owner of slot 0) ------------------------
+    def _publish_membership_backing_off(self, now: float) -> None:
+        """Publish the membership; while describing the group keeps failing (coordinator
+        moving after a broker died), retry after 0.2 s doubling to 5 s, without holding
+        up the rest of the loop (issue 11: ~24 describes a second for over a minute)."""
+        try:
+            self._publish_membership()
+        except (GroupFencedError, ProducerFencedError):
+            raise  # handled by the loop: a rebalance, or fatal
+        except TransportError as exc:
+            delay = self._membership_backoff
+            self._membership_backoff = min(delay * 2, 5.0)
+            self._membership_retry_at = now + delay * (0.5 + random.random())  # noqa: S311
+            logger.info("publishing the membership failed: %s; next try in %.1fs", exc, delay)
+            return
+        self._membership_backoff = self.config.membership_poll_s
+
     def _publish_membership(self) -> None:
         self._last_membership = time.monotonic()
         desc = self._admin_client().describe_group(self._group, 5.0)
