@@ -1,6 +1,8 @@
 """The policy cache: a replica of ``__change_events`` in every sidecar (Pulsar TableView).
 
-Lifecycle (checked in one place, :class:`sync._lifecycle.Lifecycle`)::
+The replay/tail machinery, positions, ``wait_for``/``sync`` and the lifecycle are the
+one compacted-table reader's (:class:`sync.table.TableReader`), shared with the
+registry, ownership and metadata tables. Lifecycle::
 
     NEW ──start()──▶ BOOTSTRAPPING ──caught up──▶ READY ──close()──▶ CLOSED
                          │  └──time limit / error──▶ FAILED ──close()──▶ CLOSED
@@ -30,7 +32,6 @@ are lock-free dict lookups.
 from __future__ import annotations
 
 import ctypes
-import enum
 import hashlib
 import logging
 import threading
@@ -51,18 +52,15 @@ from ._constants import (
     SINGLE_OBJECT_MAGIC,
 )
 from ._errors import (
-    BootstrapTimeout,
-    CacheStateError,
     PolicySyncError,
-    TransportError,
 )
-from ._lifecycle import Lifecycle
 from ._names import TopicName
 from ._policies import Policies, PolicyTarget, effective_policies
 from ._snapshot import Snapshot, load_snapshot, save_snapshot
 from ._store import PolicyStore
-from .table import POLICY_EVENTS, Effect, PoisonKind, Quarantine, header_problem, judge
-from .transport import Consumer, Message, TopicSpec, Transport
+from .table import POLICY_EVENTS, Effect, PoisonKind, header_problem, judge
+from .table._reader import TableReader, TableState
+from .transport import Message, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -90,23 +88,8 @@ def _release_free_heap() -> None:
         logger.debug("malloc_trim is not available here")
 
 
-class CacheState(enum.Enum):
-    """Where a cache is in its life."""
-
-    NEW = "NEW"
-    BOOTSTRAPPING = "BOOTSTRAPPING"
-    READY = "READY"
-    CLOSED = "CLOSED"
-    FAILED = "FAILED"
-
-
-_ALLOWED: dict[CacheState, frozenset[CacheState]] = {
-    CacheState.NEW: frozenset({CacheState.BOOTSTRAPPING, CacheState.CLOSED}),
-    CacheState.BOOTSTRAPPING: frozenset({CacheState.READY, CacheState.FAILED, CacheState.CLOSED}),
-    CacheState.READY: frozenset({CacheState.FAILED, CacheState.CLOSED}),
-    CacheState.FAILED: frozenset({CacheState.CLOSED}),
-    CacheState.CLOSED: frozenset(),
-}
+#: Where a cache is in its life: the one lifecycle of every compacted table.
+CacheState = TableState
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +219,7 @@ class _Dispatcher:
         self._thread.join(timeout=5)
 
 
-class PolicyCache:
+class PolicyCache(TableReader):
     """Every policy of one change-events topic, kept current in memory."""
 
     def __init__(
@@ -247,40 +230,28 @@ class PolicyCache:
         codec: Codec | None = None,
         on_apply: Callable[[float], None] | None = None,
     ) -> None:
-        self.config = config or CacheConfig()
-        self.codec = codec or Codec()
-        self._transport = transport
-        self._on_apply = on_apply
-        self._life = Lifecycle(
-            f"policy cache {self.config.topic}",
-            CacheState.NEW,
-            _ALLOWED,
-            terminal=CacheState.CLOSED,
-            error=CacheStateError,
-            log=logger,
+        self.config = cfg = config or CacheConfig()
+        super().__init__(
+            transport,
+            cfg.topic_spec(),
+            what=f"policy cache for {cfg.topic}",
+            create_topic=cfg.create_topic,
+            bootstrap_timeout_s=cfg.bootstrap_timeout_s,
+            replay_batch=cfg.batch_size,
+            tail_batch=cfg.batch_size,
+            tail_poll_s=cfg.tail_poll_s,
+            fetch_wait_max_ms=cfg.fetch_wait_max_ms,
+            dead_letter=cfg.dead_letter,
+            thread_name="policy-reader",
         )
-        self._failure: BaseException | None = None
-        self._ready = threading.Event()
-        self._stop = threading.Event()
-        self._progress = threading.Condition()
-        #: Held by the reader while it applies a batch and publishes its positions, so a
-        #: copy of the store taken under it matches the positions (digest, snapshots).
-        self._apply_lock = threading.Lock()
+        self.codec = codec or Codec()
+        self._on_apply = on_apply
+        self._quarantine = self.quarantine
         self._store = PolicyStore(self.codec.header)
         self._decoded: OrderedDict[bytes, tuple[bytes, Policies | None]] = OrderedDict()
         self._decoded_lock = threading.Lock()
-        self._applied: dict[int, int] = {}
-        self._partitions: list[int] = []
-        self._topic_id = ""
-        self._delete_retention_ms = 86_400_000
         self._counters = _Counters()
         self._dispatcher = _Dispatcher(self._counters)
-        self._quarantine = Quarantine(
-            transport,
-            self.config.topic,
-            dead_letter=self.config.dead_letter,
-            replication_factor=self.config.replication_factor,
-        )
         #: stored values found unreadable after they were stored: (key, token, reason)
         self._lazy_poison: list[tuple[bytes, bytes, str]] = []
         #: dropped values still to be located and copied to the dead-letter topic
@@ -289,170 +260,40 @@ class PolicyCache:
         self._verify_prefixes: list[bytes] = []
         self._verify_prefix = b""
         self._verify_locals: list[bytes] = []
-        self._bootstrap_seconds: float | None = None
         self._snapshot_note = "none"
         self._last_snapshot = time.monotonic()
         self._snapshot_thread: threading.Thread | None = None
-        self._probe: Consumer | None = None
-        self._hw_probe: Consumer | None = None
-        self._reader: threading.Thread | None = None
 
-    # -- lifecycle -------------------------------------------------------------------
-    @property
-    def state(self) -> CacheState:
-        return self._life.state
-
-    @property
-    def failure(self) -> BaseException | None:
-        """Why the cache FAILED, if it did."""
-        return self._failure
-
-    def _transition(self, new: CacheState) -> bool:
-        return self._life.move(new)
-
+    # -- lifecycle (sync.table.TableReader) -----------------------------------------------
     def start(self) -> PolicyCache:
         """Begin bootstrapping in a background reader thread (returns at once)."""
-        self._transition(CacheState.BOOTSTRAPPING)
-        self._reader = threading.Thread(target=self._run, name="policy-reader", daemon=True)
-        self._reader.start()
+        self._start_reader()
         return self
 
-    def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Block until READY; raise if bootstrap failed, timed out or the cache closed."""
-        limit = self.config.bootstrap_timeout_s + 5.0 if timeout_s is None else timeout_s
-        if not self._ready.wait(limit):
-            raise BootstrapTimeout(
-                f"policy cache for {self.config.topic} not ready after {limit:.1f}s "
-                f"(state {self._life.state.value}); check the broker and the reader's log"
-            )
-        if self._life.state is not CacheState.READY:
-            raise CacheStateError(
-                f"policy cache for {self.config.topic} is {self._life.state.value}"
-                + (f": {self._failure}" if self._failure else "")
-            ) from self._failure
-
-    def close(self) -> None:
-        """Stop reading, save a snapshot (when configured) and release Kafka clients."""
-        was_ready = self._life.state is CacheState.READY
-        if not self._transition(CacheState.CLOSED):
-            return
-        self._stop.set()
-        if self._reader is not None and self._reader is not threading.current_thread():
-            self._reader.join(timeout=30)
+    def _on_close(self, was_ready: bool) -> None:
         if self._snapshot_thread is not None:
             self._snapshot_thread.join(timeout=60)
         if was_ready and self.config.snapshot_path is not None:
             self._write_snapshot(self._store.packed_state(), dict(self._applied))
         self._dispatcher.close()
-        self._quarantine.close()
-        for client in (self._probe, self._hw_probe):
-            if client is not None:
-                try:
-                    client.close()
-                except PolicySyncError:
-                    logger.warning("closing a Kafka client failed", exc_info=True)
-        self._ready.set()
-        with self._progress:
-            self._progress.notify_all()
 
-    def _run(self) -> None:
-        consumer: Consumer | None = None
-        try:
-            consumer = self._bootstrap()
-            if consumer is None:
-                return
-            if not self._transition(CacheState.READY):
-                return
-            self._ready.set()
-            self._tail(consumer)
-        except BaseException as exc:
-            self._failure = exc
-            if self._life.state is not CacheState.CLOSED:
-                logger.error("policy cache for %s failed: %s", self.config.topic, exc)
-                self._transition(CacheState.FAILED)
-            self._ready.set()
-            with self._progress:
-                self._progress.notify_all()
-        finally:
-            if consumer is not None:
-                try:
-                    consumer.close()
-                except Exception:
-                    logger.debug("consumer close failed", exc_info=True)
-
-    # -- bootstrap -------------------------------------------------------------------
-    def _bootstrap(self) -> Consumer | None:
-        started = time.monotonic()
-        cfg = self.config
-        admin = self._transport.admin()
-        if cfg.create_topic:
-            desc = admin.ensure_topic(cfg.topic_spec())
-        else:
-            found = admin.describe_topic(cfg.topic)
-            if found is None:
-                raise TransportError(f"topic {cfg.topic!r} does not exist (create_topic is off)")
-            desc = found
-        self._partitions = list(range(desc.partitions))
-        self._topic_id = desc.topic_id
-        self._delete_retention_ms = int(desc.config.get("delete.retention.ms", "86400000"))
-        # Offsets are asked on the replay consumer itself, before assign() and at explicit
-        # positions: a cold client, OFFSET_BEGINNING, or offset queries after assign()
-        # each delayed the first fetch by hundreds of milliseconds.
-        consumer = self._transport.consumer(
-            read_committed=True, fetch_wait_max_ms=cfg.fetch_wait_max_ms
-        )
-        starts = consumer.start_offsets(cfg.topic, self._partitions)
-        positions = self._restore_snapshot(starts)
-        ends = consumer.end_offsets(cfg.topic, self._partitions)
-        applied = {p: positions.get(p, starts[p]) for p in self._partitions}
-        consumer.assign(cfg.topic, applied)
-        self._applied = dict(applied)
-        pending = {p for p in self._partitions if applied[p] < ends[p]}
-        logger.info(
-            "policy cache %s: replaying to end offsets %s from %s",
-            cfg.topic,
-            ends,
-            applied,
-        )
-        deadline = started + cfg.bootstrap_timeout_s
-        records = 0
-        while pending:
-            if self._stop.is_set():
-                consumer.close()
-                return None
-            if time.monotonic() > deadline:
-                lag = {p: ends[p] - applied[p] for p in pending}
-                raise BootstrapTimeout(
-                    f"replay of {cfg.topic} did not reach the end offsets within "
-                    f"{cfg.bootstrap_timeout_s:.0f}s (remaining per partition: {lag}); "
-                    "the broker may be down or a partition stuck. Raise the limit with "
-                    "--bootstrap-timeout or investigate the partition"
-                )
-            batch = consumer.consume(cfg.batch_size, 0.2)
-            with self._apply_lock:
-                if batch:
-                    records += len(batch)
-                    self._apply_replay(batch)
-                for p, pos in consumer.positions(cfg.topic, sorted(pending)).items():
-                    if pos > applied[p]:
-                        applied[p] = pos
-                pending = {p for p in pending if applied[p] < ends[p]}
-                self._publish_positions(applied)
-        self._bootstrap_seconds = time.monotonic() - started
-        # For sync()/lag() from other threads while the reader consumes.
-        self._probe = self._transport.consumer(read_committed=True)
-        self._counters.bootstrap_records = records
+    def _on_ready(self) -> None:
+        self._counters.bootstrap_records = self.bootstrap_records
         self._verify_prefixes = self._store.prefixes()
         _release_free_heap()
         logger.info(
-            "policy cache %s: READY with %d policies after %d records in %.3fs (%s)",
-            cfg.topic,
+            "policy cache %s: %d policies (%s)",
+            self.config.topic,
             len(self._store),
-            records,
-            self._bootstrap_seconds,
             self._snapshot_note,
         )
-        return consumer
+
+    def _restore(self, starts: Mapping[int, int]) -> dict[int, int]:
+        return self._restore_snapshot(starts)
+
+    @property
+    def _delete_retention_ms(self) -> int:
+        return int(self._topic_config.get("delete.retention.ms", "86400000"))
 
     def _apply_replay(
         self, batch: Sequence[Message], stored_keys: list[bytes] | None = None
@@ -654,31 +495,26 @@ class PolicyCache:
         )
         self._snapshot_thread.start()
 
-    # -- tailing -----------------------------------------------------------------------
-    def _tail(self, consumer: Consumer) -> None:
-        cfg = self.config
-        applied = dict(self._applied)
-        while not self._stop.is_set():
-            batch = consumer.consume(cfg.batch_size, cfg.tail_poll_s)
-            with self._apply_lock:
-                if batch and not self._dispatcher.active:
-                    # Nobody listens: classify only; first read or the verifier decodes.
-                    self._apply_replay(batch, self._unverified)
-                    for m in batch:
-                        self._observe(m)
-                else:
-                    for m in batch:
-                        self._apply_live(m)
-                        applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
-                for p, pos in consumer.positions(cfg.topic, self._partitions).items():
-                    if pos > applied.get(p, 0):
-                        applied[p] = pos
-                self._publish_positions(applied)
-                self._drain_lazy_poison()
-                if not batch:
-                    self._verify_some()
-            self._copy_dropped()
-            self._maybe_snapshot()
+    # -- tailing (hooks of sync.table.TableReader) -------------------------------------
+    def _apply_tail(self, batch: Sequence[Message]) -> None:
+        if not self._dispatcher.active:
+            # Nobody listens: classify only; first read or the verifier decodes.
+            self._apply_replay(batch, self._unverified)
+            for m in batch:
+                self._observe(m)
+        else:
+            for m in batch:
+                self._apply_live(m)
+
+    def _on_idle(self) -> None:
+        self._drain_lazy_poison()
+        self._verify_some()
+
+    def _after_batch(self) -> None:
+        with self._apply_lock:
+            self._drain_lazy_poison()
+        self._copy_dropped()
+        self._maybe_snapshot()
 
     def _apply_live(self, m: Message) -> None:
         k = m.key()
@@ -712,11 +548,6 @@ class PolicyCache:
     def _notify(self, key: str, value: Policies | None) -> None:
         if self._dispatcher.active:
             self._dispatcher.submit(key, value)
-
-    def _publish_positions(self, applied: Mapping[int, int]) -> None:
-        with self._progress:
-            self._applied = dict(applied)
-            self._progress.notify_all()
 
     # -- poison ------------------------------------------------------------------------
     def _poison(self, m: Message, kind: str, reason: str) -> None:
@@ -824,7 +655,7 @@ class PolicyCache:
             self._settle_locked()
 
     def _settle_locked(self) -> None:
-        if self._life.state is not CacheState.READY:
+        if self.state is not CacheState.READY:
             return
         self._drain_lazy_poison()
         while self._unverified_left():
@@ -848,15 +679,9 @@ class PolicyCache:
             while len(self._decoded) > self.config.decoded_cache_entries:
                 self._decoded.popitem(last=False)
 
-    def _check_readable(self) -> None:
-        if self._life.state is not CacheState.READY:
-            raise CacheStateError(
-                f"policy cache is {self._life.state.value}, not READY; wait_ready() first"
-            )
-
     def get(self, key: str) -> Policies | None:
         """The policies stored under a record key, or None."""
-        self._check_readable()
+        self._check_ready()
         k = key.encode("utf-8")
         token = self._store.token(k)
         if token is None:
@@ -883,7 +708,7 @@ class PolicyCache:
 
     def keys(self) -> list[str]:
         """Every record key currently held (local, global and namespace)."""
-        self._check_readable()
+        self._check_ready()
         self._settle()
         return [k.decode("utf-8", "replace") for k in self._store.keys()]
 
@@ -911,61 +736,11 @@ class PolicyCache:
         self._settle()
         return self._store.items()
 
-    # -- positions and read-your-writes ------------------------------------------------
-    def positions(self) -> dict[int, int]:
-        """Next offset to apply, per partition."""
-        with self._progress:
-            return dict(self._applied)
-
-    def wait_for(self, positions: Mapping[int, int], timeout_s: float) -> None:
-        """Block until every partition's applied position reaches ``positions``."""
-        deadline = time.monotonic() + timeout_s
-        with self._progress:
-            while True:
-                if self._life.state in (CacheState.FAILED, CacheState.CLOSED):
-                    raise CacheStateError(
-                        f"policy cache is {self._life.state.value}"
-                    ) from self._failure
-                if all(self._applied.get(p, -1) >= o for p, o in positions.items()):
-                    return
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BootstrapTimeout(
-                        f"cache did not reach {dict(positions)} within {timeout_s:.1f}s "
-                        f"(at {self._applied})"
-                    )
-                self._progress.wait(remaining)
-
+    # -- read-your-writes (positions, wait_for, sync_written, lag: TableReader) ----------
     def sync(self, timeout_s: float = 30.0) -> None:
         """Wait until everything committed to the topic right now has been applied."""
-        self._check_readable()
-        assert self._probe is not None  # noqa: S101 - set during bootstrap
-        ends = self._probe.end_offsets(self.config.topic, self._partitions)
-        self.wait_for(ends, timeout_s)
-
-    def sync_written(self, timeout_s: float = 30.0) -> None:
-        """Wait until every record written so far has been applied, including those of
-        transactions whose commit markers are still on their way.
-
-        A producer's commit returns once the coordinator decided, before the markers
-        reach the partitions: the last stable offset read right after a commit (what
-        :meth:`sync` waits for) may not cover the records just committed yet. Their
-        high watermark does, and a read-committed reader passes it only once the
-        markers are written. For read-your-writes after one's own transactions.
-        """
-        self._check_readable()
-        if self._hw_probe is None:
-            self._hw_probe = self._transport.consumer(read_committed=False)
-        ends = self._hw_probe.end_offsets(self.config.topic, self._partitions)
-        self.wait_for(ends, timeout_s)
-
-    def lag(self) -> int:
-        """Records committed but not yet applied, summed over partitions."""
-        if self._probe is None or self._life.state is not CacheState.READY:
-            return 0
-        ends = self._probe.end_offsets(self.config.topic, self._partitions)
-        applied = self.positions()
-        return sum(max(0, e - applied.get(p, 0)) for p, e in ends.items())
+        self._check_ready()
+        self.wait_for(self.end_offsets(), timeout_s)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(key, policies_or_None)`` after each change; returns a remover."""
@@ -974,11 +749,11 @@ class PolicyCache:
     def stats(self) -> CacheStats:
         c = self._counters
         return CacheStats(
-            state=self._life.state,
+            state=self.state,
             size=len(self._store),
             applied_records=c.applied,
             bootstrap_records=c.bootstrap_records,
-            bootstrap_seconds=self._bootstrap_seconds,
+            bootstrap_seconds=self.bootstrap_seconds,
             snapshot=self._snapshot_note,
             poison=self._quarantine.total,
             poison_by_reason=self._quarantine.counts,

@@ -98,9 +98,11 @@ class Quarantine:
                         (HEADER_POISON_SOURCE, source.encode("utf-8")),
                     ],
                 )
+                # Poison is rare: wait for the copy, so a reader starting next sees it.
+                if self._producer.flush(10) != 0:
+                    logger.warning("copying %s to %s is not confirmed", source, self.dlq_topic)
                 self._copied.add(ident)
                 self.copies += 1
-            self._producer.poll(0)
         except PolicySyncError:
             logger.exception("could not copy poison record %s to %s", source, self.dlq_topic)
 

@@ -192,7 +192,7 @@ def test_a_poison_record_is_dead_lettered_once_across_restarts(
     transport: Transport, caches: Any
 ) -> None:
     first = caches()
-    poison = [
+    poison: list[Record] = [
         (b"k-magic", b"\x00\x01garbage"),
         (ORDERS, ISSUE_TRUNCATED),  # stored whole by replay, found by the verifier
         (b"persistent://acme/ops/x", CODEC.header + b"\x04\x00\xff\xff"),
