@@ -58,8 +58,7 @@ from ._names import TopicName
 from ._policies import Policies, PolicyTarget, effective_policies
 from ._snapshot import Snapshot, load_snapshot, save_snapshot
 from ._store import PolicyStore
-from .table import POLICY_EVENTS, Effect, PoisonKind, header_problem, judge
-from .table._reader import TableReader, TableState
+from .table import POLICY_EVENTS, Effect, PoisonKind, TableReader, TableState, header_problem, judge
 from .transport import Message, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)

@@ -165,6 +165,9 @@ def test_the_issue_truncated_record_never_wedges_a_fresh_replay(
         (b"persistent://acme/ops/b", _event(b"persistent://acme/ops/b", "UPDATE")),
     ]
     _produce(transport, caches.topic, records)
+    live.sync_written(30)
+    live.digest()
+    _wait_poison(live, 1)  # the live cache copied it to the dead-letter topic
     for _ in range(3):  # every fresh replay reaches READY, and never re-copies the poison
         expected = _check_everyone_agrees(transport, caches, [live], records)
         assert list(expected) == [b"persistent://acme/ops/b"]
