@@ -221,6 +221,13 @@ class Ticket(Generic[R]):
         return self._result  # type: ignore[return-value]
 
 
+def _close_quietly(producer: Producer) -> None:
+    try:
+        producer.close()
+    except PolicySyncError:
+        logger.debug("closing a fenced or failed producer failed", exc_info=True)
+
+
 def confirm(reports: Sequence[DeliveryReport], log: FencedLog, timeout_s: float) -> None:
     """Commit-and-confirm's second half: every record delivered, and applied by ``log``."""
     failed = [r for r in reports if r.error]
@@ -308,7 +315,7 @@ class FencedWriter(Generic[V]):
         if thread is not None:
             thread.join(self.config.timeout_s + 5.0)
         if self._producer is not None:
-            self._producer.close()
+            _close_quietly(self._producer)
             self._producer = None
 
     # -- the writer thread -------------------------------------------------------------------
@@ -416,7 +423,7 @@ class FencedWriter(Generic[V]):
                 # We may have been fenced out before: what others committed must be seen.
                 self._log.sync(timeout_s)
             except BaseException:
-                producer.close()
+                _close_quietly(producer)
                 raise
             self._producer = producer
             self._committed, self._high = {}, {}
@@ -427,7 +434,7 @@ class FencedWriter(Generic[V]):
         producer, self._producer = self._producer, None
         self._committed, self._high = {}, {}
         if producer is not None:
-            producer.close()
+            _close_quietly(producer)
 
     def _abort_quietly(self) -> None:
         producer = self._producer

@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._cache import PolicyCache
@@ -77,6 +77,9 @@ class WriteResult:
     action: str | None
     partition: int | None = None
     offset: int | None = None
+    #: Offsets (per partition, exclusive) the writer's cache had applied when the write
+    #: returned: another cache that reaches them shows this write (read-your-writes).
+    positions: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -153,13 +156,15 @@ class PolicyWriter:
         results: list[WriteResult] = []
         for ticket in tickets:
             planned = ticket.result()
-            reports = iter(ticket.reports)
+            reports, done = iter(ticket.reports), ticket.positions
             for target, policies, action in planned:
                 if action is None:
-                    results.append(WriteResult(target, policies, None))
+                    results.append(WriteResult(target, policies, None, positions=done))
                 else:
                     r = next(reports)
-                    results.append(WriteResult(target, policies, action, r.partition, r.offset))
+                    results.append(
+                        WriteResult(target, policies, action, r.partition, r.offset, done)
+                    )
         return results
 
     def close(self) -> None:
