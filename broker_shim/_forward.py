@@ -29,7 +29,7 @@ from sync import (
     PolicyService,
     PolicyTarget,
 )
-from sync._constants import SIDECAR_WRITE_PATH
+from sync.constants import SIDECAR_WRITE_PATH
 
 logger = logging.getLogger(__name__)
 
