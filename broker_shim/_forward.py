@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -37,6 +39,11 @@ __all__ = ["FORWARDED_HEADER", "WriteForwarder"]
 
 #: Set on forwarded requests: the receiver writes itself, never forwards again.
 FORWARDED_HEADER = "X-Policy-Sync-Forwarded"
+#: Threads that wait for writes (blocked on the fenced writer or the cache, not working):
+#: asyncio's default pool (cores + 4) would cap a group commit at a handful of writes.
+WRITE_THREADS = 256
+
+T = TypeVar("T")
 
 
 class WriteForwarder:
@@ -46,6 +53,7 @@ class WriteForwarder:
         self.holder = holder
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=1.0)
         self._session: aiohttp.ClientSession | None = None
+        self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="policy-write")
         self.forwarded = 0
         self.written_here = 0
         self.fallbacks = 0
@@ -54,6 +62,11 @@ class WriteForwarder:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on a write thread (it waits for Kafka and the cache)."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def set(self, svc: PolicyService, target: PolicyTarget, fields: dict[str, Any]) -> None:
         """Merge ``fields`` (a validated-by-us JSON patch) into ``target``, wherever the
@@ -63,11 +76,11 @@ class WriteForwarder:
             positions = await self._forward(address, target, fields)
             if positions is not None:
                 self.forwarded += 1
-                await asyncio.to_thread(svc.cache.wait_for, positions, svc.writer.config.timeout_s)
+                await self.blocking(svc.cache.wait_for, positions, svc.writer.config.timeout_s)
                 return
             self.fallbacks += 1
         self.written_here += 1
-        await asyncio.to_thread(svc.set, target, fields)
+        await self.blocking(svc.set, target, fields)
 
     def _holder_elsewhere(self) -> str | None:
         holder = self.holder
@@ -106,7 +119,9 @@ class WriteForwarder:
         return None
 
 
-async def receive_write(request: web.Request, svc: PolicyService) -> web.Response:
+async def receive_write(
+    request: web.Request, svc: PolicyService, forwarder: WriteForwarder
+) -> web.Response:
     """The holder's side: write a forwarded patch here, answer the applied offsets."""
     try:
         body = await request.json()
@@ -115,5 +130,5 @@ async def receive_write(request: web.Request, svc: PolicyService) -> web.Respons
     if not isinstance(body, dict) or not isinstance(body.get("fields"), dict):
         raise InvalidInputError("forwarded write needs {'key': ..., 'fields': {...}}")
     target = PolicyTarget.from_key(str(body.get("key")))
-    result = await asyncio.to_thread(svc.set, target, body["fields"])
+    result = await forwarder.blocking(svc.set, target, body["fields"])
     return web.json_response({"positions": {str(p): o for p, o in result.positions.items()}})

@@ -216,7 +216,7 @@ async def forwarded_write(request: web.Request) -> web.Response:
     """A policy write another sidecar forwarded to this one (the fence holder)."""
     if request.headers.get(FORWARDED_HEADER) != "1":
         raise NotFoundError(f"{SIDECAR_WRITE_PATH} only takes writes forwarded by sidecars")
-    return await receive_write(request, _ready_service(request))
+    return await receive_write(request, _ready_service(request), request.app[FORWARDER_KEY])
 
 
 def _ready(app: web.Application) -> bool:
