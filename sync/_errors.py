@@ -159,6 +159,11 @@ class ProducerFencedError(TransportError):
     """Another producer with the same transactional id fenced this one; start over."""
 
 
+class FatalClientError(ProducerFencedError):
+    """The Kafka client reached a fatal state (librdkafka's fatal error): no call on it
+    can succeed again. Like a fenced producer, it is closed and replaced by a new one."""
+
+
 class GroupFencedError(TransportError):
     """The group coordinator refused our consumer-group generation (we were rebalanced out
     or our session expired): abort the transaction; its writes must not become visible."""
