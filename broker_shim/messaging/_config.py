@@ -51,6 +51,11 @@ class MessagingConfig:
         policy_check_s: how often live topics re-read their policies even without a
             change notification (and the policy service is looked up again).
         ownership_check_s: how often live topics ask whether they are still owned here.
+        message_expiry_check_s: how often buffered messages are checked against
+            ``messageTTLInSeconds`` (they are also checked as they are dispatched;
+            Pulsar's ``messageExpiryCheckIntervalInMinutes`` is 5 minutes).
+        topic_config_sweep_s: how often every owned topic's Kafka config is compared with
+            its policies even without a change notification.
     """
 
     default_receiver_queue_size: int = 1000
@@ -70,6 +75,8 @@ class MessagingConfig:
     gc_young_threshold: int = 10_000
     policy_check_s: float = 5.0
     ownership_check_s: float = 5.0
+    message_expiry_check_s: float = 5.0
+    topic_config_sweep_s: float = 30.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

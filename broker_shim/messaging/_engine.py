@@ -65,6 +65,7 @@ from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
 from ._subscription import Subscription, subscription_group
+from ._topic_config import TopicConfigReconciler
 from ._types import InitialPosition, ProducerState, SubscriptionType, transition
 
 logger = logging.getLogger(__name__)
@@ -249,6 +250,10 @@ class MessagingEngine:
         self._remove_listener: Callable[[], None] | None = None
         self._live_keys: frozenset[str] = frozenset()
         self._closing = False
+        #: Keeps the Kafka topic config of owned topics equal to their policies.
+        self.topic_configs = TopicConfigReconciler(
+            transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -259,10 +264,12 @@ class MessagingEngine:
             gc.set_threshold(self.config.gc_young_threshold, *older)
         if self._watcher is None:
             self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
+        await self.topic_configs.start()
 
     async def close(self) -> None:
         """Close every connection (code 1001), commit every subscription, flush producers."""
         self._closing = True
+        await self.topic_configs.close()
         if self._watcher is not None:
             self._watcher.cancel()
             self._watcher = None
@@ -421,7 +428,7 @@ class MessagingEngine:
 
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
-        last_policy = last_owner = time.monotonic()
+        last_policy = last_owner = last_expiry = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -439,6 +446,11 @@ class MessagingEngine:
                     last_policy = now
                     for ts in list(self._topics.values()):
                         self.refresh_policies(ts)
+                if now - last_expiry >= self.config.message_expiry_check_s:
+                    last_expiry = now
+                    for ts in list(self._topics.values()):
+                        for sub in list(ts.subscriptions.values()):
+                            sub.expire_messages()
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()

@@ -63,6 +63,8 @@ class TopicLimits:
     max_message_size: int = 1_000_000
     dispatch_rate: RateSpec = RateSpec()
     subscription_dispatch_rate: RateSpec = RateSpec()
+    #: ``messageTTLInSeconds``: older messages are acknowledged for every subscription.
+    message_ttl_s: int = 0
 
     @classmethod
     def from_policies(
@@ -84,6 +86,7 @@ class TopicLimits:
             subscription_dispatch_rate=RateSpec.from_policy(
                 policies.get("subscriptionDispatchRate")
             ),
+            message_ttl_s=max(0, int(policies.get("messageTTLInSeconds") or 0)),
         )
 
     def type_enabled(self, sub_type: SubscriptionType) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast
 
 from confluent_kafka import (
@@ -20,7 +20,12 @@ from confluent_kafka import (
     Producer as _RdProducer,
 )
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._config import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
@@ -410,6 +415,7 @@ class KafkaAdmin:
             partitions=len(desc.partitions),
             config=config,
             topic_id=str(desc.topic_id),
+            replication_factor=len(desc.partitions[0].replicas) if desc.partitions else -1,
         )
 
     def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription:
@@ -478,6 +484,51 @@ class KafkaAdmin:
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return
             raise _translate(exc, f"delete consumer group {group!r}") from exc
+
+    def list_topics(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
+        try:
+            meta = self._admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise _translate(exc, "list topics") from exc
+        return sorted(t for t in meta.topics if t.startswith(prefix))
+
+    def topic_overrides(self, topic: str, timeout_s: float = 30.0) -> dict[str, str] | None:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
+                resource
+            ].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise _translate(exc, f"describe configs of {topic}") from exc
+        dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        return {
+            name: str(entry.value)
+            for name, entry in entries.items()
+            if entry.source == dynamic and entry.value is not None
+        }
+
+    def alter_topic_config(
+        self,
+        topic: str,
+        set_: Mapping[str, str],
+        delete: Collection[str] = (),
+        timeout_s: float = 30.0,
+    ) -> None:
+        if not set_ and not delete:
+            return
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        try:
+            self._admin.incremental_alter_configs([resource], request_timeout=timeout_s)[
+                resource
+            ].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"alter configs of {topic}") from exc
 
 
 class KafkaTransport:

@@ -1,0 +1,316 @@
+"""Issue 15: stored topic policies take effect on the data path (real Kafka, WebSocket).
+
+Every test writes through one sidecar (``writer``, which owns no topic) and observes the
+effect on another (``server``, which owns every topic): the Kafka topic config applied by
+the owner's reconciler, or messages served by the owner's engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from broker_shim._http import build_app
+from broker_shim._ws import ENGINE_KEY
+from broker_shim.messaging import OwnerInfo
+from sync import PolicyTarget, TopicName
+from sync._errors import InvalidPolicyError
+from sync._kafka_names import kafka_topic_of
+from sync.transport import KafkaConfig, KafkaTransport
+from tests.integration._ws_harness import (
+    ThreadSidecar,
+    connect,
+    consumer_url,
+    make_topic,
+    path_of,
+    produce,
+    receive,
+    run,
+    set_policy,
+    silent,
+)
+
+
+class _NothingHere:
+    """Ownership of a sidecar that serves no topic (it only takes the admin writes)."""
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
+
+
+@pytest.fixture(scope="module")
+def pair(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ThreadSidecar, ThreadSidecar]]:
+    writer = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("writer"))
+    writer._app_factory = lambda: build_app(writer.sidecar, ownership=_NothingHere())  # noqa: SLF001
+    with writer, ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("server")) as server:
+        yield writer, server
+
+
+def _overrides(bootstrap: str, topic: TopicName) -> dict[str, str]:
+    found = KafkaTransport(KafkaConfig(bootstrap)).admin().topic_overrides(kafka_topic_of(topic))
+    assert found is not None
+    return found
+
+
+def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def _request(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(  # noqa: S310 - test-local URL
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _policy_url(s: ThreadSidecar, topic: TopicName, name: str) -> str:
+    return f"{s.http_url}/admin/v2/{path_of(topic)}/{name}"
+
+
+def _applied(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
+    status, body = _request("GET", _policy_url(s, topic, name) + "?applied=true")
+    return None if status == 204 else body
+
+
+def test_retention_sets_the_kafka_topic_config_on_the_owner(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 2)
+
+    def retention() -> tuple[str | None, str | None]:
+        o = _overrides(kafka_bootstrap, topic)
+        return o.get("retention.ms"), o.get("retention.bytes")
+
+    body = {"retentionTimeInMinutes": 5, "retentionSizeInMB": 10}
+    run(set_policy(writer.http_url, topic, "retention", body))
+    _wait_for(lambda: retention() == ("300000", str(10 * 1024 * 1024)), "retention applied")
+    body = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
+    run(set_policy(writer.http_url, topic, "retention", body))
+    _wait_for(lambda: retention() == ("3600000", "-1"), "retention updated")
+    run(set_policy(writer.http_url, topic, "retention", None))
+    _wait_for(lambda: retention() == (None, None), "retention back to the broker default")
+
+
+def test_namespace_retention_applies_to_its_topics_and_topic_policy_wins(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    ns = writer.sidecar.service
+    assert ns is not None
+    target = PolicyTarget.namespace_of(topic.tenant, topic.namespace)
+    ns_ret = {"retentionTimeInMinutes": 7, "retentionSizeInMB": 0}
+    try:
+        ns.set(target, {"retentionPolicies": ns_ret})
+        _wait_for(
+            lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "420000",
+            "namespace retention applied",
+        )
+        body = {"retentionTimeInMinutes": 9, "retentionSizeInMB": 0}
+        run(set_policy(writer.http_url, topic, "retention", body))
+        _wait_for(
+            lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "540000",
+            "topic retention wins over the namespace",
+        )
+        run(set_policy(writer.http_url, topic, "retention", None))
+        _wait_for(
+            lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "420000",
+            "namespace retention again",
+        )
+    finally:
+        ns.set(target, {"retentionPolicies": None})
+
+
+def test_max_message_size_and_persistence_set_kafka_limits(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    run(set_policy(writer.http_url, topic, "maxMessageSize", 2_000_000))
+    _wait_for(
+        lambda: _overrides(kafka_bootstrap, topic).get("max.message.bytes") == "2016384",
+        "max.message.bytes raised",
+    )
+    persistence = {
+        "bookkeeperEnsemble": 1,
+        "bookkeeperWriteQuorum": 1,
+        "bookkeeperAckQuorum": 1,
+        "managedLedgerMaxMarkDeleteRate": 0.0,
+    }
+    run(set_policy(writer.http_url, topic, "persistence", persistence))
+    _wait_for(
+        lambda: _overrides(kafka_bootstrap, topic).get("min.insync.replicas") == "1",
+        "min.insync.replicas set",
+    )
+    run(set_policy(writer.http_url, topic, "maxMessageSize", None))
+    run(set_policy(writer.http_url, topic, "persistence", None))
+    _wait_for(
+        lambda: (
+            not {"max.message.bytes", "min.insync.replicas"}
+            & set(_overrides(kafka_bootstrap, topic))
+        ),
+        "limits back to the broker default",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        (
+            "persistence",
+            {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 1},
+            "Bookkeeper Ensemble (1) >= WriteQuorum (2) >= AckQuoru (1)",
+        ),
+        ("replicationClusters", ["east", "west"], "geo-replication is not supported"),
+        ("shadowTopics", ["persistent://public/default/x"], "not supported on this cluster"),
+        ("schemaValidationEnforced", True, "not supported on this cluster"),
+        ("compactionThreshold", 1024, "not supported on this cluster"),
+        ("publishRate", {"publishThrottlingRateInMsg": -1}, "must be between 0"),
+    ],
+)
+def test_policies_that_cannot_apply_are_refused_and_not_written(
+    pair: tuple[ThreadSidecar, ThreadSidecar],
+    kafka_bootstrap: str,
+    name: str,
+    value: Any,
+    reason: str,
+) -> None:
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    status, body = _request("POST", _policy_url(writer, topic, name), value)
+    assert status == 412, body
+    assert reason in body["reason"]
+    assert _request("GET", _policy_url(writer, topic, name))[0] == 204
+
+
+def test_backlog_quota_at_or_above_retention_is_refused(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+    svc.set(target, {"retentionPolicies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": 1}})
+    quota = {
+        "destination_storage": {
+            "limitSize": 2 * 1024 * 1024,
+            "limitTime": -1,
+            "policy": "producer_exception",
+        }
+    }
+    with pytest.raises(InvalidPolicyError, match="Backlog Quota exceeds configured retention"):
+        svc.set(target, {"backLogQuotaMap": quota})
+    stored = svc.get(target)
+    assert stored is not None and "backLogQuotaMap" not in stored
+    # the other way round: a retention at or under the stored quota
+    quota["destination_storage"]["limitSize"] = 512 * 1024
+    quota["destination_storage"]["limitTime"] = 600
+    svc.set(target, {"backLogQuotaMap": quota, "retentionPolicies": None})
+    bad = {"retentionTimeInMinutes": 10, "retentionSizeInMB": 1}  # 600 s >= 10 minutes
+    status, body = _request("POST", _policy_url(writer, topic, "retention"), bad)
+    assert status == 412
+    assert body["reason"] == (
+        "Retention Quota must exceed configured backlog quota for topic. "
+        "Please increase retention quota and retry"
+    )
+    stored = svc.get(target)
+    assert stored is not None and "retentionPolicies" not in stored
+    good = {"retentionTimeInMinutes": 11, "retentionSizeInMB": 1}
+    assert _request("POST", _policy_url(writer, topic, "retention"), good)[0] == 204
+
+
+def test_message_ttl_expires_messages_served_by_the_owner(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+
+    async def scenario() -> None:
+        await set_policy(writer.http_url, topic, "messageTTL", 1)
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "messageTTL") == 1, "TTL seen by server"
+        )
+        async with connect(producer) as prod:
+            await produce(prod, [b"old-1", b"old-2", b"old-3"])
+            await asyncio.sleep(2.5)  # older than the TTL
+            async with connect(consumer_url(server, topic, "s1", subscriptionType="Shared")) as c:
+                assert await silent(c, 1.0) == []  # expired: acknowledged, never delivered
+                await produce(prod, [b"fresh"])
+                got = await receive(c, 1)
+                assert [_payload(m) for m in got] == [b"fresh"]
+            await set_policy(writer.http_url, topic, "messageTTL", 3600)
+            await asyncio.to_thread(
+                _wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
+            )
+            async with connect(consumer_url(server, topic, "s2", subscriptionType="Shared")) as c:
+                got = await receive(c, 4)
+                assert [_payload(m) for m in got] == [b"old-1", b"old-2", b"old-3", b"fresh"]
+            await set_policy(writer.http_url, topic, "messageTTL", None)
+            await asyncio.to_thread(
+                _wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
+            )
+            async with connect(consumer_url(server, topic, "s3")) as c:
+                got = await receive(c, 4)
+                assert [_payload(m) for m in got] == [b"old-1", b"old-2", b"old-3", b"fresh"]
+
+    run(scenario())
+
+
+def test_message_ttl_expires_buffered_messages_periodically(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    """Messages waiting in a subscription whose consumer has no permits expire anyway."""
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+
+    async def scenario() -> None:
+        url = consumer_url(server, topic, "p", receiverQueueSize=1)
+        async with connect(url) as c, connect(producer) as prod:
+            await produce(prod, [b"a", b"b", b"c"])
+            first = await receive(c, 1)  # holds its only permit: b and c stay buffered
+            await set_policy(writer.http_url, topic, "messageTTL", 1)
+            engine_sub = _subscription(server, topic, "p")
+            await asyncio.to_thread(
+                _wait_for, lambda: engine_sub.expired >= 2, "periodic expiry", 60.0
+            )
+            assert [_payload(m) for m in first] == [b"a"]
+            await set_policy(writer.http_url, topic, "messageTTL", None)
+
+    run(scenario())
+
+
+def _subscription(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
+    runner = s._runner  # noqa: SLF001
+    assert runner is not None
+    engine = runner.app[ENGINE_KEY]
+    ts = engine.topic_state(topic)
+    assert ts is not None
+    return ts.subscriptions[name]
+
+
+def _payload(frame: dict[str, Any]) -> bytes:
+    return base64.b64decode(frame["payload"])
