@@ -112,6 +112,8 @@ ERR_UNKNOWN = 8
 #: Close code for an undecodable frame: 4000 + Pulsar's FailedToDeserializeFromJSON.
 CLOSE_BAD_FRAME = 4003
 _MAX_FRAME_BYTES = 16 * 1024 * 1024
+#: A send held by a ``producer_request_hold`` backlog quota for longer than allowed.
+_HELD_TOO_LONG = "ProducerBlockedQuotaExceededError: backlog quota exceeded, send timed out"
 _MAX_CLOSE_REASON = 123
 #: Stop writing (and wait) while this much is queued in the socket's write buffer.
 _WRITE_BUFFER_HIGH = 1024 * 1024
@@ -459,11 +461,15 @@ class _ProducerSession:
         try:
             async for msg in self.ws:
                 if msg.type is WSMsgType.TEXT:
-                    self._on_frame(msg.data)
+                    text = msg.data
                 elif msg.type is WSMsgType.BINARY:
-                    self._on_frame(msg.data.decode("utf-8", "replace"))
+                    text = msg.data.decode("utf-8", "replace")
                 else:
                     break
+                refuse = None
+                if self.handle.held and not await self.handle.wait_writable():
+                    refuse = _HELD_TOO_LONG
+                self._on_frame(text, refuse)
                 if len(self._pending) >= self.max_pending:
                     self._room.clear()
                     await self._room.wait()
@@ -494,7 +500,7 @@ class _ProducerSession:
         self._pending.append(_Send(self, context, _error_frame(code, message, context)))
         self._wake.set()
 
-    def _on_frame(self, text: str) -> None:
+    def _on_frame(self, text: str, refuse: str | None = None) -> None:
         try:
             obj = _json_loads(text)
         except ValueError as exc:
@@ -530,6 +536,9 @@ class _ProducerSession:
                 return
         if self.handle.closed:
             self._error(ERR_UNKNOWN, "Producer is closed", context)
+            return
+        if refuse is not None:
+            self._error(ERR_UNKNOWN, refuse, context)
             return
         send = _Send(self, context)
         try:

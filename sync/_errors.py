@@ -244,6 +244,11 @@ class ProducerBusyError(MessagingError):
     """The topic already has ``maxProducerPerTopic`` producers."""
 
 
+class ProducerBlockedQuotaExceededError(MessagingError):
+    """The topic is over its backlog quota (``producer_request_hold`` /
+    ``producer_exception``): no producer may attach, or a held send timed out."""
+
+
 class ConsumerBusyError(MessagingError):
     """An exclusive subscription is taken, or a consumer limit is reached."""
 

@@ -8,6 +8,8 @@ One file per behaviour:
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;
 * ``_selectors.py`` – Failover's active consumer and Key_Shared's hash ring;
 * ``_ratelimit.py`` – dispatch-rate token buckets;
+* ``_backlog.py`` – backlog measurement and backlog-quota decisions;
+* ``_topic_config.py`` – policies applied as the Kafka topic's own config;
 * ``_policy.py`` – the policies messaging reads;
 * ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
 * ``_ownership.py`` – the seam to bundle ownership;
@@ -21,10 +23,12 @@ from sync._errors import (
     ConsumerBusyError,
     MessagingError,
     NotAllowedError,
+    ProducerBlockedQuotaExceededError,
     ProducerBusyError,
     SubscriptionBusyError,
 )
 
+from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogQuotas
 from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
@@ -49,6 +53,9 @@ from ._types import (
 )
 
 __all__ = [
+    "BACKLOG_EXCEEDED",
+    "BacklogAction",
+    "BacklogQuotas",
     "CLOSE_GOING_AWAY",
     "CLOSE_POLICY",
     "CLOSE_UNLOADED",
@@ -64,6 +71,7 @@ __all__ = [
     "MessagingError",
     "NotAllowedError",
     "OwnerInfo",
+    "ProducerBlockedQuotaExceededError",
     "ProducerBusyError",
     "ProducerHandle",
     "ProducerState",

@@ -54,6 +54,10 @@ class MessagingConfig:
         message_expiry_check_s: how often buffered messages are checked against
             ``messageTTLInSeconds`` (they are also checked as they are dispatched;
             Pulsar's ``messageExpiryCheckIntervalInMinutes`` is 5 minutes).
+        backlog_check_s: how often live topics with a backlog quota measure their backlog
+            (Pulsar's ``backlogQuotaCheckIntervalInSeconds`` is 60).
+        backlog_hold_timeout_s: how long a send waits under ``producer_request_hold``
+            before it fails (Pulsar's client ``sendTimeout`` default is 30 s).
         topic_config_sweep_s: how often every owned topic's Kafka config is compared with
             its policies even without a change notification.
     """
@@ -76,6 +80,8 @@ class MessagingConfig:
     policy_check_s: float = 5.0
     ownership_check_s: float = 5.0
     message_expiry_check_s: float = 5.0
+    backlog_check_s: float = 2.0
+    backlog_hold_timeout_s: float = 30.0
     topic_config_sweep_s: float = 30.0
 
     def __post_init__(self) -> None:

@@ -49,6 +49,7 @@ from sync._errors import (
     ConsumerBusyError,
     InvalidInputError,
     NotAllowedError,
+    ProducerBlockedQuotaExceededError,
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
@@ -59,6 +60,7 @@ from sync._policies import Policies
 from sync.producer import PartitionedProducer, ProducerClient, ProducerConfig, SendCallback
 from sync.transport import Admin, Transport
 
+from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_backlog
 from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
@@ -96,8 +98,10 @@ class ProducerHandle:
         producer: PartitionedProducer,
         partitions: frozenset[int],
         on_queued: Callable[[], None] = lambda: None,
+        hold_timeout_s: float = 30.0,
     ) -> None:
         self.seq = next(_SEQ)
+        self.hold_timeout_s = hold_timeout_s
         self.topic_state = topic_state
         self.producer = producer
         self.partitions = partitions
@@ -141,7 +145,27 @@ class ProducerHandle:
             event_time_ms=event_time_ms,
             max_message_size=self.topic_state.limits.max_message_size,
         )
+        ts = self.topic_state
+        ts.published_msgs += 1
+        ts.published_bytes += len(payload)
         self._on_queued()
+
+    @property
+    def held(self) -> bool:
+        """Sends must wait: the topic is over a ``producer_request_hold`` backlog quota."""
+        return not self.topic_state.writable.is_set()
+
+    async def wait_writable(self, timeout_s: float | None = None) -> bool:
+        """Wait while sends are held by a backlog quota (at most ``timeout_s``, default the
+        engine's ``backlog_hold_timeout_s``); False if still held at the end."""
+        if not self.held:
+            return True
+        timeout = self.hold_timeout_s if timeout_s is None else timeout_s
+        try:
+            await asyncio.wait_for(self.topic_state.writable.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     def mark_closed(self, reason: CloseReason | None) -> None:
         """Enter CLOSED (idempotent) and wake whoever waits for it."""
@@ -178,6 +202,17 @@ class TopicState:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
     producers: dict[int, ProducerHandle] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Clear while a ``producer_request_hold`` backlog quota holds the sends.
+    writable: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The backlog action in force (None: within every quota).
+    backlog_state: BacklogAction | None = None
+    backlog: BacklogMeasure | None = None
+    backlog_checking: bool = False
+    published_msgs: int = 0
+    published_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.writable.set()
 
     @property
     def partitioned(self) -> bool:
@@ -428,7 +463,7 @@ class MessagingEngine:
 
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
-        last_policy = last_owner = last_expiry = time.monotonic()
+        last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -451,6 +486,13 @@ class MessagingEngine:
                     for ts in list(self._topics.values()):
                         for sub in list(ts.subscriptions.values()):
                             sub.expire_messages()
+                if now - last_backlog >= self.config.backlog_check_s:
+                    last_backlog = now
+                    for ts in list(self._topics.values()):
+                        if (ts.limits.backlog.active or ts.backlog_state) and not (
+                            ts.backlog_checking
+                        ):
+                            self._spawn(self._check_backlog_quietly(ts), "backlog-check")
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -459,6 +501,69 @@ class MessagingEngine:
             except Exception:
                 logger.exception("messaging watch loop failed; continuing")
             await asyncio.sleep(min(0.5, self.config.policy_check_s))
+
+    # -- backlog quotas ----------------------------------------------------------------
+    async def _check_backlog_quietly(self, ts: TopicState) -> None:
+        try:
+            await self.check_backlog(ts)
+        except Exception:
+            logger.exception("backlog check of %s failed; keeping its state", ts.topic)
+
+    async def check_backlog(self, ts: TopicState) -> BacklogMeasure | None:
+        """Measure the topic's backlog and apply its backlog quotas (see ``_backlog``)."""
+        quotas = ts.limits.backlog
+        if not quotas.active:
+            self._set_backlog_state(ts, None)
+            return None
+        ts.backlog_checking = True
+        try:
+            prefix = subscription_group(ts.kafka_topic, "")
+            admin = self._admin_client()
+            groups = await asyncio.to_thread(admin.list_groups, prefix)
+            groups = sorted(set(groups) | {s.group_id for s in ts.subscriptions.values()})
+            avg = ts.published_bytes / ts.published_msgs if ts.published_msgs else 0.0
+            measure = await asyncio.to_thread(
+                measure_backlog, admin, ts.kafka_topic, ts.num_partitions, groups, quotas, avg
+            )
+        finally:
+            ts.backlog_checking = False
+        ts.backlog = measure
+        state: BacklogAction | None = None
+        for over, action in (
+            (measure.over_size(quotas), quotas.size_action),
+            (measure.over_time(quotas), quotas.time_action),
+        ):
+            if over and action is not BacklogAction.consumer_backlog_eviction:
+                if state is not BacklogAction.producer_exception:
+                    state = action
+        evict = measure.eviction_targets(quotas)
+        for group, offsets in evict.items():
+            name = group[len(prefix) :]
+            sub = ts.subscriptions.get(name)
+            if sub is not None and sub.attached:
+                sub.skip_to(offsets)
+            else:
+                await asyncio.to_thread(admin.alter_group_offsets, group, ts.kafka_topic, offsets)
+                logger.info("%s: group %s moved to %s (backlog eviction)", ts.topic, group, offsets)
+        self._set_backlog_state(ts, state)
+        return measure
+
+    def _set_backlog_state(self, ts: TopicState, state: BacklogAction | None) -> None:
+        if state is not ts.backlog_state:
+            logger.info("%s: backlog quota state %s -> %s", ts.topic, ts.backlog_state, state)
+        ts.backlog_state = state
+        if state is BacklogAction.producer_request_hold:
+            ts.writable.clear()
+        else:
+            ts.writable.set()
+        if state is BacklogAction.producer_exception:
+            for handle in list(ts.producers.values()):
+                self._close_producer(ts, handle, CloseReason(CLOSE_POLICY, BACKLOG_EXCEEDED))
+
+    def _admin_client(self) -> Admin:
+        if self._admin is None:
+            self._admin = self.transport.admin()
+        return self._admin
 
     async def _check_ownership(self) -> None:
         for ts in list(self._topics.values()):
@@ -774,6 +879,10 @@ class MessagingEngine:
                 len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
             ):
                 raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
+            if limits.backlog.active or ts.backlog_state is not None:
+                await self.check_backlog(ts)
+                if ts.backlog_state is not None:
+                    raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
             if self._client is None:
                 self._client = await asyncio.to_thread(
                     ProducerClient,
@@ -787,7 +896,13 @@ class MessagingEngine:
             producer = PartitionedProducer(
                 self._client, topic, config, num_partitions=ts.num_partitions
             )
-            handle = ProducerHandle(ts, producer, parts, self._reports_queued)
+            handle = ProducerHandle(
+                ts,
+                producer,
+                parts,
+                self._reports_queued,
+                hold_timeout_s=self.config.backlog_hold_timeout_s,
+            )
             ts.producers[handle.seq] = handle
             logger.info("producer %d opened on %s", handle.seq, topic)
             return handle

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._backlog import BacklogQuotas
 from ._types import SubscriptionType
 
 __all__ = ["RateSpec", "TopicLimits"]
@@ -65,6 +66,8 @@ class TopicLimits:
     subscription_dispatch_rate: RateSpec = RateSpec()
     #: ``messageTTLInSeconds``: older messages are acknowledged for every subscription.
     message_ttl_s: int = 0
+    #: ``backLogQuotaMap``.
+    backlog: BacklogQuotas = BacklogQuotas()
 
     @classmethod
     def from_policies(
@@ -87,6 +90,7 @@ class TopicLimits:
                 policies.get("subscriptionDispatchRate")
             ),
             message_ttl_s=max(0, int(policies.get("messageTTLInSeconds") or 0)),
+            backlog=BacklogQuotas.from_policy(policies.get("backLogQuotaMap")),
         )
 
     def type_enabled(self, sub_type: SubscriptionType) -> bool:

@@ -507,6 +507,29 @@ class Subscription:
             self.expired += 1
             self._dirty = True
 
+    def skip_to(self, offsets: dict[int, int]) -> int:
+        """Move the position of some partitions forward (backlog eviction): every message
+        below the offset is acknowledged, read or not; returns how many were in memory."""
+        skipped = 0
+        for p, target in offsets.items():
+            if not 0 <= p < len(self._parts):
+                continue
+            part = self._parts[p]
+            for entry in list(part.cursor.entries.values()):
+                if entry.offset >= target:
+                    break
+                if part.cursor.ack(entry.offset) is not None:
+                    self._release(part, entry)
+                    skipped += 1
+            part.cursor.read_pos = max(part.cursor.read_pos, target)  # unread: dropped
+            part.pending = deque(e for e in part.pending if not e.acked)
+            self._dirty = True
+        if offsets:
+            logger.info("%s: positions moved forward to %s (backlog eviction)", self.label, offsets)
+            self._flow_control()
+            self.schedule_dispatch()
+        return skipped
+
     def expire_messages(self) -> int:
         """Acknowledge every buffered message older than ``messageTTLInSeconds`` that is
         not out with a consumer (the periodic check); returns how many."""

@@ -290,6 +290,24 @@ class Admin(Protocol):
         incrementally: entries not named are left alone."""
         ...
 
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], at: int | str, timeout_s: float = 30.0
+    ) -> dict[int, int]:
+        """Per partition: ``at="earliest"`` the log start, ``"latest"`` the end (high
+        watermark), or an epoch-ms timestamp: the first offset whose record is at least
+        that recent (the end offset when none is)."""
+        ...
+
+    def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        """The offsets ``group`` committed on ``topic`` (partitions without one omitted)."""
+        ...
+
+    def alter_group_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
+    ) -> None:
+        """Move a group's committed offsets (the group must have no active members)."""
+        ...
+
 
 class Transport(Protocol):
     """Factory for producers, consumers and admin clients bound to one cluster."""

@@ -11,6 +11,7 @@ from confluent_kafka import (
     Consumer as _RdConsumer,
 )
 from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -26,6 +27,7 @@ from confluent_kafka.admin._config import (
     ConfigResource,
     ConfigSource,
 )
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
@@ -529,6 +531,62 @@ class KafkaAdmin:
             ].result()
         except KafkaException as exc:
             raise _translate(exc, f"alter configs of {topic}") from exc
+
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], at: int | str, timeout_s: float = 30.0
+    ) -> dict[int, int]:
+        if at == "earliest":
+            spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        elif at == "latest":
+            spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        elif isinstance(at, int):
+            spec = OffsetSpec.for_timestamp(at)
+        else:
+            raise ValueError(f"list_offsets: at must be earliest, latest or a timestamp: {at!r}")
+        request = {TopicPartition(topic, p): spec for p in partitions}
+        if not request:
+            return {}
+        try:
+            futures = self._admin.list_offsets(request, request_timeout=timeout_s)
+            found = {tp.partition: f.result().offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise _translate(exc, f"list offsets of {topic}") from exc
+        if isinstance(at, int) and any(o < 0 for o in found.values()):
+            ends = self.list_offsets(topic, [p for p, o in found.items() if o < 0], "latest")
+            found.update(ends)  # no record that recent: the end
+        return found
+
+    def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        try:
+            futures = self._admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
+            )
+            result = futures[group].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return {}
+            raise _translate(exc, f"offsets of group {group!r}") from exc
+        return {
+            tp.partition: tp.offset
+            for tp in result.topic_partitions or []
+            if tp.topic == topic and tp.offset >= 0
+        }
+
+    def alter_group_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
+    ) -> None:
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
+        )
+        try:
+            self._admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[
+                group
+            ].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"alter offsets of group {group!r}") from exc
 
 
 class KafkaTransport:

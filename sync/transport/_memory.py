@@ -558,6 +558,43 @@ class MemoryAdmin:
                 t.config.pop(k, None)
             t.config.update(set_)
 
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], at: int | str, timeout_s: float = 30.0
+    ) -> dict[int, int]:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            t = self._broker._topic(topic)  # noqa: SLF001
+            out: dict[int, int] = {}
+            for p in partitions:
+                part = t.partitions[p]
+                if at == "earliest":
+                    out[p] = part.start_offset
+                elif at == "latest":
+                    out[p] = part.next_offset
+                else:
+                    out[p] = next(
+                        (
+                            e.offset
+                            for e in part.entries
+                            if e.state is _State.COMMITTED and e.timestamp_ms >= int(at)
+                        ),
+                        part.next_offset,
+                    )
+            return out
+
+    def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        with self._broker._lock:  # noqa: SLF001
+            stored = self._broker._groups.get(group, {})  # noqa: SLF001
+            return {p: o for (t, p), (o, _m) in stored.items() if t == topic}
+
+    def alter_group_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
+    ) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            stored = self._broker._groups.setdefault(group, {})  # noqa: SLF001
+            for p, o in offsets.items():
+                stored[(topic, p)] = (o, "")
+
 
 class MemoryTransport:
     """Transport over a :class:`MemoryBroker` (a fresh one unless given)."""

@@ -27,6 +27,7 @@ from sync._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (
     ThreadSidecar,
+    ack,
     connect,
     consumer_url,
     make_topic,
@@ -34,6 +35,7 @@ from tests.integration._ws_harness import (
     produce,
     receive,
     run,
+    send_frame,
     set_policy,
     silent,
 )
@@ -314,3 +316,137 @@ def _subscription(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
 
 def _payload(frame: dict[str, Any]) -> bytes:
     return base64.b64decode(frame["payload"])
+
+
+def _quota(policy: str, limit_size: int = 100, limit_time: int = -1) -> dict[str, Any]:
+    return {
+        "destination_storage": {"limitSize": limit_size, "limitTime": limit_time, "policy": policy}
+    }
+
+
+def test_backlog_quota_producer_exception_then_eviction_then_removed(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+
+    async def scenario() -> None:
+        # A slow subscription: receives, never acknowledges.
+        async with connect(consumer_url(server, topic, "slow", receiverQueueSize=1)) as slow:
+            async with connect(producer) as prod:
+                await produce(prod, [b"x" * 100 for _ in range(10)])
+                await receive(slow, 1)
+                await asyncio.to_thread(
+                    svc.set, target, {"backLogQuotaMap": _quota("producer_exception")}
+                )
+                code, reason = await _closed_with(prod)
+                assert (code, reason) == (
+                    1008,
+                    "Cannot create producer on topic with backlog quota exceeded",
+                )
+            status, text = await _refused(producer)
+            assert status == 409
+            assert "Cannot create producer on topic with backlog quota exceeded" in text
+            # update: evict the slowest subscription instead
+            await asyncio.to_thread(
+                svc.set, target, {"backLogQuotaMap": _quota("consumer_backlog_eviction")}
+            )
+
+            def moved() -> bool:
+                group = f"{_group_prefix(topic)}slow"
+                return admin.group_offsets(group, kafka_topic_of(topic)).get(0, 0) >= 9
+
+            await asyncio.to_thread(_wait_for, moved, "slow subscription moved forward")
+            async with connect(producer) as prod:
+                await produce(prod, [b"after-eviction"])
+        # delete: no quota at all, even with a large backlog
+        await asyncio.to_thread(svc.set, target, {"backLogQuotaMap": None})
+        server_svc = server.sidecar.service
+        assert server_svc is not None
+        await asyncio.to_thread(
+            _wait_for,
+            lambda: "backLogQuotaMap" not in server_svc.applied(topic),
+            "quota removal seen by the server",
+        )
+        async with connect(consumer_url(server, topic, "slow2", receiverQueueSize=1)) as slow2:
+            async with connect(producer) as prod:
+                await produce(prod, [b"y" * 100 for _ in range(10)])
+                await receive(slow2, 1)
+                assert await silent(prod, 5.0) == []  # still open after two checks
+
+    run(scenario(), timeout_s=180)
+
+
+def test_backlog_quota_producer_request_hold_holds_sends_until_acknowledged(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+
+    async def scenario() -> None:
+        async with (
+            connect(consumer_url(server, topic, "slow", receiverQueueSize=20)) as slow,
+            connect(producer) as prod,
+        ):
+            await produce(prod, [b"x" * 100 for _ in range(10)])
+            held = await receive(slow, 10)
+            await asyncio.to_thread(
+                svc.set, target, {"backLogQuotaMap": _quota("producer_request_hold")}
+            )
+            engine = _engine(server)
+            await asyncio.to_thread(
+                _wait_for,
+                lambda: (ts := engine.topic_state(topic)) is not None and not ts.writable.is_set(),
+                "sends held",
+            )
+            await prod.send(send_frame(b"waits", context="w"))
+            assert await silent(prod, 1.0) == []  # held: no answer yet
+            await ack(slow, held)  # the backlog drops: the held send goes through
+            answer = json.loads(await asyncio.wait_for(prod.recv(), 60))
+            assert answer["result"] == "ok" and answer["context"] == "w"
+            await asyncio.to_thread(svc.set, target, {"backLogQuotaMap": None})
+
+    run(scenario(), timeout_s=180)
+
+
+def _group_prefix(topic: TopicName) -> str:
+    from broker_shim.messaging import subscription_group
+
+    return subscription_group(kafka_topic_of(topic), "")
+
+
+def _engine(s: ThreadSidecar) -> Any:
+    runner = s._runner  # noqa: SLF001
+    assert runner is not None
+    return runner.app[ENGINE_KEY]
+
+
+async def _closed_with(ws: Any, timeout_s: float = 60.0) -> tuple[int, str]:
+    import websockets
+
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
+    except websockets.ConnectionClosed as exc:
+        assert exc.rcvd is not None, "closed without a close frame"
+        return exc.rcvd.code, exc.rcvd.reason
+
+
+async def _refused(url: str) -> tuple[int, str]:
+    from websockets.exceptions import InvalidStatus
+
+    with pytest.raises(InvalidStatus) as info:
+        async with connect(url):
+            pass
+    body = json.loads(info.value.response.body or b"{}")
+    return info.value.response.status_code, str(body.get("reason"))
