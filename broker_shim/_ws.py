@@ -8,7 +8,8 @@ serialized ``MessageIdData`` — see :class:`sync.producer.MessageId`):
     producer, or ``RoundRobinPartition``), ``hashingScheme`` (``JavaStringHash`` default
     or ``Murmur3_32Hash``), ``batchingEnabled`` (default false), ``batchingMaxPublishDelay``
     (ms), ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
-    Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?}``;
+    Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?,
+    "sequenceId"?}`` (``sequenceId`` with ``producerName``: deduplication);
     server → ``{"result": "ok", "messageId", "context"?}`` or
     ``{"result": "send-error:<code>", "errorMsg", "context"?}`` with Pulsar's codes
     (3 bad JSON, 7 bad payload encoding, 8 anything else, e.g. ``maxMessageSize``).
@@ -524,6 +525,7 @@ class _ProducerSession:
         key = obj.get("key")
         properties = obj.get("properties")
         event_time = obj.get("eventTime")
+        sequence_id = obj.get("sequenceId")
         if key is not None or properties is not None or event_time is not None:
             try:
                 if key is not None and not isinstance(key, str):
@@ -534,6 +536,13 @@ class _ProducerSession:
             except InvalidInputError as exc:
                 self._error(ERR_BAD_JSON, str(exc), context)
                 return
+        if sequence_id is not None and (
+            isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
+        ):
+            self._error(
+                ERR_BAD_JSON, f"sequenceId must be an integer >= 0: {sequence_id!r}", context
+            )
+            return
         if self.handle.closed:
             self._error(ERR_UNKNOWN, "Producer is closed", context)
             return
@@ -548,6 +557,7 @@ class _ProducerSession:
                 key=key,
                 properties=properties,
                 event_time_ms=event_time,
+                sequence_id=sequence_id,
             )
         except MessageTooLargeError as exc:
             self._error(ERR_UNKNOWN, f"Exceed maximum message size: {exc}", context)

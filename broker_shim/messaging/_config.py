@@ -58,6 +58,8 @@ class MessagingConfig:
             (Pulsar's ``backlogQuotaCheckIntervalInSeconds`` is 60).
         backlog_hold_timeout_s: how long a send waits under ``producer_request_hold``
             before it fails (Pulsar's client ``sendTimeout`` default is 30 s).
+        dedup_snapshot_s: how often a topic's deduplication state is snapshotted when
+            ``deduplicationSnapshotIntervalSeconds`` is not set (Pulsar's default is 120).
         topic_config_sweep_s: how often every owned topic's Kafka config is compared with
             its policies even without a change notification.
     """
@@ -82,6 +84,7 @@ class MessagingConfig:
     message_expiry_check_s: float = 5.0
     backlog_check_s: float = 2.0
     backlog_hold_timeout_s: float = 30.0
+    dedup_snapshot_s: float = 120.0
     topic_config_sweep_s: float = 30.0
 
     def __post_init__(self) -> None:

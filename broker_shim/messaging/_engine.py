@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import itertools
 import logging
@@ -47,8 +48,10 @@ from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
 from sync._errors import (
     CacheStateError,
     ConsumerBusyError,
+    DuplicateInFlightError,
     InvalidInputError,
     NotAllowedError,
+    PolicySyncError,
     ProducerBlockedQuotaExceededError,
     ProducerBusyError,
     SubscriptionBusyError,
@@ -57,12 +60,19 @@ from sync._errors import (
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync._policies import Policies
-from sync.producer import PartitionedProducer, ProducerClient, ProducerConfig, SendCallback
+from sync.producer import (
+    MessageId,
+    PartitionedProducer,
+    ProducerClient,
+    ProducerConfig,
+    SendCallback,
+)
 from sync.transport import Admin, Transport
 
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_backlog
 from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer
+from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
@@ -128,24 +138,46 @@ class ProducerHandle:
         key: str | None = None,
         properties: dict[str, str] | None = None,
         event_time_ms: int | None = None,
+        sequence_id: int | None = None,
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
         ``callback`` runs on the engine's event loop once Kafka acknowledged the message
-        (or refused it).
+        (or refused it). With ``deduplicationEnabled``, a named producer and a
+        ``sequence_id``, a duplicate is answered at once with the message id of the
+        producer's last persisted message and not written (see ``_dedup``).
 
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
+            DuplicateInFlightError: the same sequence id is still being persisted.
         """
+        ts = self.topic_state
+        dedup = ts.dedup if ts.limits.dedup_enabled else None
+        name = self.producer.config.producer_name
+        reserved = None
+        if dedup is not None and name and sequence_id is not None:
+            if len(payload) > ts.limits.max_message_size:
+                dedup = None  # refused below, before the sequence counts as sent
+            else:
+                verdict, last = dedup.check(name, sequence_id)
+                if verdict is Verdict.DUPLICATE:
+                    if last is None:
+                        raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
+                    asyncio.get_running_loop().call_soon(callback, last, None)
+                    return
+                if verdict is Verdict.IN_FLIGHT:
+                    raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
+                reserved = dedup.headers(name, sequence_id)
+                callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
         self.producer.send_callback(
             payload,
             callback,
             key=key,
             properties=properties,
             event_time_ms=event_time_ms,
-            max_message_size=self.topic_state.limits.max_message_size,
+            max_message_size=ts.limits.max_message_size,
+            reserved_headers=reserved,
         )
-        ts = self.topic_state
         ts.published_msgs += 1
         ts.published_bytes += len(payload)
         self._on_queued()
@@ -186,6 +218,21 @@ class ProducerHandle:
         return f"ProducerHandle({self.producer.topic}, {self.state.value})"
 
 
+def _dedup_report(
+    dedup: Deduplicator,
+    name: str,
+    sequence_id: int,
+    callback: SendCallback,
+    message_id: MessageId | None,
+    error: PolicySyncError | None,
+) -> None:
+    if message_id is not None and error is None:
+        dedup.persisted(name, sequence_id, message_id)
+    else:
+        dedup.failed(name, sequence_id)
+    callback(message_id, error)
+
+
 _SEQ = itertools.count(1)
 _T = TypeVar("_T")
 
@@ -210,6 +257,8 @@ class TopicState:
     backlog_checking: bool = False
     published_msgs: int = 0
     published_bytes: int = 0
+    #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
+    dedup: Deduplicator | None = None
 
     def __post_init__(self) -> None:
         self.writable.set()
@@ -452,6 +501,11 @@ class MessagingEngine:
                     gone.add(h.seq)
         for sub in ts.subscriptions.values():
             sub.apply_limits(limits)
+        if limits.dedup_enabled and ts.dedup is None and ts.producers:
+            self._spawn(self._load_dedup_quietly(ts), "dedup-load")
+        elif not limits.dedup_enabled and ts.dedup is not None:
+            dedup, ts.dedup = ts.dedup, None  # Pulsar forgets the state when disabled
+            self._spawn(self._snapshot_dedup_of(dedup), "dedup-final-snapshot")
 
     def _evict(self, consumer: Consumer, reason: str) -> None:
         logger.info(
@@ -481,6 +535,9 @@ class MessagingEngine:
                     last_policy = now
                     for ts in list(self._topics.values()):
                         self.refresh_policies(ts)
+                for ts in list(self._topics.values()):
+                    if ts.dedup is not None:
+                        self._spawn(self._snapshot_dedup(ts), "dedup-snapshot")
                 if now - last_expiry >= self.config.message_expiry_check_s:
                     last_expiry = now
                     for ts in list(self._topics.values()):
@@ -559,6 +616,40 @@ class MessagingEngine:
         if state is BacklogAction.producer_exception:
             for handle in list(ts.producers.values()):
                 self._close_producer(ts, handle, CloseReason(CLOSE_POLICY, BACKLOG_EXCEEDED))
+
+    # -- deduplication -----------------------------------------------------------------
+    async def _load_dedup(self, ts: TopicState) -> None:
+        dedup = Deduplicator(ts.kafka_topic, ts.num_partitions, ts.partitioned)
+        await asyncio.to_thread(dedup.load, self.transport)
+        if ts.dedup is None:
+            ts.dedup = dedup
+
+    async def _load_dedup_quietly(self, ts: TopicState) -> None:
+        async with ts.lock:
+            if ts.dedup is not None or not ts.limits.dedup_enabled:
+                return
+            try:
+                await self._load_dedup(ts)
+            except Exception:
+                logger.exception("loading the deduplication state of %s failed", ts.topic)
+
+    async def _snapshot_dedup(self, ts: TopicState, *, force: bool = False) -> None:
+        dedup = ts.dedup
+        if dedup is None:
+            return
+        period = ts.limits.dedup_snapshot_s or self.config.dedup_snapshot_s
+        if not force and time.monotonic() - dedup.last_snapshot < period:
+            return
+        try:
+            await asyncio.to_thread(dedup.snapshot, self.transport)
+        except Exception:
+            logger.exception("deduplication snapshot of %s failed; retried later", ts.topic)
+
+    async def _snapshot_dedup_of(self, dedup: Deduplicator) -> None:
+        try:
+            await asyncio.to_thread(dedup.snapshot, self.transport)
+        except Exception:
+            logger.exception("final deduplication snapshot of %s failed", dedup.kafka_topic)
 
     def _admin_client(self) -> Admin:
         if self._admin is None:
@@ -642,6 +733,8 @@ class MessagingEngine:
         ):
             del self._topics[ts.topic]
             self._update_live_keys()
+            if ts.dedup is not None:
+                self._spawn(self._snapshot_dedup_of(ts.dedup), "dedup-final-snapshot")
 
     @contextlib.asynccontextmanager
     async def _locked(self, topic: TopicName, limits: TopicLimits) -> AsyncIterator[TopicState]:
@@ -661,6 +754,11 @@ class MessagingEngine:
         for handle in list(ts.producers.values()):
             handle.mark_closed(reason)
         ts.producers.clear()
+        if ts.dedup is not None:
+            client = self._client
+            if client is not None:
+                await self._drain_reports(client, timeout_s=10.0)
+            await self._snapshot_dedup(ts, force=True)
         subs = list(ts.subscriptions.values())
         ts.subscriptions.clear()
         results = await asyncio.gather(*(s.close(reason) for s in subs), return_exceptions=True)
@@ -879,6 +977,8 @@ class MessagingEngine:
                 len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
             ):
                 raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
+            if limits.dedup_enabled and ts.dedup is None:
+                await self._load_dedup(ts)
             if limits.backlog.active or ts.backlog_state is not None:
                 await self.check_backlog(ts)
                 if ts.backlog_state is not None:

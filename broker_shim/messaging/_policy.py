@@ -68,6 +68,9 @@ class TopicLimits:
     message_ttl_s: int = 0
     #: ``backLogQuotaMap``.
     backlog: BacklogQuotas = BacklogQuotas()
+    #: ``deduplicationEnabled`` and ``deduplicationSnapshotIntervalSeconds`` (0: default).
+    dedup_enabled: bool = False
+    dedup_snapshot_s: int = 0
 
     @classmethod
     def from_policies(
@@ -91,6 +94,8 @@ class TopicLimits:
             ),
             message_ttl_s=max(0, int(policies.get("messageTTLInSeconds") or 0)),
             backlog=BacklogQuotas.from_policy(policies.get("backLogQuotaMap")),
+            dedup_enabled=bool(policies.get("deduplicationEnabled")),
+            dedup_snapshot_s=int(policies.get("deduplicationSnapshotIntervalSeconds") or 0),
         )
 
     def type_enabled(self, sub_type: SubscriptionType) -> bool:

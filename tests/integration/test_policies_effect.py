@@ -450,3 +450,70 @@ async def _refused(url: str) -> tuple[int, str]:
             pass
     body = json.loads(info.value.response.body or b"{}")
     return info.value.response.status_code, str(body.get("reason"))
+
+
+def test_deduplication_acks_resends_without_writing_across_sidecars(
+    pair: tuple[ThreadSidecar, ThreadSidecar],
+    kafka_bootstrap: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 2)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}?producerName=p1"
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    from broker_shim.messaging._dedup import dedup_group
+
+    async def send_seq(url: str, seqs: list[int]) -> list[dict[str, Any]]:
+        async with connect(url) as prod:
+            for s in seqs:
+                await prod.send(send_frame(f"m{s}".encode(), context=str(s), sequenceId=s))
+            return [json.loads(await asyncio.wait_for(prod.recv(), 30)) for _ in seqs]
+
+    async def payloads(sub: str) -> list[bytes]:
+        async with connect(consumer_url(server, topic, sub, subscriptionType="Shared")) as c:
+            return sorted(_payload(m) for m in await silent(c, 2.0))
+
+    async def scenario() -> None:
+        await set_policy(writer.http_url, topic, "deduplicationEnabled", True)
+        await set_policy(writer.http_url, topic, "deduplicationSnapshotInterval", 1)
+        await asyncio.to_thread(
+            _wait_for,
+            lambda: _applied(server, topic, "deduplicationSnapshotInterval") == 1,
+            "dedup policies seen by the server",
+        )
+        first = await send_seq(producer, [0, 1, 2])
+        assert all(a["result"] == "ok" for a in first)
+        again = await send_seq(producer, [1, 2])  # re-sent: acknowledged, not written
+        assert [a["result"] for a in again] == ["ok", "ok"]
+        assert again[1]["messageId"] == first[2]["messageId"]
+        assert await payloads("a") == [b"m0", b"m1", b"m2"]
+        # the snapshot is in Kafka: another sidecar serving the topic knows the sequence
+        group = dedup_group(kafka_topic_of(topic))
+        await asyncio.to_thread(
+            _wait_for, lambda: bool(admin.group_offsets(group, kafka_topic_of(topic))), "snapshot"
+        )
+        with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("other")) as other:
+            other_url = f"{other.ws_url}/producer/{path_of(topic)}?producerName=p1"
+            moved = await send_seq(other_url, [2, 3])
+            assert [a["result"] for a in moved] == ["ok", "ok"]
+        assert await payloads("b") == [b"m0", b"m1", b"m2", b"m3"]
+        # update: disabled, a re-send is written again
+        await set_policy(writer.http_url, topic, "deduplicationEnabled", False)
+        await asyncio.to_thread(
+            _wait_for,
+            lambda: _applied(server, topic, "deduplicationEnabled") is False,
+            "dedup disabled on the server",
+        )
+        await send_seq(producer, [3])
+        assert await payloads("c") == [b"m0", b"m1", b"m2", b"m3", b"m3"]
+        # delete: the default (off) applies
+        await set_policy(writer.http_url, topic, "deduplicationEnabled", None)
+        await asyncio.to_thread(
+            _wait_for,
+            lambda: _applied(server, topic, "deduplicationEnabled") is None,
+            "dedup policy removed",
+        )
+        await send_seq(producer, [3])
+        assert await payloads("d") == [b"m0", b"m1", b"m2", b"m3", b"m3", b"m3"]
+
+    run(scenario(), timeout_s=240)
