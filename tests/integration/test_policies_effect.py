@@ -20,10 +20,10 @@ import pytest
 
 from broker_shim._http import build_app
 from broker_shim._ws import ENGINE_KEY
-from broker_shim.messaging import OwnerInfo
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
 from sync._kafka_names import kafka_topic_of
+from sync.messaging import OwnerInfo
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (
     ThreadSidecar,
@@ -419,7 +419,7 @@ def test_backlog_quota_producer_request_hold_holds_sends_until_acknowledged(
 
 
 def _group_prefix(topic: TopicName) -> str:
-    from broker_shim.messaging import subscription_group
+    from sync.messaging import subscription_group
 
     return subscription_group(kafka_topic_of(topic), "")
 
@@ -461,7 +461,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
     topic = make_topic(kafka_bootstrap, 2)
     producer = f"{server.ws_url}/producer/{path_of(topic)}?producerName=p1"
     admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
-    from broker_shim.messaging._dedup import dedup_group
+    from sync.messaging._dedup import dedup_group
 
     async def send_seq(url: str, seqs: list[int]) -> list[dict[str, Any]]:
         async with connect(url) as prod:

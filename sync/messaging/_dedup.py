@@ -26,8 +26,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from sync.producer import MessageId
 from sync.transport import Header, Transport
+
+from ._producer import MessageId
 
 logger = logging.getLogger(__name__)
 
