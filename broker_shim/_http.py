@@ -26,6 +26,7 @@ from sync import (
 )
 from sync.cluster import MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
+from sync.messaging import TopicOwnership
 
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
@@ -242,11 +243,15 @@ async def _freeze_heap_when_ready(app: web.Application) -> None:
     logger.info("sidecar ready: %d start-up objects frozen out of GC", gc.get_freeze_count())
 
 
-def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
+def build_app(
+    sidecar: Sidecar, *, freeze_heap: bool = True, ownership: TopicOwnership | None = None
+) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup).
 
     ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
+    ``ownership``: who serves a topic (default: the cluster's bundle ownership, or every
+    topic here without a cluster).
     """
     app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
@@ -287,6 +292,7 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
     app.on_cleanup.append(on_cleanup)
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
-    ownership = LookupOwnership(app[CLUSTER_KEY]) if sidecar.cluster is not None else None
+    if ownership is None and sidecar.cluster is not None:
+        ownership = LookupOwnership(app[CLUSTER_KEY])
     add_ws_routes(app, sidecar, ownership=ownership)
     return app

@@ -103,8 +103,7 @@ class LookupOwnership:
         service.require_ready()
         live = await service.lookups.owner_of(topic)
         local = (
-            live.broker_id == service.identity.broker_id
-            and live.incarnation == service.incarnation
+            live.broker_id == service.identity.broker_id and live.incarnation == service.incarnation
         )
         return OwnerInfo(local=local, http_url=live.registration.http_url)
 

@@ -262,6 +262,16 @@ class ProducerBusyError(MessagingError):
     """The topic already has ``maxProducerPerTopic`` producers."""
 
 
+class ProducerBlockedQuotaExceededError(MessagingError):
+    """The topic is over its backlog quota (``producer_request_hold`` /
+    ``producer_exception``): no producer may attach, or a held send timed out."""
+
+
+class DuplicateInFlightError(MessagingError):
+    """Deduplication: a message with this producer name and sequence id is still being
+    persisted (the client should retry; it is then acknowledged as a duplicate)."""
+
+
 class ConsumerBusyError(MessagingError):
     """An exclusive subscription is taken, or a consumer limit is reached."""
 
