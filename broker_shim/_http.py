@@ -7,6 +7,7 @@ import gc
 import hashlib
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from sync import (
 from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 from sync._names import TopicName
 
+from ._binary_app import add_binary_listener
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
@@ -211,11 +213,15 @@ async def _freeze_heap_when_ready(app: web.Application) -> None:
     logger.info("sidecar ready: %d start-up objects frozen out of GC", gc.get_freeze_count())
 
 
-def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
+def build_app(
+    sidecar: Sidecar, *, freeze_heap: bool = True, broker_socket: socket.socket | None = None
+) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup).
 
     ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
+    ``broker_socket``: an already bound socket for the binary protocol (else
+    ``sidecar.config.broker_port`` is bound on start, if set).
     """
     app = web.Application(middlewares=[_errors])
     app[SIDECAR_KEY] = sidecar
@@ -252,5 +258,7 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
     ownership = LookupOwnership(app[CLUSTER_KEY]) if sidecar.cluster is not None else None
-    add_ws_routes(app, sidecar, ownership=ownership)
+    engine = add_ws_routes(app, sidecar, ownership=ownership)
+    if sidecar.config.broker_port is not None or broker_socket is not None:
+        add_binary_listener(app, sidecar, engine, sock=broker_socket)
     return app
