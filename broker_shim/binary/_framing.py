@@ -94,11 +94,19 @@ class SingleMessage:
     sequence_id: int
 
 
-def _parse(message: api.BaseCommand | api.MessageMetadata, data: bytes, what: str) -> None:
+def _parse(
+    message: api.BaseCommand | api.MessageMetadata | api.SingleMessageMetadata,
+    data: bytes,
+    what: str,
+) -> None:
     try:
         message.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise FrameError(f"undecodable {what}: {exc}") from None
+    # protobuf's Python runtime parses messages that lack required fields (a BaseCommand
+    # without its type would read as CONNECT): refuse them, as Pulsar's decoder does.
+    if not message.IsInitialized():
+        raise FrameError(f"{what} lacks required fields")
 
 
 def parse_frame(body: bytes) -> Frame:
@@ -232,10 +240,7 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
         if size == 0 or pos + size > len(data):
             raise FrameError(f"batch message {index}: metadata size {size} does not fit")
         single = api.SingleMessageMetadata()
-        try:
-            single.ParseFromString(data[pos : pos + size])
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            raise FrameError(f"batch message {index}: undecodable metadata: {exc}") from None
+        _parse(single, data[pos : pos + size], f"metadata of batch message {index}")
         pos += size
         length = single.payload_size
         if length < 0 or pos + length > len(data):

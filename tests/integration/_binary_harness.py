@@ -37,3 +37,7 @@ class BinarySidecar(ThreadSidecar):
         app = build_app(self.sidecar)
         self.server = app[BINARY_KEY]
         return app
+
+    def __enter__(self) -> BinarySidecar:
+        super().__enter__()
+        return self
