@@ -6,11 +6,12 @@ import socket
 
 from aiohttp import web
 
+from sync.cluster import ClusterService
+from sync.messaging import MessagingEngine
+
 from ._lookup_http import CLUSTER_KEY
 from ._sidecar import Sidecar
 from .binary import BinaryServer
-from .messaging import MessagingEngine
-from .registry import ClusterService
 
 __all__ = ["BINARY_KEY", "add_binary_listener"]
 

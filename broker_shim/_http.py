@@ -22,18 +22,19 @@ from sync import (
     PolicyService,
     PolicySyncError,
     PolicyTarget,
+    TopicName,
     parse_policy_json,
 )
-from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
-from sync._names import TopicName
+from sync.cluster import ServiceState
+from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 
 from ._binary_app import add_binary_listener
+from ._http_errors import error_response
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
 from ._ws import add_ws_routes
-from .registry import ServiceState
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +44,6 @@ SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
 SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
 FREEZE_KEY = web.AppKey("freeze-heap", asyncio.Task[None])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _error(status: int, reason: str) -> web.Response:
-    # Pulsar's admin API answers errors as {"reason": "..."}.
-    return web.json_response({"reason": reason}, status=status)
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -61,14 +57,8 @@ def _flag(request: web.Request, name: str) -> bool:
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except InvalidInputError as exc:
-        # Pulsar answers invalid names and values with 412 Precondition Failed.
-        return _error(412, str(exc))
-    except NotFoundError as exc:
-        return _error(404, str(exc))
     except PolicySyncError as exc:
-        logger.warning("request %s %s failed: %s", request.method, request.path, exc)
-        return _error(500, str(exc))
+        return error_response(request, exc)
 
 
 def _ready_service(request: web.Request) -> PolicyService:

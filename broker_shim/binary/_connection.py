@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import itertools
 import logging
 import time
@@ -28,25 +29,27 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sync._errors import (
+from sync import NamespaceName, TopicName
+from sync.errors import (
     AuthenticationError,
     ConsumerBusyError,
     InvalidInputError,
     PolicySyncError,
     UnavailableError,
 )
-from sync._names import NamespaceName, TopicName, parse_topic_cached
-from sync.producer import MessageId, ProducerConfig, decode_properties
-from sync.routing import MessageRoutingMode
-
-from ..messaging import (
+from sync.messaging import (
     Consumer,
     Delivery,
     InitialPosition,
+    MessageId,
     MessagingEngine,
+    ProducerConfig,
     ProducerHandle,
     SubscriptionType,
+    decode_properties,
 )
+from sync.routing import MessageRoutingMode
+
 from . import PulsarApi_pb2 as api
 from ._errors import CloseAction, close_action_of, server_error_of
 from ._framing import (
@@ -60,7 +63,8 @@ from ._framing import (
 )
 
 if TYPE_CHECKING:
-    from ..registry import ClusterService
+    from sync.cluster import ClusterService
+
     from ._server import CommandTrace, LastMessageIds
 
 logger = logging.getLogger(__name__)
@@ -411,7 +415,7 @@ class Connection:
         resp = out.partitionMetadataResponse
         resp.request_id = m.request_id
         try:
-            topic = parse_topic_cached(m.topic)
+            topic = _topic(m.topic)
             self._check_lookup(topic)
             svc = self.ctx.cluster()
             if svc is not None:
@@ -440,7 +444,7 @@ class Connection:
         resp = out.lookupTopicResponse
         resp.request_id = m.request_id
         try:
-            topic = parse_topic_cached(m.topic)
+            topic = _topic(m.topic)
             self._check_lookup(topic)
             svc = self.ctx.cluster()
             if svc is None:
@@ -521,7 +525,7 @@ class Connection:
             self._producer_success(m.request_id, existing.name)
             return
         try:
-            topic = parse_topic_cached(m.topic)
+            topic = _topic(m.topic)
             self._check_lookup(topic)
             await self._require_owned(topic)
             if m.encrypted:
@@ -656,7 +660,7 @@ class Connection:
             self._success(m.request_id)
             return
         try:
-            topic = parse_topic_cached(m.topic)
+            topic = _topic(m.topic)
             self._check_lookup(topic)
             await self._require_owned(topic)
             sub_type = _SUB_TYPES.get(m.subType)
@@ -855,6 +859,11 @@ class Connection:
             last.entryId = best[0] - 1
             last.partition = best[1] if sub.partitioned else -1
         self.write_command(out)
+
+
+@functools.lru_cache(maxsize=65_536)  # clients repeat the same few names on every request
+def _topic(text: str) -> TopicName:
+    return TopicName.parse(text)
 
 
 def _name(kind: int) -> str:

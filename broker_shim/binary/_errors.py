@@ -5,31 +5,28 @@ failed lookup/metadata responses); the message is the exception's text, which fo
 refusals is Pulsar's own text ("Exclusive consumer is already connected", "Topic reached
 max producers limit", "Failed due to too many pending lookup requests", ...).
 
-``close_action_of``: the engine closed a producer or consumer → what the connection does.
-The engine speaks in WebSocket close codes; the binary protocol has two answers:
+``close_action_of``: the engine closed a producer or consumer → what the connection does,
+by the engine's protocol-neutral :class:`~sync.messaging.CloseCause`:
 
-============================ ===================================== =======================
-engine close code            meaning                               binary answer
-============================ ===================================== =======================
-``CLOSE_UNLOADED`` (1012)    the topic moved to another sidecar    CLOSE_PRODUCER /
-                                                                   CLOSE_CONSUMER: the
-                                                                   client looks up again
-``CLOSE_POLICY`` (1008)      a policy change forbids it now        CLOSE_PRODUCER /
-                                                                   CLOSE_CONSUMER; its
-                                                                   re-subscribe is refused
-                                                                   with the ServerError
-``CLOSE_GOING_AWAY`` (1001)  the sidecar is shutting down          the connection closes
-1000                         closed on the client's request        nothing more to send
-any other                    (a new engine close code)             CLOSE_PRODUCER /
-                                                                   CLOSE_CONSUMER
-============================ ===================================== =======================
+====================== ===================================== ==============================
+cause                  meaning                               binary answer
+====================== ===================================== ==============================
+``UNLOADED``           the topic moved to another sidecar    CLOSE_PRODUCER / CLOSE_CONSUMER:
+                                                             the client looks up again
+``POLICY``             a policy change forbids it now        CLOSE_PRODUCER / CLOSE_CONSUMER;
+                                                             its re-subscribe is refused
+                                                             with the ServerError
+``SHUTDOWN``           the sidecar is shutting down          the connection closes (clients
+                                                             reconnect and look up again)
+``NORMAL``             closed on the client's request        nothing more to send
+====================== ===================================== ==============================
 """
 
 from __future__ import annotations
 
 import enum
 
-from sync._errors import (
+from sync.errors import (
     AuthenticationError,
     AuthorizationError,
     CacheStateError,
@@ -46,8 +43,8 @@ from sync._errors import (
     TransportError,
     UnavailableError,
 )
+from sync.messaging import CloseCause, CloseReason
 
-from ..messaging import CLOSE_GOING_AWAY, CLOSE_POLICY, CLOSE_UNLOADED, CloseReason
 from . import PulsarApi_pb2 as api
 from ._framing import ChecksumError
 
@@ -93,11 +90,11 @@ class CloseAction(enum.Enum):
     NONE = "none"
 
 
-_CLOSE_ACTIONS: dict[int, CloseAction] = {
-    CLOSE_UNLOADED: CloseAction.NOTIFY_CLIENT,
-    CLOSE_POLICY: CloseAction.NOTIFY_CLIENT,
-    CLOSE_GOING_AWAY: CloseAction.CLOSE_CONNECTION,
-    1000: CloseAction.NONE,
+_CLOSE_ACTIONS: dict[CloseCause, CloseAction] = {
+    CloseCause.UNLOADED: CloseAction.NOTIFY_CLIENT,
+    CloseCause.POLICY: CloseAction.NOTIFY_CLIENT,
+    CloseCause.SHUTDOWN: CloseAction.CLOSE_CONNECTION,
+    CloseCause.NORMAL: CloseAction.NONE,
 }
 
 
@@ -105,4 +102,4 @@ def close_action_of(reason: CloseReason | None) -> CloseAction:
     """The binary answer to an engine-side close (see the module table)."""
     if reason is None:
         return CloseAction.NONE
-    return _CLOSE_ACTIONS.get(reason.code, CloseAction.NOTIFY_CLIENT)
+    return _CLOSE_ACTIONS[reason.cause]

@@ -30,7 +30,7 @@ import cramjam
 import crc32c
 from google.protobuf.message import DecodeError
 
-from sync._errors import InvalidInputError
+from sync.errors import InvalidInputError
 
 from . import PulsarApi_pb2 as api
 

@@ -13,16 +13,15 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as PromCounter
 
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
+from sync import TopicName, kafka_topic_of
+from sync.messaging import MessagingEngine
 from sync.transport import Admin, Consumer, Transport
 
-from ..messaging import MessagingEngine
 from . import PulsarApi_pb2 as api
 from ._connection import BinaryConfig, Connection, ServerContext
 
 if TYPE_CHECKING:
-    from ..registry import ClusterService
+    from sync.cluster import ClusterService
 
 logger = logging.getLogger(__name__)
 
