@@ -828,10 +828,33 @@ class Connection:
         await cons.consumer.close()
 
     async def on_seek(self, cmd: api.BaseCommand) -> None:
-        self._error(
-            cmd.seek.request_id,
-            InvalidInputError("SEEK is not supported by policy-sync yet"),
-        )
+        """Pulsar's seek: the subscription moves, its consumers are disconnected
+        (CLOSE_CONSUMER) and resume at the new position when they reconnect."""
+        m = cmd.seek
+        cons = self._consumer(m.consumer_id)
+        try:
+            if cons is None:
+                raise ConsumerBusyError(f"Consumer {m.consumer_id} not found")
+            if not m.HasField("message_id"):
+                raise InvalidInputError(
+                    "SEEK by publish time is not supported by policy-sync; seek to a message id"
+                )
+            consumer = cons.consumer
+            parts = sorted(consumer.partitions)
+            kafka_topic = consumer.subscription.kafka_topic
+            target = m.message_id
+            if target.ledgerId == _EARLIEST_LEDGER:
+                offsets = await self.ctx.last_ids.start_offsets(kafka_topic, parts)
+            elif target.ledgerId >= _LATEST_LEDGER:
+                offsets = await self.ctx.last_ids.end_offsets(kafka_topic, parts)
+            else:
+                mid = cons.message_id(target)
+                offsets = {mid.kafka_partition: mid.offset}
+            await self.ctx.engine.reset_cursor(consumer, offsets)
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        self._success(m.request_id)
 
     async def on_last_message_id(self, cmd: api.BaseCommand) -> None:
         m = cmd.getLastMessageId

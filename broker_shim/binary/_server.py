@@ -92,14 +92,24 @@ class LastMessageIds:
 
     async def end_offsets(self, kafka_topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """High watermarks of ``partitions``."""
+        return await self._offsets(kafka_topic, partitions, earliest=False)
 
-        def ends() -> dict[int, int]:
+    async def start_offsets(self, kafka_topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """First offsets still stored in ``partitions``."""
+        return await self._offsets(kafka_topic, partitions, earliest=True)
+
+    async def _offsets(
+        self, kafka_topic: str, partitions: Sequence[int], *, earliest: bool
+    ) -> dict[int, int]:
+        def query() -> dict[int, int]:
             with self._lock:
                 if self._consumer is None:
                     self._consumer = self._transport.consumer()
+                if earliest:
+                    return self._consumer.start_offsets(kafka_topic, list(partitions))
                 return self._consumer.end_offsets(kafka_topic, list(partitions))
 
-        return await asyncio.to_thread(ends)
+        return await asyncio.to_thread(query)
 
     def close(self) -> None:
         with self._lock:
