@@ -81,5 +81,10 @@ demo: setup
 bench: setup
 	$(PY) -m bench
 
+# Regenerate the Pulsar binary protocol's Python code from its .proto (grpcio-tools' protoc).
+proto: setup
+	$(PY) -m grpc_tools.protoc -Ibroker_shim/binary --python_out=broker_shim/binary \
+		--pyi_out=broker_shim/binary broker_shim/binary/PulsarApi.proto
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build

@@ -7,6 +7,7 @@ import gc
 import hashlib
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from sync.cluster import MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 from sync.messaging import TopicOwnership
 
+from ._binary_app import add_binary_listener
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
 from ._input import RETRY_AFTER_S, malformed_input
@@ -244,7 +246,11 @@ async def _freeze_heap_when_ready(app: web.Application) -> None:
 
 
 def build_app(
-    sidecar: Sidecar, *, freeze_heap: bool = True, ownership: TopicOwnership | None = None
+    sidecar: Sidecar,
+    *,
+    freeze_heap: bool = True,
+    ownership: TopicOwnership | None = None,
+    broker_socket: socket.socket | None = None,
 ) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup).
 
@@ -252,6 +258,8 @@ def build_app(
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
     ``ownership``: who serves a topic (default: the cluster's bundle ownership, or every
     topic here without a cluster).
+    ``broker_socket``: an already bound socket for the binary protocol (else
+    ``sidecar.config.broker_port`` is bound on start, if set).
     """
     app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
@@ -294,5 +302,7 @@ def build_app(
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
     if ownership is None and sidecar.cluster is not None:
         ownership = LookupOwnership(app[CLUSTER_KEY])
-    add_ws_routes(app, sidecar, ownership=ownership)
+    engine = add_ws_routes(app, sidecar, ownership=ownership)
+    if sidecar.config.broker_port is not None or broker_socket is not None:
+        add_binary_listener(app, sidecar, engine, sock=broker_socket)
     return app
