@@ -34,6 +34,7 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
     REGISTRY_TOPIC,
 )
@@ -50,6 +51,7 @@ from sync.transport import DeliveryReport, Producer, TopicSpec, Transport
 from ._records import (
     BrokerRegistration,
     Membership,
+    TenantRecord,
     TopicRecord,
     WritePerm,
     decode_layout,
@@ -111,7 +113,9 @@ class Layout:
         return bundle_name in self.names
 
 
-RegistryValue = BrokerRegistration | Membership | Layout | TopicRecord | WritePerm | str
+RegistryValue = (
+    BrokerRegistration | Membership | Layout | TopicRecord | TenantRecord | WritePerm | str
+)
 
 
 def _decode(key: str, raw: bytes) -> RegistryValue:
@@ -130,6 +134,8 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         return TopicRecord.from_json(raw)
     if key.startswith(REGISTRY_KEY_PERM):
         return WritePerm.from_json(raw)
+    if key.startswith(REGISTRY_KEY_TENANT):
+        return TenantRecord.from_json(raw)
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -157,6 +163,7 @@ class MetadataStore:
         self.topics: dict[str, TopicRecord] = {}
         self.kv: dict[str, dict[str, str]] = {}
         self.perms: dict[tuple[str, str], WritePerm] = {}
+        self.tenants: dict[str, TenantRecord] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -219,6 +226,12 @@ class MetadataStore:
                 self.perms[(cluster, name)] = new
             else:
                 self.perms.pop((cluster, name), None)
+        elif key.startswith(REGISTRY_KEY_TENANT):
+            tenant = key[len(REGISTRY_KEY_TENANT) :]
+            if isinstance(new, TenantRecord):
+                self.tenants[tenant] = new
+            else:
+                self.tenants.pop(tenant, None)
         self.version += 1
         for watcher in self._watchers:
             try:

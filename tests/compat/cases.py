@@ -12,6 +12,7 @@ and ``missing`` (never created); ``compat/nons`` and tenant ``nott`` never exist
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -178,6 +179,13 @@ QUERY_VALUES: Final[dict[str, str]] = {"messageTTL": "messageTTL"}
 
 
 def _policy_cases(name: str, value: object, bad: object) -> list[Case]:
+    cases = _policy_requests(name, value, bad)
+    if isinstance(value, list):  # Pulsar keeps these in a HashSet: order carries no meaning
+        cases = [dataclasses.replace(c, unordered=True) for c in cases]
+    return cases
+
+
+def _policy_requests(name: str, value: object, bad: object) -> list[Case]:
     r = TOPIC_ROOT
     p = f"{r}/np/{name}"
     query = QUERY_VALUES.get(name)

@@ -140,6 +140,18 @@ class Difference:
         )
 
 
+def _jackson_text(answer: Answer) -> bool:
+    """Pulsar's 400 for a body its JSON binding (Jackson) refused is Jackson's own text
+    (Java type names, line and column): such answers are compared by status only."""
+    return answer.status == 400 and isinstance(answer.body, str)
+
+
+def _ordered(case: Case, body: Any) -> Any:
+    if case.unordered and isinstance(body, list):
+        return sorted(body, key=lambda v: json.dumps(v, sort_keys=True))
+    return body
+
+
 def load_recorded(path: Path = RECORDED) -> dict[str, Answer]:
     raw = json.loads(path.read_text())
     return {entry["name"]: Answer(int(entry["status"]), entry["body"]) for entry in raw["answers"]}
@@ -168,7 +180,9 @@ def differences(
             raise KeyError(f"case {case.name!r} was never recorded: run `make compat`")
         got = actual[case.name]
         same = expected.status == got.status and (
-            case.compare == "status" or expected.body == got.body
+            case.compare == "status"
+            or _jackson_text(expected)
+            or _ordered(case, expected.body) == _ordered(case, got.body)
         )
         if not same:
             found.append(Difference(case.name, case, expected, got))
