@@ -31,8 +31,9 @@ from typing import Any
 
 from aiohttp import web
 
-from sync._errors import NotFoundError
-from sync._names import NamespaceName, TopicName
+from sync import NamespaceName, TopicName
+from sync.cluster import ClusterService
+from sync.errors import BadRequestError, NotFoundError
 
 from ._lookup_http import (
     Handler,
@@ -44,8 +45,6 @@ from ._lookup_http import (
     _service,
     _topic,
 )
-from .registry import ClusterService
-from .registry._admin import BadRequestError
 
 __all__ = ["add_admin_routes", "json_body"]
 

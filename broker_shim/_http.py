@@ -19,29 +19,28 @@ from sync import (
     NotFoundError,
     PolicyService,
     PolicySyncError,
+    PolicyTarget,
 )
-from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
+from sync.cluster import ClusterService, ServiceState
+from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 
+from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
+from ._http_errors import error_response
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._sidecar import Sidecar
 from ._topic_policy_http import PolicyRoutes
 from ._ws import add_ws_routes
-from .registry import ClusterService, ServiceState
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["build_app"]
 
 SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
+FORWARDER_KEY = web.AppKey("forwarder", WriteForwarder)
 SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
 FREEZE_KEY = web.AppKey("freeze-heap", asyncio.Task[None])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _error(status: int, reason: str) -> web.Response:
-    # Pulsar's admin API answers errors as {"reason": "..."}.
-    return web.json_response({"reason": reason}, status=status)
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -55,14 +54,8 @@ def _flag(request: web.Request, name: str) -> bool:
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except InvalidInputError as exc:
-        # Pulsar answers invalid names and values with 412 Precondition Failed.
-        return _error(412, str(exc))
-    except NotFoundError as exc:
-        return _error(404, str(exc))
     except PolicySyncError as exc:
-        logger.warning("request %s %s failed: %s", request.method, request.path, exc)
-        return _error(500, str(exc))
+        return error_response(request, exc)
 
 
 def _ready_service(request: web.Request) -> PolicyService:
@@ -89,7 +82,29 @@ async def health(request: web.Request) -> web.Response:
         ready = ready and lookup == "READY"
     if sidecar.last_failure:
         body["lastFailure"] = sidecar.last_failure
+    body["writer"] = _writer_status(request.app, svc)
     return web.json_response(body, status=200 if ready else 503)
+
+
+def _writer_status(app: web.Application, svc: PolicyService | None) -> dict[str, Any]:
+    """Who holds the policy writer's fence, and how this sidecar's writes went."""
+    forwarder = app[FORWARDER_KEY]
+    holder = forwarder.holder
+    status: dict[str, Any] = {
+        "forwarded": forwarder.forwarded,
+        "writtenHere": forwarder.written_here,
+        "fallbacks": forwarder.fallbacks,
+    }
+    if holder is not None:
+        status["holding"] = holder.holding
+        status["holder"] = holder.holder()
+        status["election"] = holder.state.value
+    if svc is not None:
+        fence = svc.writer.fence
+        status["fenceEpochs"] = fence.epochs
+        status["transactions"] = fence.transactions
+        status["batchedWrites"] = fence.batched_writes
+    return status
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -127,6 +142,20 @@ def _cluster_of(request: web.Request) -> ClusterService | None:
     return request.app[CLUSTER_KEY].service if CLUSTER_KEY in request.app else None
 
 
+async def _write_policy(
+    request: web.Request, svc: PolicyService, target: PolicyTarget, patch: dict[str, Any]
+) -> None:
+    """A checked policy write, through the fence holder (forwarded when it is elsewhere)."""
+    await request.app[FORWARDER_KEY].set(svc, target, patch)
+
+
+async def forwarded_write(request: web.Request) -> web.Response:
+    """A policy write another sidecar forwarded to this one (the fence holder)."""
+    if request.headers.get(FORWARDED_HEADER) != "1":
+        raise NotFoundError(f"{SIDECAR_WRITE_PATH} only takes writes forwarded by sidecars")
+    return await receive_write(request, _ready_service(request), request.app[FORWARDER_KEY])
+
+
 def _ready(app: web.Application) -> bool:
     svc = app[SIDECAR_KEY].service
     if svc is None or svc.cache.state is not CacheState.READY:
@@ -158,17 +187,19 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
     """
     app = web.Application(middlewares=[_errors])
     app[SIDECAR_KEY] = sidecar
+    app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
-    policies = PolicyRoutes(_ready_service, _cluster_of)
+    policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy)
     app.add_routes(
         [
             web.get("/health", health),
             web.get("/metrics", metrics),
             web.get(SIDECAR_DIGEST_PATH, digest),
             web.get(SIDECAR_ENTRIES_PATH, entries),
+            web.post(SIDECAR_WRITE_PATH, forwarded_write),
             web.get(policy, policies.wrap(policies.get)),
             web.post(policy, policies.wrap(policies.set)),
             web.delete(policy, policies.wrap(policies.delete)),
@@ -177,6 +208,8 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)
+        if sidecar.holder is not None:
+            await asyncio.to_thread(sidecar.holder.start)
         app[SUPERVISOR_KEY] = asyncio.create_task(sidecar.supervise())
         if freeze_heap:
             app[FREEZE_KEY] = asyncio.create_task(_freeze_heap_when_ready(app))
@@ -185,6 +218,7 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
         app[SUPERVISOR_KEY].cancel()
         if FREEZE_KEY in app:
             app[FREEZE_KEY].cancel()
+        await app[FORWARDER_KEY].close()
         await asyncio.to_thread(sidecar.close)
 
     app.on_startup.append(on_startup)

@@ -53,22 +53,19 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sync._errors import (
-    AuthenticationError,
-    AuthorizationError,
-    ConflictError,
+from sync import NamespaceName, TopicName
+from sync.cluster import ClusterService, MemberState, ServiceState
+from sync.errors import (
+    BadRequestError,
     InvalidInputError,
+    NotAcceptableError,
     NotFoundError,
     PolicySyncError,
-    TooManyRequestsError,
-    UnavailableError,
 )
-from sync._names import NamespaceName, TopicName
+from sync.messaging import OwnerInfo
 
+from ._http_errors import error_response
 from ._metrics import LookupMetrics
-from .messaging._ownership import OwnerInfo
-from .registry import ClusterService, MemberState, ServiceState
-from .registry._admin import BadRequestError, NotAcceptableError, UnprocessableError
 
 logger = logging.getLogger(__name__)
 
@@ -122,24 +119,6 @@ _JSON = "application/json"
 _PARTITIONED_METADATA = "application/vnd.partitioned-topic-metadata+json"
 _LISTENER_HEADER = "X-Pulsar-ListenerName"
 
-#: Most specific first: an exception maps to the first class it is an instance of.
-_STATUS: tuple[tuple[type[PolicySyncError], int], ...] = (
-    (NotAcceptableError, 406),
-    (UnprocessableError, 422),
-    (BadRequestError, 400),
-    (AuthenticationError, 401),
-    (AuthorizationError, 403),
-    (TooManyRequestsError, 429),
-    (UnavailableError, 503),
-    (ConflictError, 409),
-    (NotFoundError, 404),
-    (InvalidInputError, 412),
-)
-
-
-def _reason(status: int, reason: str) -> web.Response:
-    return web.json_response({"reason": reason}, status=status)
-
 
 def _pulsar_errors(handler: Handler) -> Handler:
     """Map our exception tree onto Pulsar's status codes and ``{"reason": …}`` bodies."""
@@ -149,11 +128,7 @@ def _pulsar_errors(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except PolicySyncError as exc:
-            for kind, status in _STATUS:
-                if isinstance(exc, kind):
-                    return _reason(status, str(exc))
-            logger.warning("%s %s failed: %s", request.method, request.path, exc)
-            return _reason(500, str(exc))
+            return error_response(request, exc)
 
     return wrapped
 

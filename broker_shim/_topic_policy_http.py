@@ -12,7 +12,6 @@ reasons) and the catalog's type checks (400). Nothing is written unless all pass
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,9 +23,10 @@ from sync import (
     NotFoundError,
     PolicyService,
     PolicyTarget,
+    TopicName,
     parse_policy_json,
 )
-from sync._names import TopicName
+from sync.cluster import ClusterService
 
 from ._policy_rest import (
     BACKLOG_QUOTA_TYPES,
@@ -34,7 +34,6 @@ from ._policy_rest import (
     REST_POLICIES,
     RestPolicy,
 )
-from .registry import ClusterService
 
 __all__ = ["PolicyRoutes"]
 
@@ -43,6 +42,8 @@ _PARTITION_REASON = "Not allowed to set/get topic policy for a partition"
 
 ServiceOf = Callable[[web.Request], PolicyService]
 ClusterOf = Callable[[web.Request], ClusterService | None]
+#: Writes a checked patch (the app's write path: the fence holder, forwarded if remote).
+WriteFn = Callable[[web.Request, PolicyService, PolicyTarget, dict[str, Any]], Awaitable[None]]
 
 
 class _Answer(Exception):
@@ -89,9 +90,10 @@ def _parse_body(text: str) -> Any:
 class PolicyRoutes:
     """The handlers, bound to how the app finds its policy service and cluster service."""
 
-    def __init__(self, service_of: ServiceOf, cluster_of: ClusterOf) -> None:
+    def __init__(self, service_of: ServiceOf, cluster_of: ClusterOf, write: WriteFn) -> None:
         self._service_of = service_of
         self._cluster_of = cluster_of
+        self._write_fn = write
 
     def wrap(
         self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -224,7 +226,7 @@ class PolicyRoutes:
             # A value of the wrong type or shape: Pulsar's JSON binding refuses it with 400.
             raise _Answer(400, str(exc)) from exc
         target = PolicyTarget.for_topic(topic, is_global=is_global)
-        await asyncio.to_thread(svc.set, target, checked)
+        await self._write_fn(request, svc, target, checked)
 
     def _quota_type(self, request: web.Request) -> str:
         kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]

@@ -28,6 +28,9 @@ from ._errors import (
     UnavailableError,
     WriteConflictError,
 )
+from ._fenced import Draft, FenceConfig, FencedWriter
+from ._holder import FenceHolder, HolderConfig, HolderState
+from ._kafka_names import kafka_topic_of
 from ._names import NamespaceName, TopicDomain, TopicName
 from ._policies import (
     FieldCatalog,
@@ -41,6 +44,7 @@ from ._service import PolicyService, ServiceConfig
 from ._writer import PolicyWriter, WriterConfig, WriteResult
 
 __all__ = [
+    "kafka_topic_of",
     "AccessDeniedError",
     "AuthenticationError",
     "AuthorizationError",
@@ -54,8 +58,14 @@ __all__ = [
     "CodecError",
     "ConfigurationError",
     "ConflictError",
+    "Draft",
+    "FenceConfig",
+    "FenceHolder",
+    "FencedWriter",
     "FieldCatalog",
     "GroupFencedError",
+    "HolderConfig",
+    "HolderState",
     "InvalidInputError",
     "InvalidPolicyError",
     "InvalidTopicNameError",

@@ -206,7 +206,10 @@ class KafkaProducer:
             raise _translate(exc, "abort_transaction") from exc
 
     def close(self) -> None:
-        self._producer.flush(5.0)
+        try:
+            self._producer.flush(5.0)
+        except KafkaException as exc:  # e.g. a fenced transactional producer
+            raise _translate(exc, "close") from exc
 
 
 class KafkaConsumer:

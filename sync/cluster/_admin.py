@@ -1,7 +1,7 @@
 """Admin operations on namespaces, bundles, topics, KV config and write perms.
 
 Every metadata change is a fenced read-modify-write through
-:class:`~broker_shim.registry._metadata.MetadataWriter` ("decide before you write"):
+:class:`~sync.cluster._metadata.MetadataWriter` ("decide before you write"):
 validation and conflict checks run on a view that holds every committed write, so a
 refused request writes nothing. Ownership changes (unload, post-split cleanup) are
 *requests* to the bundle's slot owner, the only one allowed to write its record.
@@ -19,9 +19,11 @@ from sync._bundles import NamespaceBundles, SplitAlgorithm, topic_hash
 from sync._errors import (
     ConflictError,
     InvalidInputError,
+    NotAcceptableError,
     NotFoundError,
     TopicConfigurationMismatch,
     UnavailableError,
+    UnprocessableError,
 )
 from sync._kafka_names import kafka_topic_of
 from sync._names import PARTITION_SUFFIX, NamespaceName, TopicName, parse_topic_cached
@@ -46,7 +48,7 @@ from ._records import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BadRequestError", "ClusterAdmin", "NotAcceptableError", "UnprocessableError"]
+__all__ = ["ClusterAdmin"]
 
 #: How the admin asks a bundle's slot owner to act (``OwnershipMember.request``).
 RequestFn = Callable[[RequestOp, str], None]
@@ -55,18 +57,6 @@ RequestFn = Callable[[RequestOp, str], None]
 _MAX_BUNDLES = 2**31 - 1
 #: Pulsar's NamedEntity rule for tenant names.
 _TENANT_NAME = re.compile(r"^[-=:.\w]+$")
-
-
-class BadRequestError(InvalidInputError):
-    """A body that does not parse or bind (Pulsar's Jackson answers 400)."""
-
-
-class NotAcceptableError(InvalidInputError):
-    """Pulsar's 406 Not Acceptable (e.g. a partition count below 1)."""
-
-
-class UnprocessableError(InvalidInputError):
-    """Pulsar's 422 Unprocessable Entity (e.g. fewer partitions than the topic has)."""
 
 
 def _supported_algorithms() -> str:
