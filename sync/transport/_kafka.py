@@ -29,7 +29,7 @@ from confluent_kafka.admin._config import (
 )
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.admin._resource import ResourceType
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from .._errors import (
     FatalClientError,
@@ -484,6 +484,21 @@ class KafkaAdmin:
         if self._isolated is None:
             self._isolated = IsolatedAdmin(self._config)
         return self._isolated
+
+    def grow_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+        new = NewPartitions(topic, partitions)
+        try:
+            self._admin.create_partitions([new], request_timeout=timeout_s)[topic].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"grow topic {topic} to {partitions} partitions") from exc
+        deadline = time.monotonic() + timeout_s
+        while True:
+            desc = self.describe_topic(topic, timeout_s)
+            if desc is not None and desc.partitions >= partitions and self._leaders_ready(topic):
+                return
+            if time.monotonic() > deadline:
+                raise TransportError(f"topic {topic!r} did not reach {partitions} partitions")
+            time.sleep(0.05)
 
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
         # Never in this process: librdkafka aborts it if the coordinator dies meanwhile.
