@@ -10,7 +10,7 @@ KAFKACTL := $(PY) docker/kafka/kafkactl.py
 export KAFKA_PORT
 
 .PHONY: help setup kafka-up kafka-down cluster-up cluster-down lint types unit integration \
-        test demo bench chaos clean
+        test demo bench chaos clean wheel-check
 
 help:
 	@echo "make demo   - run the main job end to end on a local Kafka it starts itself"
@@ -52,10 +52,20 @@ unit: setup
 integration: setup
 	$(VENV)/bin/pytest -q tests/integration
 
-test: lint types unit integration
+# The package must work installed from its wheel, without extras: build it, install it in a
+# fresh venv, load the schemas and start the CLI.
+wheel-check: setup
+	@rm -rf build/wheel-check && mkdir -p build/wheel-check
+	$(PY) -m pip wheel -q --no-deps -w build/wheel-check . 2>/dev/null
+	$(PYTHON) -m venv build/wheel-check/venv
+	build/wheel-check/venv/bin/pip install -q build/wheel-check/*.whl
+	cd build/wheel-check && venv/bin/python -c "import sync; sync.Codec(); print('wheel: sync.Codec() ok')"
+	build/wheel-check/venv/bin/broker-shim --help > /dev/null && echo "wheel: broker-shim --help ok"
+
+test: lint types unit wheel-check integration
 
 demo: setup
-	$(PY) -m broker_shim.demo
+	$(PY) -m examples.demo
 
 bench: setup
 	$(PY) -m bench
@@ -66,4 +76,4 @@ chaos: setup
 	$(PY) -m chaos
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build

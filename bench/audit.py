@@ -33,16 +33,22 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from sync import Codec, PolicyTarget
-from sync._constants import (
+from sync.audit import (
+    KafkaSource,
+    SparkConfig,
+    SparkSchemas,
+    decode_records,
+    read_log,
+    run_audit,
+    spark_session,
+    write_parquet,
+)
+from sync.constants import (
     BOOTSTRAP_ENV_VAR,
     CHANGE_EVENTS_CREATE_CONFIG,
     CHANGE_EVENTS_PARTITIONS,
     DEFAULT_BOOTSTRAP_SERVERS,
 )
-from sync.audit import KafkaSource, SparkConfig, run_audit, spark_session
-from sync.audit._decode import decode_records, read_log
-from sync.audit._job import write_parquet
-from sync.audit._schemas import SparkSchemas
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 
 __all__ = ["BenchResult", "produce_events", "run"]

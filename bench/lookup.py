@@ -46,14 +46,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from broker_shim.registry import (
+from sync import NamespaceName, TopicName
+from sync.cluster import (
     BrokerIdentity,
     ClusterConfig,
     ClusterService,
     LookupConfig,
     OwnershipConfig,
 )
-from sync._names import NamespaceName, TopicName
 from sync.transport import KafkaConfig, KafkaTransport
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -39,9 +39,8 @@ from confluent_kafka import Consumer as RawConsumer
 from confluent_kafka import Producer as RawProducer
 from confluent_kafka import TopicPartition
 
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
-from sync.producer import PartitionedProducer, ProducerClient
+from sync import TopicName, kafka_topic_of
+from sync.messaging import PartitionedProducer, ProducerClient
 from sync.routing import HashingScheme, RoundRobinPartitionRouter, RoutedMessage, TopicMetadata
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, TopicSpec
 
@@ -80,7 +79,7 @@ def bench_routing(keys: int = 200_000) -> tuple[float, float]:
     memory.admin().ensure_topic(TopicSpec(kafka_topic_of(topic), 16))
     client = ProducerClient(memory)
     try:
-        from sync.producer import ProducerConfig
+        from sync.messaging import ProducerConfig
 
         producer = PartitionedProducer(
             client, topic, ProducerConfig(hashing_scheme="Murmur3_32Hash"), num_partitions=16

@@ -29,7 +29,7 @@ from sync import (
     PolicyTarget,
     ServiceConfig,
 )
-from sync._constants import CHANGE_EVENTS_CREATE_CONFIG
+from sync.constants import CHANGE_EVENTS_CREATE_CONFIG
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 
 CACHES = 4

@@ -21,17 +21,17 @@ from sync import (
     PolicyService,
     PolicySyncError,
     PolicyTarget,
+    TopicName,
     parse_policy_json,
 )
-from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
-from sync._names import TopicName
+from sync.cluster import ServiceState
+from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
 from ._ws import add_ws_routes
-from .registry import ServiceState
 
 logger = logging.getLogger(__name__)
 

@@ -53,7 +53,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sync._errors import (
+from sync import NamespaceName, TopicName
+from sync.cluster import ClusterService, MemberState, ServiceState
+from sync.errors import (
     AuthenticationError,
     AuthorizationError,
     ConflictError,
@@ -63,11 +65,9 @@ from sync._errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-from sync._names import NamespaceName, TopicName
+from sync.messaging import OwnerInfo
 
 from ._metrics import LookupMetrics
-from .messaging._ownership import OwnerInfo
-from .registry import ClusterService, MemberState, ServiceState
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sync import CacheState, PolicyCache
-from sync._errors import (
+from sync.cluster import ClusterService
+from sync.errors import (
     AuthenticationError,
     AuthorizationError,
     BundleUnloadingError,
@@ -20,8 +21,6 @@ from sync._errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-
-from .registry import ClusterService
 
 __all__ = ["LOOKUP_RESULTS", "LookupMetrics", "SidecarMetrics"]
 

@@ -15,10 +15,10 @@ from sync import (
     ServiceConfig,
     WriterConfig,
 )
+from sync.cluster import ClusterService, ClusterSettings
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._metrics import SidecarMetrics
-from .registry import ClusterService, ClusterSettings
 
 logger = logging.getLogger(__name__)
 

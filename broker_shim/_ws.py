@@ -1,7 +1,7 @@
-"""Pulsar's WebSocket API on the sidecar (aiohttp), over :mod:`broker_shim.messaging`.
+"""Pulsar's WebSocket API on the sidecar (aiohttp), over :mod:`sync.messaging`.
 
 Endpoints (Pulsar's paths and JSON frames; ``messageId`` is standard base64 of a
-serialized ``MessageIdData`` — see :class:`sync.producer.MessageId`):
+serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`):
 
 ``GET /ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}``
     Query: ``messageRoutingMode`` (``SinglePartition`` default, as Pulsar's WebSocket
@@ -60,14 +60,14 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
-from sync import CacheStateError, PolicyService, PolicySyncError
-from sync._errors import (
+from sync import CacheStateError, PolicyService, PolicySyncError, TopicName
+from sync.errors import (
     ConsumerBusyError,
     InvalidInputError,
     MessageTooLargeError,
@@ -78,25 +78,35 @@ from sync._errors import (
     TopicNotFoundError,
     TransportError,
 )
-from sync._names import TopicName
-from sync.producer import MessageId, ProducerConfig, decode_properties
-from sync.routing import HashingScheme, MessageRoutingMode
-from sync.transport import Transport
-
-from ._sidecar import Sidecar
-from .messaging import (
+from sync.messaging import (
+    CloseCause,
     CloseReason,
     Consumer,
     Delivery,
     InitialPosition,
+    MessageId,
     MessagingConfig,
     MessagingEngine,
+    ProducerConfig,
     ProducerHandle,
     SubscriptionType,
     TopicOwnership,
+    decode_properties,
 )
+from sync.routing import HashingScheme, MessageRoutingMode
+from sync.transport import Transport
+
+from ._sidecar import Sidecar
 
 logger = logging.getLogger(__name__)
+
+#: The engine's protocol-neutral close causes as WebSocket close codes (the one table).
+WS_CLOSE_CODES: Final[Mapping[CloseCause, int]] = {
+    CloseCause.NORMAL: 1000,
+    CloseCause.SHUTDOWN: 1001,
+    CloseCause.POLICY: 1008,
+    CloseCause.UNLOADED: 1012,
+}
 
 __all__ = ["ENGINE_KEY", "add_ws_routes"]
 
@@ -488,7 +498,8 @@ class _ProducerSession:
         await self.handle.wait_closed()
         reason = self.handle.close_reason
         if reason is not None and not self.ws.closed:
-            await self.ws.close(code=reason.code, message=_reason_text(reason.reason))
+            code = WS_CLOSE_CODES[reason.cause]
+            await self.ws.close(code=code, message=_reason_text(reason.reason))
 
     def _error(self, code: int, message: str, context: Any) -> None:
         self._pending.append(_Send(self, context, _error_frame(code, message, context)))
@@ -724,4 +735,4 @@ class _ConsumerSession:
             return
         reason: CloseReason | None = consumer.close_reason
         if reason is not None:
-            await self._close(reason.code, reason.reason)
+            await self._close(WS_CLOSE_CODES[reason.cause], reason.reason)

@@ -28,6 +28,7 @@ from ._errors import (
     UnavailableError,
     WriteConflictError,
 )
+from ._kafka_names import kafka_topic_of
 from ._names import NamespaceName, TopicDomain, TopicName
 from ._policies import (
     FieldCatalog,
@@ -41,6 +42,7 @@ from ._service import PolicyService, ServiceConfig
 from ._writer import PolicyWriter, WriterConfig, WriteResult
 
 __all__ = [
+    "kafka_topic_of",
     "AccessDeniedError",
     "AuthenticationError",
     "AuthorizationError",

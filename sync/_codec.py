@@ -13,6 +13,7 @@ to decode the last value of a key.
 
 from __future__ import annotations
 
+import importlib.resources
 import io
 import os
 from collections.abc import Mapping
@@ -45,9 +46,22 @@ _ROOT_SCHEMA = "policysync.ChangeEvent.avsc"
 
 
 def default_schema_dir() -> Path:
-    """``$POLICY_SYNC_SCHEMAS`` if set, else the ``schemas/`` folder of this checkout."""
+    """``$POLICY_SYNC_SCHEMAS`` if set, else the schemas shipped in the package.
+
+    The repository keeps them in the top-level ``schemas/`` (the wire contract);
+    ``sync/schemas`` links there, so a wheel carries them as package data.
+    """
     env = os.environ.get("POLICY_SYNC_SCHEMAS")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "schemas"
+    return Path(env) if env else _package_path("schemas")
+
+
+def _package_path(name: str) -> Path:
+    resource = importlib.resources.files("sync").joinpath(name)
+    if not isinstance(resource, Path):  # e.g. a zipped install: nothing to read from disk
+        raise ConfigurationError(
+            f"package data sync/{name} is not a directory on disk; set POLICY_SYNC_SCHEMAS"
+        )
+    return resource
 
 
 def _zigzag_byte(index: int) -> int:

@@ -74,7 +74,7 @@ SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"
 #: Version tag of the individual-ack set carried in a subscription's commit metadata.
 ACK_SET_METADATA_PREFIX: Final = "ps1:"
 
-# -- broker registry, namespace bundles, bundle ownership, lookup (broker_shim.registry) --
+# -- broker registry, namespace bundles, bundle ownership, lookup (sync.cluster) --
 #: Compacted topic shared by every cluster: broker registrations, group membership
 #: snapshots, namespace bundle layouts, partitioned-topic metadata, KV config, write perms.
 REGISTRY_TOPIC: Final = "__policy_sync.registry"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from sync import InvalidInputError, NotFoundError, PolicySyncError
-from sync._constants import BOOTSTRAP_ENV_VAR, DEFAULT_BOOTSTRAP_SERVERS
+from sync.constants import BOOTSTRAP_ENV_VAR, DEFAULT_BOOTSTRAP_SERVERS
 
 __all__ = [
     "EXIT_FAILURE",

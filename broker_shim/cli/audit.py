@@ -41,7 +41,6 @@ from broker_shim.cli._common import (
     run_main,
 )
 from sync import ConfigurationError, InvalidInputError
-from sync._constants import CHANGE_EVENTS_TOPIC
 from sync.audit import (
     AnomalyRules,
     AuditSummary,
@@ -57,6 +56,7 @@ from sync.audit import (
     validate_master,
     validate_sidecar_url,
 )
+from sync.constants import CHANGE_EVENTS_TOPIC
 
 __all__ = ["build_parser", "main"]
 

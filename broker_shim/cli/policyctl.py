@@ -32,7 +32,7 @@ from sync import (
     WriterConfig,
     parse_policy_json,
 )
-from sync._constants import CHANGE_EVENTS_TOPIC
+from sync.constants import CHANGE_EVENTS_TOPIC
 from sync.transport import KafkaConfig, KafkaTransport
 
 from ._common import EXIT_OK, add_bootstrap_flag, configure_logging, run_main

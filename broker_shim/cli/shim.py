@@ -14,7 +14,7 @@ from sync import ConfigurationError
 
 from .._http import build_app
 from .._sidecar import Sidecar, SidecarConfig
-from ..registry._cli import add_lookup_flags, lookup_settings
+from ._cluster_flags import add_lookup_flags, lookup_settings
 from ._common import add_bootstrap_flag, configure_logging, run_main
 
 __all__ = ["main"]

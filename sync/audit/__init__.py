@@ -33,15 +33,15 @@ coordinates, time, event id, author). The rules and their thresholds are documen
 namespace in one minute by default).
 
 Spark runs SQL expressions and the JVM Avro decoder only; no Python runs on executors.
-The connector jars (spark-sql-kafka, spark-avro, pinned in ``docker/spark/pom.xml``) are
+The connector jars (spark-sql-kafka, spark-avro, pinned in ``sync/audit/connectors.pom.xml``) are
 fetched by Maven on first use and cached (:func:`resolve_spark_jars`).
 """
 
-from ._decode import ARCHIVE_COLUMNS, KafkaSource, check_source
+from ._decode import ARCHIVE_COLUMNS, KafkaSource, check_source, decode_records, read_log
 from ._errors import AuditError, SidecarError, SparkSetupError
 from ._history import ANOMALY_COLUMNS, HISTORY_COLUMNS
 from ._jars import resolve_spark_jars
-from ._job import AuditOutputs, AuditSummary, run_archive, run_audit
+from ._job import AuditOutputs, AuditSummary, run_archive, run_audit, write_parquet
 from ._progress import SparkProgress
 from ._reconcile import SidecarDivergence, reconcile, validate_sidecar_url
 from ._report import AnomalyRow, ReportData, render_report
@@ -90,4 +90,7 @@ __all__ = [
     "transition_anomaly",
     "validate_master",
     "validate_sidecar_url",
+    "write_parquet",
+    "read_log",
+    "decode_records",
 ]

@@ -1,7 +1,9 @@
 """The Spark connector jars (Kafka source, Avro), fetched by Maven once and cached.
 
-``docker/spark/pom.xml`` pins them at the installed pyspark's version. The first call runs
-``mvn dependency:copy-dependencies`` into ``docker/spark/.cache/jars-<version>/``; a
+``sync/audit/connectors.pom.xml`` (package data) pins them at the installed pyspark's version.
+The first call runs
+``mvn dependency:copy-dependencies`` into ``$XDG_CACHE_HOME/policy-sync/spark/jars-<version>/``
+(``~/.cache`` by default: an installed package's own folder may not be writable); a
 ``.complete`` marker holding the pom's sha256 makes every later call a file read.
 Concurrent callers (parallel test workers, two CLIs) serialise on a file lock and the
 jars appear by an atomic rename, so nobody ever sees half a directory.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.resources
 import logging
 import os
 import re
@@ -41,9 +44,16 @@ _MVN_TIMEOUT_S = 900.0
 
 
 def default_pom() -> Path:
-    """``$POLICY_SYNC_SPARK_POM`` if set, else ``docker/spark/pom.xml`` of this checkout."""
+    """``$POLICY_SYNC_SPARK_POM`` if set, else the pom shipped in this package."""
     env = os.environ.get(_POM_ENV_VAR)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "docker/spark/pom.xml"
+    if env:
+        return Path(env)
+    resource = importlib.resources.files("sync.audit").joinpath("connectors.pom.xml")
+    if not isinstance(resource, Path):
+        raise ConfigurationError(
+            f"package data {resource} is not a file on disk; set {_POM_ENV_VAR}"
+        )
+    return resource
 
 
 def pyspark_version() -> str:
@@ -84,6 +94,13 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    root = Path(base) / "policy-sync" / "spark"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def _fetch(pom: Path, cache_dir: Path, target: Path, digest: str) -> None:
@@ -147,7 +164,7 @@ def resolve_spark_jars(pom: Path | None = None) -> list[Path]:
             f"{pom} pins Spark {version} but pyspark {installed} is installed; the "
             "connectors must match pyspark exactly: fix <spark.version> or the pyspark pin"
         )
-    cache_dir = pom.parent / ".cache"
+    cache_dir = _cache_root()
     target = cache_dir / f"jars-{version}"
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from broker_shim._demo_audit import audit_demo
+from examples._demo_audit import audit_demo
 from sync import CacheConfig, PolicyService, PolicyTarget, ServiceConfig, WriterConfig
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.helpers import Sidecar

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from broker_shim.registry._ownership import ownership_topic, slots_topic
 from sync._constants import REGISTRY_TOPIC
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
+from sync.cluster._ownership import ownership_topic, slots_topic
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.helpers import HttpResult
 from tests.integration.test_lookup_http import ShimProcess

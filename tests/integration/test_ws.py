@@ -20,10 +20,10 @@ from aiohttp import web
 from websockets.exceptions import InvalidStatus
 
 from broker_shim._ws import add_ws_routes
-from broker_shim.messaging import OwnerInfo
 from sync import PolicyService, TopicName
 from sync._kafka_names import kafka_topic_of
-from sync.producer import MessageId
+from sync.messaging import OwnerInfo
+from sync.messaging._producer import MessageId
 from sync.routing import java_string_hash, murmur3_32_hash
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (

@@ -13,9 +13,9 @@ import websockets
 from aiohttp import web
 
 from broker_shim._ws import add_ws_routes
-from broker_shim.messaging import MessagingConfig, OwnerInfo
 from sync import PolicyService, TopicName
-from sync.producer import MessageId
+from sync.messaging import MessagingConfig, OwnerInfo
+from sync.messaging._producer import MessageId
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (
     ProcessSidecar,

@@ -28,6 +28,9 @@ def test_public_names_are_pinned() -> None:
     assert sorted(sync.audit.__all__) == sorted(
         [
             "ANOMALY_COLUMNS",
+            "decode_records",
+            "read_log",
+            "write_parquet",
             "ARCHIVE_COLUMNS",
             "DEFAULT_MASTER",
             "HISTORY_COLUMNS",
@@ -150,7 +153,7 @@ class TestJars:
     def test_the_shipped_pom_matches_pyspark(self) -> None:
         import pyspark
 
-        pom = Path(__file__).resolve().parents[2] / "docker" / "spark" / "pom.xml"
+        pom = Path(__file__).resolve().parents[2] / "sync" / "audit" / "connectors.pom.xml"
         pinned = re.search(r"<spark\.version>([^<]+)</spark\.version>", pom.read_text())
         assert pinned is not None and pinned.group(1) == pyspark.__version__
 

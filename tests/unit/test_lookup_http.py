@@ -18,7 +18,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from broker_shim._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
-from broker_shim.registry import (
+from sync._bundles import NamespaceBundles, topic_hash
+from sync._kafka_names import kafka_topic_of
+from sync._names import NamespaceName, TopicName
+from sync.cluster import (
     AuthConfig,
     BrokerIdentity,
     BundleState,
@@ -29,10 +32,7 @@ from broker_shim.registry import (
     OwnershipConfig,
     OwnershipRecord,
 )
-from broker_shim.registry._ownership import ownership_topic
-from sync._bundles import NamespaceBundles, topic_hash
-from sync._kafka_names import kafka_topic_of
-from sync._names import NamespaceName, TopicName
+from sync.cluster._ownership import ownership_topic
 from sync.transport import MemoryTransport
 
 Scenario = Callable[[list[TestClient[Any, Any]], list[ClusterService]], Awaitable[None]]

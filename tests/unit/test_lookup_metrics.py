@@ -22,7 +22,6 @@ from broker_shim._http import FREEZE_KEY, build_app
 from broker_shim._lookup_http import CLUSTER_KEY
 from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
 from broker_shim._sidecar import Sidecar, SidecarConfig
-from broker_shim.registry import ClusterSettings, LookupConfig, OwnershipConfig
 from sync._errors import (
     AuthenticationError,
     AuthorizationError,
@@ -34,6 +33,7 @@ from sync._errors import (
     UnavailableError,
 )
 from sync._names import TopicName
+from sync.cluster import ClusterSettings, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

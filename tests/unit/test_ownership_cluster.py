@@ -15,7 +15,9 @@ from functools import partial
 
 import pytest
 
-from broker_shim.registry import (
+from sync._errors import ConflictError, GroupFencedError, NotFoundError
+from sync._names import NamespaceName, TopicName
+from sync.cluster import (
     BrokerIdentity,
     BundleState,
     ClusterConfig,
@@ -26,9 +28,7 @@ from broker_shim.registry import (
     RequestOp,
     slot_of,
 )
-from broker_shim.registry._ownership import group_id, ownership_topic, slots_topic
-from sync._errors import ConflictError, GroupFencedError, NotFoundError
-from sync._names import NamespaceName, TopicName
+from sync.cluster._ownership import group_id, ownership_topic, slots_topic
 from sync.transport import MemoryTransport
 
 SLOTS = 8

@@ -1,4 +1,4 @@
-"""sync.producer on the in-memory twin: routing, message ids, headers, refusals."""
+"""sync.messaging._producer on the in-memory twin: routing, message ids, headers, refusals."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sync._errors import (
 )
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
-from sync.producer import (
+from sync.messaging._producer import (
     MessageId,
     PartitionedProducer,
     ProducerClient,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from broker_shim.cli._cluster_flags import lookup_settings
 from broker_shim.cli.shim import build_parser
-from broker_shim.registry import ClusterSettings, ListenerUrls
-from broker_shim.registry._cli import lookup_settings
 from sync._errors import ConfigurationError
+from sync.cluster import ClusterSettings, ListenerUrls
 
 BASE = ["run", "--broker-id", "b1", "--http-port", "8080"]
 

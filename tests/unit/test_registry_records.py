@@ -7,14 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from broker_shim.registry import (
+from sync._bundles import NamespaceBundles
+from sync._errors import (
+    AuthenticationError,
+    AuthorizationError,
+    CodecError,
+    ConfigurationError,
+    ConflictError,
+)
+from sync._names import NamespaceName
+from sync.cluster import (
     AuthConfig,
     Authorizer,
     BundleState,
     OwnershipRecord,
     allowed_transitions,
 )
-from broker_shim.registry._records import (
+from sync.cluster._records import (
     BrokerRegistration,
     DataVersion,
     ListenerUrls,
@@ -28,15 +37,6 @@ from broker_shim.registry._records import (
     kv_key,
     split_kv_key,
 )
-from sync._bundles import NamespaceBundles
-from sync._errors import (
-    AuthenticationError,
-    AuthorizationError,
-    CodecError,
-    ConfigurationError,
-    ConflictError,
-)
-from sync._names import NamespaceName
 
 
 def _owned(broker: str = "b1", version: int = 1) -> OwnershipRecord:

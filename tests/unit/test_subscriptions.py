@@ -13,8 +13,11 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from broker_shim.messaging import (
-    CLOSE_POLICY,
+from sync import PolicyService, PolicyTarget, TopicName
+from sync._errors import TopicNotFoundError
+from sync._kafka_names import kafka_topic_of
+from sync.messaging import (
+    CloseCause,
     Consumer,
     ConsumerBusyError,
     Delivery,
@@ -26,11 +29,8 @@ from broker_shim.messaging import (
     SubscriptionBusyError,
     SubscriptionType,
 )
-from broker_shim.messaging._selectors import KeySharedSelector, sticky_key_hash
-from sync import PolicyService, PolicyTarget, TopicName
-from sync._errors import TopicNotFoundError
-from sync._kafka_names import kafka_topic_of
-from sync.producer import MessageId, PartitionedProducer, ProducerConfig
+from sync.messaging._producer import MessageId, PartitionedProducer, ProducerConfig
+from sync.messaging._selectors import KeySharedSelector, sticky_key_hash
 from sync.transport import MemoryTransport, TopicSpec
 
 T = TypeVar("T")
@@ -465,7 +465,7 @@ def test_disabling_a_subscription_type_closes_its_live_consumers() -> None:
             await env.set_policy(topic, {"subscriptionTypesEnabled": ["Exclusive", "Failover"]})
             await eventually(lambda: shared.closed)
             assert shared.close_reason is not None
-            assert shared.close_reason.code == CLOSE_POLICY
+            assert shared.close_reason.cause is CloseCause.POLICY
             assert "doesn't support Shared sub type" in shared.close_reason.reason
             assert not exclusive.closed
             with pytest.raises(NotAllowedError, match=r"Topic\[\{persistent://t/ns/types\}\]"):
@@ -596,7 +596,7 @@ def test_max_producers_refuses_and_evicts_the_newest() -> None:
             await env.set_policy(topic, {"maxProducerPerTopic": 1})
             await eventually(lambda: p2.closed)
             assert not p1.closed
-            assert p2.close_reason is not None and p2.close_reason.code == CLOSE_POLICY
+            assert p2.close_reason is not None and p2.close_reason.cause is CloseCause.POLICY
             with pytest.raises(ProducerBusyError, match="Topic reached max producers limit"):
                 await env.engine.create_producer(topic)
 
@@ -634,8 +634,8 @@ def test_no_policy_service_means_refusal_not_a_default() -> None:
 
 
 def test_state_machines_refuse_illegal_moves() -> None:
-    from broker_shim.messaging import ConsumerState, StateTransitionError, SubscriptionState
-    from broker_shim.messaging._types import transition
+    from sync.messaging import ConsumerState, StateTransitionError, SubscriptionState
+    from sync.messaging._types import transition
 
     assert transition(ConsumerState.ACTIVE, ConsumerState.BLOCKED, "c") is ConsumerState.BLOCKED
     with pytest.raises(StateTransitionError):

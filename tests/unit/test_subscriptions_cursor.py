@@ -8,17 +8,17 @@ from typing import cast
 
 import pytest
 
-from broker_shim.messaging import (
+from sync.messaging import (
     Consumer,
     RateSpec,
     TopicLimits,
     decode_ack_ranges,
     encode_ack_ranges,
 )
-from broker_shim.messaging._cursor import Entry, PartitionCursor
-from broker_shim.messaging._ratelimit import RateLimiter, acquire_all
-from broker_shim.messaging._selectors import KeySharedSelector, failover_active, sticky_key_hash
-from broker_shim.messaging._types import SubscriptionType
+from sync.messaging._cursor import Entry, PartitionCursor
+from sync.messaging._ratelimit import RateLimiter, acquire_all
+from sync.messaging._selectors import KeySharedSelector, failover_active, sticky_key_hash
+from sync.messaging._types import SubscriptionType
 from sync.routing import murmur3_32_hash
 
 

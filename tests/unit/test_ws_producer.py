@@ -20,10 +20,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from broker_shim._ws import add_ws_routes
-from broker_shim.messaging import MessagingConfig, MessagingEngine
 from sync import PolicyService, PolicyTarget, TopicName
 from sync._kafka_names import kafka_topic_of
-from sync.producer import MessageId
+from sync.messaging import MessagingConfig, MessagingEngine
+from sync.messaging._producer import MessageId
 from sync.transport import (
     OFFSET_BEGINNING,
     MemoryBroker,

@@ -22,7 +22,7 @@ the base topic counts on every partition, one to ``…-partition-N`` on partitio
 just connected ones.
 
 Live changes (a policy listener on the cache, plus a periodic re-read): connections that
-a new policy forbids are closed, newest first, with WebSocket code 1008 and the same
+a new policy forbids are closed, newest first, with cause POLICY and the same
 reason text (a disabled subscription type; more consumers or producers than a lowered
 maximum). Rates and ``maxUnackedMessagesOnConsumer`` apply to the next dispatch.
 Lowering ``maxSubscriptionsPerTopic`` never deletes a subscription (neither does Pulsar);
@@ -56,11 +56,16 @@ from sync._errors import (
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync._policies import Policies
-from sync.producer import PartitionedProducer, ProducerClient, ProducerConfig, SendCallback
+from sync.messaging._producer import (
+    PartitionedProducer,
+    ProducerClient,
+    ProducerConfig,
+    SendCallback,
+)
 from sync.transport import Admin, Transport
 
 from ._config import MessagingConfig
-from ._consumer import CloseReason, Consumer
+from ._consumer import CloseCause, CloseReason, Consumer
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
@@ -70,18 +75,12 @@ from ._types import InitialPosition, ProducerState, SubscriptionType, transition
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "CLOSE_GOING_AWAY",
-    "CLOSE_POLICY",
-    "CLOSE_UNLOADED",
     "MessagingEngine",
     "ProducerHandle",
     "TopicState",
 ]
 
 #: WebSocket close codes the engine asks connections to close with.
-CLOSE_GOING_AWAY = 1001  # the sidecar is shutting down
-CLOSE_POLICY = 1008  # a policy change forbids this connection now
-CLOSE_UNLOADED = 1012  # the topic moved to another sidecar: reconnect (and be redirected)
 
 PolicySource = Callable[[], PolicyService | None]
 
@@ -261,12 +260,12 @@ class MessagingEngine:
             self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
 
     async def close(self) -> None:
-        """Close every connection (code 1001), commit every subscription, flush producers."""
+        """Close every connection (cause SHUTDOWN), commit every subscription, flush producers."""
         self._closing = True
         if self._watcher is not None:
             self._watcher.cancel()
             self._watcher = None
-        reason = CloseReason(CLOSE_GOING_AWAY, "Broker is shutting down")
+        reason = CloseReason(CloseCause.SHUTDOWN, "Broker is shutting down")
         for ts in list(self._topics.values()):
             await self._unload(ts, reason)
         if self._remove_listener is not None:
@@ -405,7 +404,7 @@ class MessagingEngine:
             for p in range(ts.num_partitions):
                 live_p = [h for h in ts.producers_on(p) if h.seq not in gone]
                 for h in _newest(live_p, len(live_p) - limits.max_producers_per_topic):
-                    reason = CloseReason(CLOSE_POLICY, "Topic reached max producers limit")
+                    reason = CloseReason(CloseCause.POLICY, "Topic reached max producers limit")
                     self._close_producer(ts, h, reason)
                     gone.add(h.seq)
         for sub in ts.subscriptions.values():
@@ -416,7 +415,7 @@ class MessagingEngine:
             "closing consumer %s on %s: %s", consumer.name, consumer.subscription.label, reason
         )
         sub = consumer.subscription
-        if sub.detach(consumer, CloseReason(CLOSE_POLICY, reason)):
+        if sub.detach(consumer, CloseReason(CloseCause.POLICY, reason)):
             self._spawn(sub.commit(), "commit-after-evict")
 
     # -- watching ----------------------------------------------------------------------
@@ -460,7 +459,7 @@ class MessagingEngine:
                 await self._unload(
                     ts,
                     CloseReason(
-                        CLOSE_UNLOADED, "Topic ownership moved; reconnect to be redirected"
+                        CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
                     ),
                 )
 
@@ -721,7 +720,7 @@ class MessagingEngine:
                 )
             del ts.subscriptions[sub.name]
             # Under the lock: a new subscription of that name waits until the group is gone.
-            await sub.close(CloseReason(1000, "Unsubscribed"))
+            await sub.close(CloseReason(CloseCause.NORMAL, "Unsubscribed"))
             if self._admin is None:
                 self._admin = self.transport.admin()
             await asyncio.to_thread(self._admin.delete_group, sub.group_id)

@@ -1,7 +1,7 @@
 """Admin operations on namespaces, bundles, topics, KV config and write perms.
 
 Every metadata change is a fenced read-modify-write through
-:class:`~broker_shim.registry._metadata.MetadataWriter` ("decide before you write"):
+:class:`~sync.cluster._metadata.MetadataWriter` ("decide before you write"):
 validation and conflict checks run on a view that holds every committed write, so a
 refused request writes nothing. Ownership changes (unload, post-split cleanup) are
 *requests* to the bundle's slot owner, the only one allowed to write its record.

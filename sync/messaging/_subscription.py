@@ -60,7 +60,7 @@ from collections.abc import Callable, Sequence
 
 from sync._constants import SUBSCRIPTION_GROUP_PREFIX
 from sync._names import TopicName
-from sync.producer import MessageId
+from sync.messaging._producer import MessageId
 from sync.transport import Message, Transport
 
 from ._config import MessagingConfig

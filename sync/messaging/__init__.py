@@ -14,30 +14,35 @@ One file per behaviour:
 * ``_types.py`` – subscription types and the state machines;
 * ``_config.py`` – settings.
 
-The WebSocket protocol on top of this lives in :mod:`broker_shim._ws`.
+* ``_producer.py`` – producing Pulsar messages to Kafka: routing, message ids, headers.
+
+The front ends on top of this (WebSocket today) live in :mod:`broker_shim`.
 """
 
-from sync._errors import (
+from .._errors import (
     ConsumerBusyError,
     MessagingError,
     NotAllowedError,
     ProducerBusyError,
     SubscriptionBusyError,
 )
-
 from ._config import MessagingConfig
-from ._consumer import CloseReason, Consumer, Delivery
+from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
 from ._engine import (
-    CLOSE_GOING_AWAY,
-    CLOSE_POLICY,
-    CLOSE_UNLOADED,
     MessagingEngine,
     ProducerHandle,
     TopicState,
 )
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
+from ._producer import (
+    MessageId,
+    PartitionedProducer,
+    ProducerClient,
+    ProducerConfig,
+    decode_properties,
+)
 from ._subscription import Subscription, subscription_group
 from ._types import (
     ConsumerState,
@@ -49,9 +54,12 @@ from ._types import (
 )
 
 __all__ = [
-    "CLOSE_GOING_AWAY",
-    "CLOSE_POLICY",
-    "CLOSE_UNLOADED",
+    "MessageId",
+    "PartitionedProducer",
+    "ProducerClient",
+    "ProducerConfig",
+    "decode_properties",
+    "CloseCause",
     "CloseReason",
     "Consumer",
     "ConsumerBusyError",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from sync._constants import CHANGE_EVENTS_TOPIC
+from sync.constants import CHANGE_EVENTS_TOPIC
 
 __all__ = ["AuditDemoResult", "audit_demo"]
 

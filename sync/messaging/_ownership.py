@@ -6,7 +6,7 @@ wired in). A real implementation answers from the namespace-bundle ownership of 
 topic. When a topic is not local, the WebSocket endpoints answer the handshake with
 ``307 Temporary Redirect`` to the same path on the owner (``ws://`` or ``wss://`` from
 its ``http_url``); a live topic found not local any more is unloaded: its acknowledgements
-are committed and its connections closed with code 1012 so that clients reconnect and
+are committed and its connections closed (cause UNLOADED) so that clients reconnect and
 are redirected to the new owner, which resumes from the committed positions.
 """
 

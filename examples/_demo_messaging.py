@@ -16,7 +16,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from sync.producer import MessageId
+from sync.messaging import MessageId
 
 __all__ = ["messaging_demo"]
 

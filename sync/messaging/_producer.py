@@ -46,8 +46,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from ._constants import HEADER_EVENT_TIME, RESERVED_HEADER_PREFIX
-from ._errors import (
+from .._constants import HEADER_EVENT_TIME, RESERVED_HEADER_PREFIX
+from .._errors import (
     ConfigurationError,
     DeliveryError,
     InvalidInputError,
@@ -56,9 +56,9 @@ from ._errors import (
     PolicySyncError,
     TopicNotFoundError,
 )
-from ._kafka_names import kafka_topic_of
-from ._names import TopicName, parse_topic_cached
-from .routing import (
+from .._kafka_names import kafka_topic_of
+from .._names import TopicName, parse_topic_cached
+from ..routing import (
     HashingScheme,
     MessageRouter,
     MessageRoutingMode,
@@ -69,7 +69,7 @@ from .routing import (
     checked_choose,
     make_router,
 )
-from .transport import Admin, DeliveryReport, Header, Producer, Transport
+from ..transport import Admin, DeliveryReport, Header, Producer, Transport
 
 logger = logging.getLogger(__name__)
 

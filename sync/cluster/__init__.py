@@ -15,9 +15,9 @@ three Kafka topics; the modules, each owning one behaviour:
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
 * ``_auth``      optional token auth with per-tenant roles;
 * ``_service``   start-up, shutdown and status of all of the above;
-* ``_cli``       the ``broker-shim run`` flags; ``_demo`` the lookup part of ``make demo``.
 
-HTTP routes live in :mod:`broker_shim._lookup_http`.
+HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` flags in
+:mod:`broker_shim.cli._cluster_flags`.
 """
 
 from ._auth import AuthConfig, Authorizer, TenantRoles

@@ -25,7 +25,7 @@ from typing import Any
 
 from ._demo_audit import audit_demo
 from ._demo_messaging import messaging_demo
-from .registry._demo import lookup_failover_demo
+from ._demo_registry import lookup_failover_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

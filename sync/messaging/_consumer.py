@@ -10,15 +10,15 @@ messages until it is down to half of them (Pulsar's hysteresis).
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sync.producer import MessageId
-
 from ._cursor import Entry
+from ._producer import MessageId
 from ._types import ConsumerState, SubscriptionType, transition
 
 if TYPE_CHECKING:
@@ -40,11 +40,24 @@ class Delivery:
     redelivery_count: int
 
 
+class CloseCause(enum.Enum):
+    """Why a connection ends, independent of any protocol."""
+
+    NORMAL = "normal"  # the client's own request (e.g. unsubscribe)
+    SHUTDOWN = "shutdown"  # the sidecar is shutting down
+    POLICY = "policy"  # a policy change forbids this connection now
+    UNLOADED = "unloaded"  # the topic moved to another sidecar: reconnect (and be redirected)
+
+
 @dataclass(frozen=True, slots=True)
 class CloseReason:
-    """Why the engine closed a consumer or producer: a WebSocket close code and text."""
+    """Why the engine closed a consumer or producer: a protocol-neutral cause and a text.
 
-    code: int
+    Each front end maps the cause to its own code in one table (WebSocket close codes,
+    the binary protocol's CLOSE_PRODUCER/CLOSE_CONSUMER).
+    """
+
+    cause: CloseCause
     reason: str
 
 

@@ -6,14 +6,9 @@ import argparse
 import re
 from pathlib import Path
 
-from sync._constants import DEFAULT_OWNERSHIP_SLOTS
-from sync._errors import ConfigurationError
-
-from ._auth import AuthConfig
-from ._lookup import LookupConfig
-from ._ownership import OwnershipConfig
-from ._records import ListenerUrls
-from ._service import ClusterSettings
+from sync.cluster import AuthConfig, ClusterSettings, ListenerUrls, LookupConfig, OwnershipConfig
+from sync.constants import DEFAULT_OWNERSHIP_SLOTS
+from sync.errors import ConfigurationError
 
 __all__ = ["add_lookup_flags", "lookup_settings"]
 
