@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -121,13 +122,27 @@ class Soak:
             url = f"{w.sidecars[0].url}/admin/v2/persistent/public/default/chaos-m{i}/partitions"
             self._put(url, b"1")
 
-    @staticmethod
-    def _put(url: str, body: bytes) -> None:
-        req = urllib.request.Request(url, data=body, method="PUT",  # noqa: S310 - loopback
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
-        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310
-            if resp.status not in (200, 204):
-                raise RuntimeError(f"PUT {url}: {resp.status}")
+    def _put(self, url: str, body: bytes) -> None:
+        """PUT until 204 (created) or 409 (exists), for at most a minute; every other
+        answer is kept in the result (a topic creation answered 500 is a finding)."""
+        deadline = time.monotonic() + 60
+        while True:
+            req = urllib.request.Request(url, data=body, method="PUT",  # noqa: S310 - loopback
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310
+                    status = int(resp.status)
+                    text = ""
+            except urllib.error.HTTPError as err:
+                status, text = int(err.code), err.read()[:200].decode(errors="replace")
+            except OSError as exc:
+                status, text = 0, repr(exc)
+            if status in (200, 204, 409):
+                return
+            self.result.setdefault("setup_answers", []).append(f"PUT {url}: {status} {text}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PUT {url}: {status} {text}")
+            time.sleep(1.0)
 
     def run(self) -> None:
         w = self.world
