@@ -78,6 +78,11 @@ def _serve(scenario: Scenario) -> None:
 
 
 POLICY = "/admin/v2/persistent/public/default/orders/maxConsumers"
+
+
+async def _create_topic(client: TestClient[Any, Any], encoded_name: str) -> None:
+    resp = await client.put(f"/admin/v2/persistent/public/default/{encoded_name}")
+    assert resp.status in (204, 409), await resp.text()
 NAMESPACE = "/admin/v2/namespaces/public/fresh"
 
 
@@ -95,6 +100,7 @@ def test_malformed_bodies_get_4xx_with_a_reason_never_500() -> None:
     ]
 
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        await _create_topic(client, "orders")
         for method, path, body, content_type in cases:
             resp = await client.request(
                 method, path, data=body, headers={"Content-Type": content_type}
@@ -105,7 +111,7 @@ def test_malformed_bodies_get_4xx_with_a_reason_never_500() -> None:
             assert reason, (method, path)
         # Nothing was written by any of them.
         resp = await client.get(POLICY)
-        assert resp.status == 204
+        assert resp.status in (200, 204) and await resp.read() == b""  # unset
 
     _serve(scenario)
 
@@ -121,7 +127,7 @@ def test_health_follows_the_service_the_supervisor_started() -> None:
         assert body["ownership"] == "FAILED" or body["lookup"] != "READY"
         body = await _until_health(client, 200)
         assert current.service is not first and current.restarts == 1
-        assert body == {
+        assert {k: body[k] for k in ("state", "brokerId", "lookup", "ownership")} == {
             "state": "READY",
             "brokerId": "b0",
             "lookup": "READY",
@@ -164,6 +170,7 @@ def test_one_topic_name_one_key_on_every_route() -> None:
     base = "/admin/v2/persistent/public/default"
 
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        await _create_topic(client, "100%25")
         resp = await client.post(f"{base}/100%25/maxConsumers", data="7")
         assert resp.status == 204, await resp.text()
         # The same name spelled with an encoded "1": the same key.
