@@ -1,0 +1,114 @@
+"""Issue 11 item 2 end to end: sidecars on the 3-broker cluster keep running while the
+broker that coordinates their ownership group is SIGKILLed and restarted, round after
+round -- the fault that made librdkafka abort them (docs/librdkafka-abort.md).
+
+Uses the shared 3-broker cluster: run under ``flock /tmp/ps-cluster.lock``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sync.cluster._ownership import group_id
+from tests.integration.test_lookup_http import ShimCluster, ShimProcess, lookups
+from tests.kafka_broker import KAFKACTL
+
+CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"
+ROUNDS = 3
+TOPICS = [f"persistent://public/default/broker-loss-{i}" for i in range(16)]
+
+
+def _kafkactl(*args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, str(KAFKACTL), *args, "--timeout", "300"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def brokers() -> Iterator[str]:
+    bootstrap = _kafkactl("cluster-up")
+    try:
+        yield bootstrap
+    finally:
+        subprocess.run(
+            [sys.executable, str(KAFKACTL), "cluster-down", "--purge"], capture_output=True
+        )
+
+
+def _healthy(shim: ShimProcess) -> bool:
+    try:
+        return shim.get("/health", timeout=5).status == 200
+    except OSError:
+        return False
+
+
+def _wait_all_healthy(shims: list[ShimProcess], limit_s: float = 120) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        for shim in shims:
+            assert shim.alive(), f"{shim.broker_id} died:\n{shim.log_tail()}"
+        if all(_healthy(s) for s in shims) and all(
+            None not in lookups(s, TOPICS) for s in shims
+        ):
+            return
+        time.sleep(0.2)
+    raise AssertionError([s.get("/health").body for s in shims])
+
+
+def test_sidecars_survive_their_group_coordinator_being_killed(
+    brokers: str, tmp_path: Path
+) -> None:
+    cluster = ShimCluster(brokers, tmp_path, 3, session_timeout_ms=2000, slots=16)
+    try:
+        cluster.start()
+        _wait_all_healthy(cluster.shims)
+        for rnd in range(ROUNDS):
+            desc_coordinator = _coordinator(brokers, group_id(cluster.name))
+            pid_file = CLUSTER_STATE / f"node-{desc_coordinator}" / "kafka.pid"
+            os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+            # While the coordinator is down the sidecars keep answering (503 at worst).
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                for shim in cluster.shims:
+                    assert shim.alive(), f"round {rnd}: {shim.broker_id} died:\n{shim.log_tail()}"
+                    for topic in TOPICS[:4]:
+                        status = shim.get("/lookup/v2/topic/" + topic.replace("://", "/")).status
+                        assert status in (200, 503), (rnd, shim.broker_id, status)
+                time.sleep(0.2)
+            _kafkactl("cluster-up")
+            _wait_all_healthy(cluster.shims)
+        for shim in cluster.shims:
+            assert shim.alive()
+            assert "Assertion" not in shim.log_tail(), shim.log_tail()
+    finally:
+        cluster.stop()
+
+
+def _coordinator(bootstrap: str, group: str) -> int:
+    """The broker id coordinating ``group`` (asked in a throw-away process: see the doc)."""
+    code = (
+        "import sys\n"
+        "from confluent_kafka.admin import AdminClient\n"
+        "a = AdminClient({'bootstrap.servers': sys.argv[1]})\n"
+        "d = a.describe_consumer_groups([sys.argv[2]], request_timeout=10)[sys.argv[2]]\n"
+        "print(d.result().coordinator.id)\n"
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(
+            [sys.executable, "-c", code, bootstrap, group], capture_output=True, text=True
+        )
+        if out.returncode == 0:
+            return int(out.stdout.strip())
+        assert time.monotonic() < deadline, out.stderr
+        time.sleep(1)
