@@ -31,8 +31,8 @@ from ._constants import (
     WRITER_ELECTION_GROUP_PREFIX,
     WRITER_ELECTION_TOPIC,
 )
-from ._errors import CacheStateError, ConfigurationError, PolicySyncError
-from .transport import GroupConsumer, TopicSpec, Transport
+from ._errors import CacheStateError, ConfigurationError, PolicySyncError, TransportError
+from .transport import Admin, GroupConsumer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,7 @@ class FenceHolder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: GroupConsumer | None = None
+        self._admin: Admin | None = None
         self._known: tuple[float, str | None] = (0.0, None)
         self.failure: BaseException | None = None
         #: Times this member became the holder (tests and metrics).
@@ -113,11 +114,6 @@ class FenceHolder:
         """Join the election (returns at once; membership follows on a thread)."""
         if not self._transition(HolderState.RUNNING):
             raise CacheStateError(f"fence holder election is {self._state.value}")
-        self._transport.admin().ensure_topic(
-            TopicSpec(
-                self.config.election_topic, 1, replication_factor=self.config.replication_factor
-            )
-        )
         self._thread = threading.Thread(
             target=self._run, name=f"holder-{self.config.table}", daemon=True
         )
@@ -132,6 +128,10 @@ class FenceHolder:
         if self._thread is not None:
             self._thread.join(30)
         self._holding = False
+        admin, self._admin = self._admin, None
+        close_admin = getattr(admin, "close", None)
+        if close_admin is not None:
+            close_admin()
 
     # -- who holds the fence -----------------------------------------------------------
     @property
@@ -155,7 +155,11 @@ class FenceHolder:
 
     def _describe(self) -> str | None:
         try:
-            desc = self._transport.admin().describe_group(self.config.group_id, 5.0)
+            if self._admin is None:
+                # One admin for the election's life: a Kafka admin runs group calls in a
+                # worker process (sync/transport/_kafka_isolated.py), not one per call.
+                self._admin = self._transport.admin()
+            desc = self._admin.describe_group(self.config.group_id, 5.0)
         except PolicySyncError as exc:
             logger.info("describing the writer election group failed: %s", exc)
             return None
@@ -168,8 +172,32 @@ class FenceHolder:
         return None
 
     # -- the member thread ---------------------------------------------------------------
+    def _ensure_topic(self) -> None:
+        """Create the election topic, retrying with back-off while Kafka refuses: start-up
+        must not end the sidecar whatever Kafka does (issue 11: a just-created topic's
+        configs were still unknown to the broker asked, and the process exited)."""
+        delay = 0.1
+        while True:
+            try:
+                self._transport.admin().ensure_topic(
+                    TopicSpec(
+                        self.config.election_topic,
+                        1,
+                        replication_factor=self.config.replication_factor,
+                    )
+                )
+                return
+            except TransportError as exc:
+                logger.warning("election topic not ready (%s); retrying in %.1fs", exc, delay)
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, 5.0)
+
     def _run(self) -> None:
         try:
+            self._ensure_topic()
+            if self._stop.is_set():
+                return
             consumer = self._transport.group_consumer(
                 self.config.group_id,
                 client_id=WRITER_ELECTION_CLIENT_PREFIX + self.config.address,
