@@ -70,8 +70,11 @@ def test_sidecars_survive_their_group_coordinator_being_killed(
 ) -> None:
     cluster = ShimCluster(brokers, tmp_path, 3, session_timeout_ms=2000, slots=16)
     try:
-        cluster.start()
-        _wait_all_healthy(cluster.shims)
+        for shim in cluster.shims:
+            shim.start()
+        for shim in cluster.shims:
+            shim.wait_ready(timeout=300)  # three JVMs and three sidecars on 2 shared cores
+        _wait_all_healthy(cluster.shims, limit_s=300)
         for rnd in range(ROUNDS):
             desc_coordinator = _coordinator(brokers, group_id(cluster.name))
             pid_file = CLUSTER_STATE / f"node-{desc_coordinator}" / "kafka.pid"
