@@ -410,6 +410,13 @@ class OwnershipMember:
         # One admin client for the member's life: the slot-0 owner describes the group
         # every membership_poll_s, and a client per call would mean new connections.
         self._admin = admin = self._transport.admin()
+        # Its group calls run in a worker process: start it now, off the boot path, so a
+        # new slot-0 owner does not spend seconds starting one while a failover waits.
+        warm_up = getattr(admin, "warm_up", None)
+        if warm_up is not None:
+            threading.Thread(
+                target=self._warm_up, args=(warm_up,), name="admin-warm-up", daemon=True
+            ).start()
         for spec in self.topics():
             admin.ensure_topic(spec, self.config.timeout_s)
         with self._requests_lock:
@@ -443,6 +450,13 @@ class OwnershipMember:
         close_admin = getattr(admin, "close", None)
         if close_admin is not None:
             close_admin()
+
+    @staticmethod
+    def _warm_up(warm_up: Callable[[], None]) -> None:
+        try:
+            warm_up()
+        except PolicySyncError as exc:
+            logger.info("starting the Kafka admin worker failed: %s (retried on use)", exc)
 
     def _admin_client(self) -> Admin:
         if self._admin is None:

@@ -41,6 +41,8 @@ def serve(config: dict[str, Any]) -> None:
     out.write(b'{"ready": true}\n')
     out.flush()
     for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
         request = json.loads(line)
         try:
             answer = _answer(admin, request)

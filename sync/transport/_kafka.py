@@ -516,6 +516,10 @@ class KafkaAdmin:
                 raise TransportError(f"topic {topic!r} did not reach {partitions} partitions")
             time.sleep(0.05)
 
+    def warm_up(self) -> None:
+        """Start the worker process of group calls now (see :class:`IsolatedAdmin`)."""
+        self._coordinator_calls().start()
+
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
         # Never in this process: librdkafka aborts it if the coordinator dies meanwhile.
         return self._coordinator_calls().describe_group(group_id, timeout_s)
