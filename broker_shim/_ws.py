@@ -481,6 +481,9 @@ class _ProducerSession:
                 if self.handle.held and not await self.handle.wait_writable():
                     refuse = _HELD_TOO_LONG
                 self._on_frame(text, refuse)
+                wait = self.handle.publish_wait_s()
+                if wait > 0.0:
+                    await asyncio.sleep(wait)  # publishRate: stop reading this producer
                 if len(self._pending) >= self.max_pending:
                     self._room.clear()
                     await self._room.wait()

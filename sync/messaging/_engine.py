@@ -163,7 +163,7 @@ class ProducerHandle:
                     raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
                 reserved = dedup.headers(name, sequence_id)
                 callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
-        self.producer.send_callback(
+        partition = self.producer.send_callback(
             payload,
             callback,
             key=key,
@@ -172,9 +172,25 @@ class ProducerHandle:
             max_message_size=ts.limits.max_message_size,
             reserved_headers=reserved,
         )
+        limiter = ts.publish_limiters[partition] if ts.publish_limiters else None
+        if limiter is not None and not limiter.spec.unlimited:
+            limiter.wait_s(0)  # refill first
+            limiter.consume(len(payload))
         ts.published_msgs += 1
         ts.published_bytes += len(payload)
         self._on_queued()
+
+    def publish_wait_s(self) -> float:
+        """How long the front end should stop reading this producer (``publishRate``):
+        0.0 unless a partition it writes to is over its rate (Pulsar pauses the
+        connection's reads the same way)."""
+        limiters = self.topic_state.publish_limiters
+        wait = 0.0
+        for p in self.partitions:
+            lim = limiters[p] if p < len(limiters) else None
+            if lim is not None and not lim.spec.unlimited:
+                wait = max(wait, lim.wait_s(0))
+        return wait
 
     @property
     def held(self) -> bool:
@@ -240,6 +256,10 @@ class TopicState:
     num_partitions: int
     limits: TopicLimits
     dispatch_limiters: list[RateLimiter]
+    #: ``publishRate``, one bucket per partition (every partition is a topic in Pulsar).
+    publish_limiters: list[RateLimiter] = field(default_factory=list)
+    #: ``subscribeRate``: one bucket per consumer name.
+    subscribe_limiters: dict[str, RateLimiter] = field(default_factory=dict)
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
     producers: dict[int, ProducerHandle] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -466,6 +486,10 @@ class MessagingEngine:
             logger.info("%s: applying changed policies %s", ts.topic, limits)
         for limiter in ts.dispatch_limiters:
             limiter.update(limits.dispatch_rate)
+        for limiter in ts.publish_limiters:
+            limiter.update(limits.publish_rate)
+        if limits.subscribe_rate != old.subscribe_rate:
+            ts.subscribe_limiters.clear()
         evicted: set[int] = set()
         topic = ts.topic
         for c in ts.consumers():
@@ -705,6 +729,7 @@ class MessagingEngine:
                 dispatch_limiters=[
                     RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
                 ],
+                publish_limiters=[RateLimiter(limits.publish_rate) for _ in range(desc.partitions)],
             )
             self._topics[base] = ts
             self._update_live_keys()
@@ -833,6 +858,17 @@ class MessagingEngine:
                     f"Topic[{{{topic}}}] doesn't support {sub_type.value} sub type!",
                     topic=str(topic),
                 )
+            if not limits.subscribe_rate.unlimited:
+                who = consumer_name or ""
+                limiter = ts.subscribe_limiters.get(who)
+                if limiter is None:
+                    limiter = ts.subscribe_limiters[who] = RateLimiter(limits.subscribe_rate)
+                if limiter.wait_s(0) > 0.0:
+                    raise NotAllowedError(
+                        "Subscribe limited by subscribe rate limit per consumer.",
+                        topic=str(topic),
+                    )
+                limiter.consume(0)
             sub = ts.subscriptions.get(subscription)
             if sub is not None and not sub.attached:
                 sub = None

@@ -156,6 +156,8 @@ class Subscription:
         self.commits = 0
         #: Messages acknowledged on the subscription's behalf by ``messageTTLInSeconds``.
         self.expired = 0
+        #: Dispatch paused by ``maxUnackedMessagesOnSubscription``.
+        self._unacked_blocked = False
         self._transport = transport
         self._topic_limiters = list(topic_limiters)
         self._limits = limits
@@ -442,9 +444,33 @@ class Subscription:
         self._dispatch_scheduled = False
         self.dispatch()
 
+    def _check_unacked(self) -> bool:
+        """Apply ``maxUnackedMessagesOnSubscription``: True while dispatch is paused
+        (from the limit until the unacknowledged messages drop to half of it, as Pulsar)."""
+        limit = self._limits().max_unacked_per_subscription
+        if limit <= 0:
+            self._unacked_blocked = False
+            return False
+        held = sum(len(c.delivered) for c in self.consumers.values())
+        if self._unacked_blocked:
+            if held * 2 < limit or held == 0:
+                self._unacked_blocked = False
+                logger.info("%s: dispatch resumed (%d unacked)", self.label, held)
+        elif held >= limit:
+            self._unacked_blocked = True
+            logger.info(
+                "%s: dispatch paused: %d unacked (maxUnackedMessagesOnSubscription %d)",
+                self.label,
+                held,
+                limit,
+            )
+        return self._unacked_blocked
+
     def dispatch(self) -> None:
         """Hand pending messages to consumers that can take them, within the rates."""
         if not self.attached:
+            return
+        if self._check_unacked():
             return
         wait = 0.0
         if self.consumers and self.sub_type is not None:
@@ -468,6 +494,8 @@ class Subscription:
         self.dispatch()
 
     def _next(self, part: _Part) -> Entry | None:
+        if self._unacked_blocked:
+            return None
         cutoff = self._ttl_cutoff_ms()
         replay = part.replay
         while replay:
@@ -625,7 +653,7 @@ class Subscription:
         for from_replay, entries in ((True, replay), (False, scanned)):
             keep = kept_replay if from_replay else kept_pending
             for entry in entries:
-                if wait > 0.0:
+                if wait > 0.0 or self._unacked_blocked:
                     keep.append(entry)
                     continue
                 if entry.sticky_hash < 0:
@@ -665,7 +693,10 @@ class Subscription:
         consumer.push(
             Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
         )
-        consumer.update_blocked(self._limits().max_unacked_per_consumer)
+        limits = self._limits()
+        consumer.update_blocked(limits.max_unacked_per_consumer)
+        if limits.max_unacked_per_subscription > 0:
+            self._check_unacked()
 
     def _release(self, part: _Part, entry: Entry) -> None:
         holder = entry.holder

@@ -517,3 +517,119 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         assert await payloads("d") == [b"m0", b"m1", b"m2", b"m3", b"m3", b"m3"]
 
     run(scenario(), timeout_s=240)
+
+
+async def _acks_within(prod: Any, count: int, window_s: float) -> int:
+    """Send ``count`` messages pipelined; how many were acknowledged within ``window_s``."""
+    for i in range(count):
+        await prod.send(send_frame(f"r{i}".encode(), context=str(i)))
+    got = 0
+    deadline = time.monotonic() + window_s
+    while got < count and (left := deadline - time.monotonic()) > 0:
+        try:
+            await asyncio.wait_for(prod.recv(), left)
+        except TimeoutError:
+            break
+        got += 1
+    return got
+
+
+def test_publish_rate_throttles_producers_on_the_owner(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+
+    async def seen(value: Any) -> None:
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "publishRate") == value, "publishRate"
+        )
+
+    async def scenario() -> None:
+        rate = {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": 0}
+        await set_policy(writer.http_url, topic, "publishRate", rate)
+        await seen(rate)
+        async with connect(producer) as prod:
+            # a burst of 10, then 10/s over 2 s (+2 for timer slack); unthrottled: all 60
+            acked = await _acks_within(prod, 60, 2.0)
+            assert 1 <= acked <= 32
+        rate = {"publishThrottlingRateInMsg": 100_000, "publishThrottlingRateInByte": 0}
+        await set_policy(writer.http_url, topic, "publishRate", rate)
+        await seen(rate)
+        async with connect(producer) as prod:
+            assert await _acks_within(prod, 60, 60.0) == 60
+        await set_policy(writer.http_url, topic, "publishRate", None)
+        await seen(None)
+        async with connect(producer) as prod:
+            assert await _acks_within(prod, 60, 60.0) == 60
+
+    run(scenario(), timeout_s=180)
+
+
+def test_subscribe_rate_refuses_subscriptions_over_the_rate(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    url = consumer_url(server, topic, "s", consumerName="c1", subscriptionType="Shared")
+
+    async def seen(value: Any) -> None:
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "subscribeRate") == value, "subscribeRate"
+        )
+
+    async def scenario() -> None:
+        rate = {"subscribeThrottlingRatePerConsumer": 1, "ratePeriodInSecond": 600}
+        await set_policy(writer.http_url, topic, "subscribeRate", rate)
+        await seen(rate)
+        async with connect(url):
+            pass
+        status, text = await _refused(url)
+        assert status == 403
+        assert text.endswith("Subscribe limited by subscribe rate limit per consumer.")
+        rate = {"subscribeThrottlingRatePerConsumer": 1000, "ratePeriodInSecond": 1}
+        await set_policy(writer.http_url, topic, "subscribeRate", rate)
+        await seen(rate)
+        for _ in range(3):
+            async with connect(url):
+                pass
+        await set_policy(writer.http_url, topic, "subscribeRate", None)
+        await seen(None)
+        for _ in range(3):
+            async with connect(url):
+                pass
+
+    run(scenario(), timeout_s=180)
+
+
+def test_max_unacked_messages_on_subscription_pauses_dispatch(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+    name = "maxUnackedMessagesOnSubscription"
+
+    async def seen(value: Any) -> None:
+        await asyncio.to_thread(_wait_for, lambda: _applied(server, topic, name) == value, name)
+
+    async def scenario() -> None:
+        await set_policy(writer.http_url, topic, name, 4)
+        await seen(4)
+        url = consumer_url(server, topic, "u", subscriptionType="Shared")
+        async with connect(url) as c1, connect(url) as c2, connect(producer) as prod:
+            await produce(prod, [f"m{i}".encode() for i in range(20)])
+            first = await silent(c1, 1.0) + await silent(c2, 0.5)
+            assert len(first) == 4  # both consumers have room; the subscription does not
+            await ack(c1, first)  # an ack counts from any consumer of the subscription
+            second = await silent(c1, 1.0) + await silent(c2, 0.5)
+            assert len(second) == 4
+            await set_policy(writer.http_url, topic, name, 100)
+            await seen(100)
+            rest = await silent(c1, 1.5) + await silent(c2, 0.5)
+            assert len(rest) == 12
+            await set_policy(writer.http_url, topic, name, None)
+            await seen(None)
+
+    run(scenario(), timeout_s=180)
