@@ -73,6 +73,7 @@ from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_b
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
+from ._delayed import HEADER_DELIVER_AT, max_delay_refusal
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
@@ -133,6 +134,7 @@ class ProducerHandle:
         properties: dict[str, str] | None = None,
         event_time_ms: int | None = None,
         sequence_id: int | None = None,
+        deliver_at_ms: int | None = None,
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
@@ -141,14 +143,28 @@ class ProducerHandle:
         ``sequence_id``, a duplicate is answered at once with the message id of the
         producer's last persisted message and not written (see ``_dedup``).
 
+        ``deliver_at_ms`` (epoch ms) asks for delayed delivery (see ``_delayed``).
+
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
             DuplicateInFlightError: the same sequence id is still being persisted.
+            NotAllowedError: delayed beyond ``delayedDeliveryMaxDelayInMillis``.
         """
         ts = self.topic_state
+        reserved = None
+        if deliver_at_ms is not None:
+            limits = ts.limits
+            delay = deliver_at_ms - int(time.time() * 1000)
+            if (
+                limits.delayed_enabled
+                and limits.delayed_max_ms > 0
+                and delay > limits.delayed_max_ms
+            ):
+                raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
+            if delay > 0:
+                reserved = [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))]
         dedup = ts.dedup if ts.limits.dedup_enabled else None
         name = self.producer.config.producer_name
-        reserved = None
         if dedup is not None and name and sequence_id is not None:
             if len(payload) > ts.limits.max_message_size:
                 dedup = None  # refused below, before the sequence counts as sent
@@ -161,7 +177,7 @@ class ProducerHandle:
                     return
                 if verdict is Verdict.IN_FLIGHT:
                     raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
-                reserved = dedup.headers(name, sequence_id)
+                reserved = (reserved or []) + dedup.headers(name, sequence_id)
                 callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
         partition = self.producer.send_callback(
             payload,

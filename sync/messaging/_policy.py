@@ -97,6 +97,11 @@ class TopicLimits:
     publish_rate: RateSpec = RateSpec()
     subscribe_rate: RateSpec = RateSpec()
     max_unacked_per_subscription: int = 0
+    #: ``delayedDeliveryEnabled`` (Pulsar's broker default: on), ``…TickTimeMillis``,
+    #: ``…MaxDelayInMillis`` (0: no maximum).
+    delayed_enabled: bool = True
+    delayed_tick_ms: int = 1000
+    delayed_max_ms: int = 0
 
     @classmethod
     def from_policies(
@@ -125,6 +130,9 @@ class TopicLimits:
             publish_rate=RateSpec.from_publish_rate(policies.get("publishRate")),
             subscribe_rate=RateSpec.from_subscribe_rate(policies.get("subscribeRate")),
             max_unacked_per_subscription=int(policies.get("maxUnackedMessagesOnSubscription") or 0),
+            delayed_enabled=policies.get("delayedDeliveryEnabled") is not False,
+            delayed_tick_ms=int(policies.get("delayedDeliveryTickTimeMillis") or 1000),
+            delayed_max_ms=int(policies.get("delayedDeliveryMaxDelayInMillis") or 0),
         )
 
     def type_enabled(self, sub_type: SubscriptionType) -> bool:

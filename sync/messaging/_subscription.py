@@ -52,6 +52,7 @@ Runs on the event loop; only :meth:`_post_batch` is called from the reader threa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import time
@@ -66,6 +67,7 @@ from sync.transport import Message, Transport
 from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer, Delivery
 from ._cursor import Entry, PartitionCursor
+from ._delayed import HEADER_DELIVER_AT, DelayedQueue
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter, acquire_all
 from ._reader import SubscriptionReader
@@ -80,6 +82,9 @@ __all__ = ["Subscription", "subscription_group"]
 _INGESTING = frozenset(
     {SubscriptionState.LOADING, SubscriptionState.ACTIVE, SubscriptionState.IDLE}
 )
+
+
+_DELAYED_TYPES = frozenset({SubscriptionType.Shared, SubscriptionType.Key_Shared})
 
 
 def subscription_group(kafka_topic: str, subscription: str) -> str:
@@ -158,6 +163,9 @@ class Subscription:
         self.expired = 0
         #: Dispatch paused by ``maxUnackedMessagesOnSubscription``.
         self._unacked_blocked = False
+        #: Delayed delivery: messages put aside until due, and the timer that wakes them.
+        self._delayed = DelayedQueue()
+        self._delayed_timer: asyncio.TimerHandle | None = None
         self._transport = transport
         self._topic_limiters = list(topic_limiters)
         self._limits = limits
@@ -239,7 +247,7 @@ class Subscription:
         for consumer in list(self.consumers.values()):
             consumer.mark_closed(reason)
         self.consumers.clear()
-        for timer in (self._throttle_timer, self._idle_timer):
+        for timer in (self._throttle_timer, self._idle_timer, self._delayed_timer):
             if timer is not None:
                 timer.cancel()
         if self._commit_task is not None:
@@ -412,6 +420,13 @@ class Subscription:
                 m.headers(),
                 m.timestamp()[1],
             )
+            headers = entry.headers
+            if headers:
+                for name, value in headers:
+                    if name == HEADER_DELIVER_AT:
+                        with contextlib.suppress(ValueError):
+                            entry.deliver_at = int(value)
+                        break
             part.cursor.add(entry)
             part.pending.append(entry)
         self.dispatch()
@@ -518,8 +533,43 @@ class Subscription:
                 pending.popleft()
                 self._expire(part, entry)
                 continue
+            if entry.deliver_at and self._hold_back(part, entry):
+                pending.popleft()
+                continue
             return entry
         return None
+
+    # -- delayed delivery --------------------------------------------------------------
+    def _hold_back(self, part: _Part, entry: Entry) -> bool:
+        """Put a message not due yet aside (Shared and Key_Shared, while enabled)."""
+        if self.sub_type not in _DELAYED_TYPES:
+            return False
+        limits = self._limits()
+        if not limits.delayed_enabled:
+            return False
+        if entry.deliver_at <= int(time.time() * 1000):
+            return False
+        self._delayed.add(part.index, entry, limits.delayed_tick_ms)
+        self._arm_delayed()
+        return True
+
+    def _arm_delayed(self) -> None:
+        due = self._delayed.next_due_s()
+        if due is None:
+            return
+        if self._delayed_timer is not None:
+            if self._delayed_timer.when() <= self._loop.time() + due:
+                return
+            self._delayed_timer.cancel()
+        self._delayed_timer = self._loop.call_later(due, self._release_delayed)
+
+    def _release_delayed(self) -> None:
+        self._delayed_timer = None
+        for p, entry in self._delayed.pop_due():
+            if not entry.acked and 0 <= p < len(self._parts):
+                heapq.heappush(self._parts[p].replay, entry)
+        self._arm_delayed()
+        self.dispatch()
 
     # -- message TTL -------------------------------------------------------------------
     def _ttl_cutoff_ms(self) -> int:
@@ -644,6 +694,8 @@ class Subscription:
                 continue
             if entry.publish_ms <= cutoff:
                 self._expire(part, entry)
+                continue
+            if entry.deliver_at and self._hold_back(part, entry):
                 continue
             scanned.append(entry)
         kept_replay: list[Entry] = []

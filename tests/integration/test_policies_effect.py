@@ -633,3 +633,80 @@ def test_max_unacked_messages_on_subscription_pauses_dispatch(
             await seen(None)
 
     run(scenario(), timeout_s=180)
+
+
+def test_delayed_delivery_holds_messages_on_shared_and_refuses_beyond_the_max(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+    svc, server_svc = writer.sidecar.service, server.sidecar.service
+    assert svc is not None and server_svc is not None
+    target = PolicyTarget.for_topic(topic)
+
+    async def apply(patch: dict[str, Any]) -> None:
+        await asyncio.to_thread(svc.set, target, patch)
+        want = {k: v for k, v in patch.items() if v is not None}
+        await asyncio.to_thread(
+            _wait_for,
+            lambda: (
+                all(server_svc.applied(topic).get(k) == v for k, v in want.items())
+                and not any(k in server_svc.applied(topic) for k, v in patch.items() if v is None)
+            ),
+            "delayed delivery policies seen by the server",
+        )
+
+    async def send(prod: Any, payload: bytes, **extra: Any) -> dict[str, Any]:
+        await prod.send(send_frame(payload, context=payload.decode(), **extra))
+        answer: dict[str, Any] = json.loads(await asyncio.wait_for(prod.recv(), 30))
+        return answer
+
+    async def scenario() -> None:
+        await apply(
+            {
+                "delayedDeliveryEnabled": True,
+                "delayedDeliveryTickTimeMillis": 100,
+                "delayedDeliveryMaxDelayInMillis": 600_000,
+            }
+        )
+        shared = consumer_url(server, topic, "sh", subscriptionType="Shared")
+        excl = consumer_url(server, topic, "ex")
+        async with connect(shared) as sh, connect(excl) as ex, connect(producer) as prod:
+            assert (await send(prod, b"late", deliverAfterMs=2000))["result"] == "ok"
+            assert (await send(prod, b"now"))["result"] == "ok"
+            first = await receive(sh, 1)
+            assert [_payload(m) for m in first] == [b"now"]
+            assert await silent(sh, 0.5) == []  # not due yet
+            later = await receive(sh, 1, 30)
+            assert [_payload(m) for m in later] == [b"late"]
+            await ack(sh, first + later)
+            # Exclusive subscriptions ignore the delay, as Pulsar
+            assert [_payload(m) for m in await receive(ex, 2)] == [b"late", b"now"]
+            too_far = await send(prod, b"far", deliverAfterMs=700_000)
+            assert too_far["result"] != "ok"
+            assert (
+                "Exceeds max allowed delivery delay of 600000 milliseconds" in too_far["errorMsg"]
+            )
+        # update: disabled, a delayed message is delivered at once
+        await apply({"delayedDeliveryEnabled": False})
+        async with connect(shared) as sh, connect(producer) as prod:
+            assert (await send(prod, b"undelayed", deliverAfterMs=60_000))["result"] == "ok"
+            got = await receive(sh, 1)
+            assert [_payload(m) for m in got] == [b"undelayed"]
+            await ack(sh, got)
+        # delete: Pulsar's defaults (enabled, no maximum)
+        await apply(
+            {
+                "delayedDeliveryEnabled": None,
+                "delayedDeliveryTickTimeMillis": None,
+                "delayedDeliveryMaxDelayInMillis": None,
+            }
+        )
+        async with connect(shared) as sh, connect(producer) as prod:
+            assert (await send(prod, b"far", deliverAfterMs=700_000))["result"] == "ok"
+            assert (await send(prod, b"soon", deliverAfterMs=1500))["result"] == "ok"
+            assert await silent(sh, 0.5) == []
+            assert [_payload(m) for m in await receive(sh, 1, 30)] == [b"soon"]
+
+    run(scenario(), timeout_s=180)
