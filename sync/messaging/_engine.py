@@ -964,6 +964,42 @@ class MessagingEngine:
         groups = await asyncio.to_thread(self._admin.list_groups, prefix)
         return {g[len(prefix) :] for g in groups} | set(ts.subscriptions)
 
+    async def reset_cursor(self, consumer: Consumer, offsets: dict[int, int]) -> None:
+        """Move the consumer's subscription to ``offsets`` (Kafka partition → the offset
+        delivered next; other partitions keep their position), as Pulsar's seek does: every
+        consumer of the subscription is disconnected (cause UNLOADED: reconnect) and
+        resumes there, with no individual acknowledgements above the new position.
+
+        Raises:
+            ConsumerBusyError: the consumer's subscription is not served here any more.
+            TransportError: Kafka refused the new position.
+        """
+        sub = consumer.subscription
+        ts = self._topics.get(sub.topic)
+        if ts is None or ts.subscriptions.get(sub.name) is not sub:
+            raise ConsumerBusyError(
+                "Subscription is not served here any more", topic=str(sub.topic)
+            )
+        async with ts.lock:
+            if ts.subscriptions.get(sub.name) is sub:
+                del ts.subscriptions[sub.name]
+            # Under the lock: a consumer reconnecting now loads the new position.
+            await sub.close(
+                CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
+            )
+            positions = {p: (o, "") for p, o in offsets.items()}
+
+            def commit() -> None:
+                kafka = self.transport.consumer(group_id=sub.group_id)
+                try:
+                    kafka.commit(ts.kafka_topic, positions)
+                finally:
+                    kafka.close()
+
+            await asyncio.to_thread(commit)
+        logger.info("subscription %s reset to %s", sub.label, offsets)
+        self._maybe_drop(ts)
+
     async def unsubscribe(self, consumer: Consumer) -> None:
         """Delete the consumer's subscription (its Kafka group too); closes the consumer.
 

@@ -273,6 +273,12 @@ class Subscription:
         """Consumers attached to a partition and not closed, in connection order."""
         return [c for c in self._parts[partition].consumers if not c.closed]
 
+    def active_consumer(self, partition: int) -> Consumer | None:
+        """Exclusive/Failover: the consumer ``partition`` dispatches to now (if any)."""
+        if not 0 <= partition < len(self._parts):
+            return None
+        return self._parts[partition].active
+
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer (the engine has checked types and limits)."""
         if not self.consumers:

@@ -29,9 +29,10 @@ from confluent_kafka.admin._config import (
 )
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.admin._resource import ResourceType
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from .._errors import (
+    FatalClientError,
     GroupFencedError,
     ProducerFencedError,
     TopicConfigurationMismatch,
@@ -49,7 +50,8 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
-from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer, describe_group
+from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
+from ._kafka_isolated import IsolatedAdmin
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging, not straight to stderr.
@@ -84,6 +86,10 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and err.code() in _FENCED_CODES:
         return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
+    if isinstance(err, KafkaError) and err.fatal():
+        # Any further call on this client fails (or, in librdkafka, may misbehave): the
+        # owner must close it and create a new one, as for a fence.
+        return FatalClientError(f"{what}: the Kafka client is in a fatal state ({err.str()})")
     if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
@@ -213,7 +219,10 @@ class KafkaProducer:
             raise _translate(exc, "abort_transaction") from exc
 
     def close(self) -> None:
-        self._producer.flush(5.0)
+        try:
+            self._producer.flush(5.0)
+        except KafkaException as exc:  # e.g. a fenced transactional producer
+            raise _translate(exc, "close") from exc
 
 
 class KafkaConsumer:
@@ -394,6 +403,9 @@ class KafkaAdmin:
         }
         conf.update(config.extra)
         self._admin = AdminClient(conf)
+        self._config = config
+        #: Coordinator-routed calls go through a worker process (see _kafka_isolated).
+        self._isolated: IsolatedAdmin | None = None
 
     def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None:
         futures = self._admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
@@ -468,8 +480,29 @@ class KafkaAdmin:
         except KafkaException as exc:
             raise _translate(exc, f"delete topic {topic}") from exc
 
+    def _coordinator_calls(self) -> IsolatedAdmin:
+        if self._isolated is None:
+            self._isolated = IsolatedAdmin(self._config)
+        return self._isolated
+
+    def grow_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+        new = NewPartitions(topic, partitions)
+        try:
+            self._admin.create_partitions([new], request_timeout=timeout_s)[topic].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"grow topic {topic} to {partitions} partitions") from exc
+        deadline = time.monotonic() + timeout_s
+        while True:
+            desc = self.describe_topic(topic, timeout_s)
+            if desc is not None and desc.partitions >= partitions and self._leaders_ready(topic):
+                return
+            if time.monotonic() > deadline:
+                raise TransportError(f"topic {topic!r} did not reach {partitions} partitions")
+            time.sleep(0.05)
+
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
-        return describe_group(self._admin, group_id, timeout_s)
+        # Never in this process: librdkafka aborts it if the coordinator dies meanwhile.
+        return self._coordinator_calls().describe_group(group_id, timeout_s)
 
     def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
         try:
@@ -479,13 +512,13 @@ class KafkaAdmin:
         return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
 
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
-        try:
-            self._admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return
-            raise _translate(exc, f"delete consumer group {group!r}") from exc
+        self._coordinator_calls().delete_group(group, timeout_s)
+
+    def close(self) -> None:
+        """Stop the coordinator-call worker, if one was started."""
+        if self._isolated is not None:
+            self._isolated.close()
+            self._isolated = None
 
     def list_topics(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
         try:

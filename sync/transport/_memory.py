@@ -516,6 +516,16 @@ class MemoryAdmin:
         with self._broker._lock:  # noqa: SLF001
             self._broker._topics.pop(topic, None)  # noqa: SLF001
 
+    def grow_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            t = self._broker._topics.get(topic)  # noqa: SLF001
+            if t is None:
+                raise TransportError(f"grow topic {topic}: no such topic")
+            if partitions < len(t.partitions):
+                raise TransportError(f"grow topic {topic}: Kafka cannot shrink a topic")
+            t.partitions.extend(_Partition() for _ in range(partitions - len(t.partitions)))
+
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
         self._broker._check()  # noqa: SLF001
         return self._broker._coordinator.describe(group_id)  # noqa: SLF001
