@@ -454,8 +454,7 @@ class Connection:
                 await svc.lookups.layout_fresh(topic.namespace_name)
                 live = await svc.lookups.owner_of(topic)
                 local = (
-                    live.broker_id == svc.identity.broker_id
-                    and live.incarnation == svc.incarnation
+                    live.broker_id == svc.identity.broker_id and live.incarnation == svc.incarnation
                 )
                 reg = live.registration
                 url = reg.service_url
@@ -530,8 +529,10 @@ class Connection:
             await self._require_owned(topic)
             if m.encrypted:
                 raise InvalidInputError("Encrypted messages are not supported by policy-sync")
-            name = m.producer_name if m.HasField("producer_name") and m.producer_name else (
-                f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}"
+            name = (
+                m.producer_name
+                if m.HasField("producer_name") and m.producer_name
+                else (f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}")
             )
             handle = await self.ctx.engine.create_producer(
                 topic,
@@ -623,6 +624,9 @@ class Connection:
                     )
                     break
             else:
+                deliver_at = (
+                    metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
+                )
                 for msg in messages:
                     try:
                         prod.handle.send(
@@ -631,6 +635,8 @@ class Connection:
                             key=msg.key,
                             properties=msg.properties or None,
                             event_time_ms=msg.event_time_ms,
+                            sequence_id=msg.sequence_id,
+                            deliver_at_ms=deliver_at,
                         )
                     except PolicySyncError as exc:
                         pending.answer(None, exc)

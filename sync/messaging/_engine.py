@@ -53,6 +53,7 @@ from sync._errors import (
     NotAllowedError,
     PolicySyncError,
     ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
@@ -74,6 +75,7 @@ from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
 from ._delayed import HEADER_DELIVER_AT, max_delay_refusal
+from ._inactive import InactivePolicy, delete_topic, inactive_verdict
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
@@ -364,6 +366,10 @@ class MessagingEngine:
         self._remove_listener: Callable[[], None] | None = None
         self._live_keys: frozenset[str] = frozenset()
         self._closing = False
+        #: Wall-clock time since when a topic has had no connection here (dropped).
+        self._idle_since: dict[TopicName, float] = {}
+        self._reaping = False
+        self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
             transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
@@ -552,6 +558,7 @@ class MessagingEngine:
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
         last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
+        last_inactive = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -584,6 +591,9 @@ class MessagingEngine:
                             ts.backlog_checking
                         ):
                             self._spawn(self._check_backlog_quietly(ts), "backlog-check")
+                if now - last_inactive >= self.config.inactive_topic_check_s:
+                    last_inactive = now
+                    self._spawn(self._reap_inactive_quietly(), "inactive-topics")
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -650,6 +660,48 @@ class MessagingEngine:
         if state is BacklogAction.producer_exception:
             for handle in list(ts.producers.values()):
                 self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
+
+    # -- inactive topics ---------------------------------------------------------------
+    async def _reap_inactive_quietly(self) -> None:
+        if self._reaping:
+            return
+        self._reaping = True
+        try:
+            await self.reap_inactive()
+        except Exception:
+            logger.exception("inactive topic check failed; retried later")
+        finally:
+            self._reaping = False
+
+    async def reap_inactive(self) -> list[TopicName]:
+        """Delete the owned topics that ``inactiveTopicPolicies`` says are inactive."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return []
+        deleted: list[TopicName] = []
+        admin = self._admin_client()
+        for topic in await self.topic_configs.mapped_topics():
+            if topic in self._topics or topic in self._topic_loading:
+                continue  # served here right now: active
+            policy = InactivePolicy.from_policy(svc.applied(topic).get("inactiveTopicPolicies"))
+            if policy is None:
+                continue
+            if not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                continue
+            idle = self._idle_since.get(topic, self._started_wall)
+            prefix = subscription_group(kafka_topic, "")
+            ok, groups = await asyncio.to_thread(
+                inactive_verdict, admin, kafka_topic, desc.partitions, policy, idle, prefix
+            )
+            if ok and topic not in self._topics:
+                await asyncio.to_thread(delete_topic, admin, kafka_topic, groups)
+                self._idle_since.pop(topic, None)
+                deleted.append(topic)
+        return deleted
 
     # -- deduplication -----------------------------------------------------------------
     async def _load_dedup(self, ts: TopicState) -> None:
@@ -768,6 +820,7 @@ class MessagingEngine:
         ):
             del self._topics[ts.topic]
             self._update_live_keys()
+            self._idle_since[ts.topic] = time.time()
             if ts.dedup is not None:
                 self._spawn(self._snapshot_dedup_of(ts.dedup), "dedup-final-snapshot")
 
@@ -1063,6 +1116,8 @@ class MessagingEngine:
                 await self._load_dedup(ts)
             if limits.backlog.active or ts.backlog_state is not None:
                 await self.check_backlog(ts)
+                if ts.backlog_state is BacklogAction.producer_exception:
+                    raise ProducerBlockedQuotaExceededException(BACKLOG_EXCEEDED, topic=str(topic))
                 if ts.backlog_state is not None:
                     raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
             if self._client is None:

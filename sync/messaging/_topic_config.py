@@ -194,7 +194,7 @@ class TopicConfigReconciler:
                             await self.reconcile(topic)
                     if time.monotonic() - last_sweep >= self._sweep_s:
                         last_sweep = time.monotonic()
-                        for topic in await self._mapped_topics(""):
+                        for topic in await self.mapped_topics(""):
                             await self.reconcile(topic)
             except asyncio.CancelledError:
                 raise
@@ -204,7 +204,8 @@ class TopicConfigReconciler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 1.0)
 
-    async def _mapped_topics(self, prefix: str) -> list[TopicName]:
+    async def mapped_topics(self, prefix: str = "") -> list[TopicName]:
+        """Every persistent Pulsar topic backed by a Kafka topic starting with ``prefix``."""
         names = await asyncio.to_thread(self._admin_client().list_topics, prefix)
         out = []
         for name in names:
@@ -227,7 +228,7 @@ class TopicConfigReconciler:
         probe = kafka_topic_of(
             TopicName.parse(f"persistent://{target.tenant}/{target.namespace}/x")
         )
-        return await self._mapped_topics(probe[: -len("x")])
+        return await self.mapped_topics(probe[: -len("x")])
 
     async def reconcile(self, topic: TopicName) -> bool:
         """Apply ``topic``'s policies to its Kafka topic if owned here; True if changed."""

@@ -710,3 +710,64 @@ def test_delayed_delivery_holds_messages_on_shared_and_refuses_beyond_the_max(
             assert [_payload(m) for m in await receive(sh, 1, 30)] == [b"soon"]
 
     run(scenario(), timeout_s=180)
+
+
+def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    svc = writer.sidecar.service
+    assert svc is not None
+
+    def exists(topic: TopicName) -> bool:
+        return admin.describe_topic(kafka_topic_of(topic)) is not None
+
+    def policy(mode: str) -> dict[str, Any]:
+        return {
+            "inactiveTopicDeleteMode": mode,
+            "maxInactiveDurationSeconds": 1,
+            "deleteWhileInactive": True,
+        }
+
+    async def publish(topic: TopicName) -> None:
+        async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
+            await produce(prod, [b"one"])
+
+    async def scenario() -> None:
+        check_s = _engine(server).config.inactive_topic_check_s
+        # write: no subscriptions, idle → deleted (its Kafka topic)
+        gone = make_topic(kafka_bootstrap, 1)
+        await publish(gone)
+        await set_policy(
+            writer.http_url, gone, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
+        )
+        await asyncio.to_thread(_wait_for, lambda: not exists(gone), "inactive topic deleted")
+        # update: caught-up mode keeps a topic whose subscription has a backlog …
+        kept = make_topic(kafka_bootstrap, 1)
+        async with connect(consumer_url(server, kept, "s")) as c:
+            await publish(kept)
+            held = await receive(c, 1)
+        await set_policy(
+            writer.http_url, kept, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
+        )
+        mode = policy("delete_when_subscriptions_caught_up")
+        await set_policy(writer.http_url, kept, "inactiveTopicPolicies", mode)
+        await asyncio.sleep(2.5 * check_s)
+        assert exists(kept)  # it has an unacknowledged message
+        async with connect(consumer_url(server, kept, "s")) as c:
+            again = await receive(c, 1)
+            assert again[0]["messageId"] == held[0]["messageId"]
+            await ack(c, again)
+        await asyncio.to_thread(_wait_for, lambda: not exists(kept), "caught-up topic deleted")
+        # delete: without the policy an idle topic stays
+        stays = make_topic(kafka_bootstrap, 1)
+        await publish(stays)
+        await set_policy(
+            writer.http_url, stays, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
+        )
+        await set_policy(writer.http_url, stays, "inactiveTopicPolicies", None)
+        await asyncio.sleep(2.5 * check_s)
+        assert exists(stays)
+
+    run(scenario(), timeout_s=240)
