@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from broker_shim._http import build_app
+from broker_shim._policy_rest import REST_POLICIES
 from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
@@ -90,8 +91,19 @@ def _policy_url(s: ThreadSidecar, topic: TopicName, name: str) -> str:
 
 
 def _applied(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
-    status, body = _request("GET", _policy_url(s, topic, name) + "?applied=true")
-    return None if status == 204 else body
+    """The effective value of a REST policy as the sidecar's own cache has it (None: unset)."""
+    svc = s.sidecar.service
+    assert svc is not None
+    value = svc.applied(topic).get(REST_POLICIES[name].field)
+    return _thaw(value)
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    if hasattr(value, "items"):
+        return {k: _thaw(v) for k, v in value.items()}
+    return value
 
 
 def test_retention_sets_the_kafka_topic_config_on_the_owner(
@@ -129,7 +141,7 @@ def test_namespace_retention_applies_to_its_topics_and_topic_policy_wins(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "420000",
             "namespace retention applied",
         )
-        body = {"retentionTimeInMinutes": 9, "retentionSizeInMB": 0}
+        body = {"retentionTimeInMinutes": 9, "retentionSizeInMB": 5}
         run(set_policy(writer.http_url, topic, "retention", body))
         _wait_for(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "540000",
@@ -179,16 +191,8 @@ def test_max_message_size_and_persistence_set_kafka_limits(
 @pytest.mark.parametrize(
     ("name", "value", "reason"),
     [
-        (
-            "persistence",
-            {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 1},
-            "Bookkeeper Ensemble (1) >= WriteQuorum (2) >= AckQuoru (1)",
-        ),
-        ("replicationClusters", ["east", "west"], "geo-replication is not supported"),
         ("shadowTopics", ["persistent://public/default/x"], "not supported on this cluster"),
-        ("schemaValidationEnforced", True, "not supported on this cluster"),
         ("compactionThreshold", 1024, "not supported on this cluster"),
-        ("publishRate", {"publishThrottlingRateInMsg": -1}, "must be between 0"),
     ],
 )
 def test_policies_that_cannot_apply_are_refused_and_not_written(
@@ -203,7 +207,36 @@ def test_policies_that_cannot_apply_are_refused_and_not_written(
     status, body = _request("POST", _policy_url(writer, topic, name), value)
     assert status == 412, body
     assert reason in body["reason"]
-    assert _request("GET", _policy_url(writer, topic, name))[0] == 204
+    svc = writer.sidecar.service
+    assert svc is not None
+    assert svc.get(PolicyTarget.for_topic(topic)) is None  # nothing written
+
+
+def test_geo_replication_is_refused_by_the_policy_service(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    """policyctl and every other writer get the same refusal as the REST API."""
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+    with pytest.raises(InvalidPolicyError, match="geo-replication is not supported"):
+        svc.set(target, {"replicationClusters": ["east", "west"]})
+    with pytest.raises(InvalidPolicyError, match=r"Ensemble \(1\) >= WriteQuorum \(2\)"):
+        svc.set(
+            target,
+            {
+                "persistence": {
+                    "bookkeeperEnsemble": 1,
+                    "bookkeeperWriteQuorum": 2,
+                    "bookkeeperAckQuorum": 1,
+                    "managedLedgerMaxMarkDeleteRate": 0.0,
+                }
+            },
+        )
+    assert svc.get(target) is None
+    svc.set(target, {"replicationClusters": ["standalone"], "schemaValidationEnforced": True})
 
 
 def test_backlog_quota_at_or_above_retention_is_refused(
