@@ -131,6 +131,7 @@ class TopicConfigReconciler:
         self._admin: Admin | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[str] = set()
+        self._retry: set[TopicName] = set()
         self._wake = asyncio.Event()
         self._service: PolicyService | None = None
         self._remove_listener: Callable[[], None] | None = None
@@ -189,6 +190,9 @@ class TopicConfigReconciler:
                     last_sweep = 0.0
                 if svc is not None and svc.cache.state is CacheState.READY:
                     keys, self._pending = self._pending, set()
+                    retry, self._retry = self._retry, set()
+                    for topic in retry:
+                        await self.reconcile(topic)
                     for key in keys:
                         for topic in await self._topics_of_key(key):
                             await self.reconcile(topic)
@@ -202,7 +206,7 @@ class TopicConfigReconciler:
                 logger.exception("topic config reconciler failed; continuing")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 1.0)
+                await asyncio.wait_for(self._wake.wait(), 0.2 if self._retry else 1.0)
 
     async def mapped_topics(self, prefix: str = "") -> list[TopicName]:
         """Every persistent Pulsar topic backed by a Kafka topic starting with ``prefix``."""
@@ -238,8 +242,10 @@ class TopicConfigReconciler:
         try:
             if not (await self._ownership.owner_of(topic)).local:
                 return False
-        except Exception:
-            logger.exception("ownership lookup of %s failed; not reconciling it", topic)
+        except Exception as exc:
+            # e.g. the lookup service is still starting: try again shortly.
+            logger.warning("ownership of %s unknown (%s); retrying", topic, exc)
+            self._retry.add(topic)
             return False
         desired = desired_topic_config(svc.applied(topic.base))
         kafka_topic = kafka_topic_of(topic)
