@@ -38,6 +38,7 @@ from sync.errors import (
     UnavailableError,
 )
 from sync.messaging import (
+    BACKLOG_EXCEEDED,
     Consumer,
     Delivery,
     InitialPosition,
@@ -611,6 +612,10 @@ class Connection:
         prod.drained.clear()
         if prod.handle.closed:
             pending.error = (api.ServiceNotReady, "Producer is closed")
+        elif prod.handle.held:
+            # producer_request_hold: this front end cannot park a send, so it refuses it
+            # with the retriable error Pulsar's clients resend after.
+            pending.error = (api.ProducerBlockedQuotaExceededError, BACKLOG_EXCEEDED)
         else:
             # Every message is checked before the first one is queued: a batch is stored
             # whole or refused whole (nothing written).
