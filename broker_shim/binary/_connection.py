@@ -329,6 +329,11 @@ class Connection:
             raise ProtocolViolation(f"{_name(cmd.type)} without its {field_name} command")
         if handler is None:  # SEND: synchronous, carries a payload
             self._send(cmd.send, frame.metadata, frame.payload)
+            prod = self.producers.get(cmd.send.producer_id)
+            wait = 0.0 if prod is None else prod.handle.publish_wait_s()
+            if wait > 0.0:
+                # publishRate: stop reading the connection, as Pulsar turns off auto-read
+                await asyncio.sleep(wait)
         else:
             await handler(self, cmd)
 
