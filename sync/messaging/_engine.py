@@ -369,6 +369,7 @@ class MessagingEngine:
         #: Wall-clock time since when a topic has had no connection here (dropped).
         self._idle_since: dict[TopicName, float] = {}
         self._reaping = False
+        self._expiring = False
         self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
@@ -558,7 +559,7 @@ class MessagingEngine:
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
         last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
-        last_inactive = time.monotonic()
+        last_inactive = last_cold_expiry = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -594,6 +595,9 @@ class MessagingEngine:
                 if now - last_inactive >= self.config.inactive_topic_check_s:
                     last_inactive = now
                     self._spawn(self._reap_inactive_quietly(), "inactive-topics")
+                if now - last_cold_expiry >= self.config.unloaded_expiry_check_s:
+                    last_cold_expiry = now
+                    self._spawn(self._expire_unloaded_quietly(), "expire-unloaded")
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -660,6 +664,58 @@ class MessagingEngine:
         if state is BacklogAction.producer_exception:
             for handle in list(ts.producers.values()):
                 self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
+
+    # -- message TTL of subscriptions not loaded here -----------------------------------
+    async def _expire_unloaded_quietly(self) -> None:
+        if self._expiring:
+            return
+        self._expiring = True
+        try:
+            await self.expire_unloaded()
+        except Exception:
+            logger.exception("expiring unloaded subscriptions failed; retried later")
+        finally:
+            self._expiring = False
+
+    async def expire_unloaded(self) -> int:
+        """Move every durable subscription of an owned topic with ``messageTTLInSeconds``
+        that is not loaded here past its expired messages (Kafka group offsets; what is
+        individually acknowledged above the new position is forgotten). Returns how many
+        subscriptions moved."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return 0
+        moved = 0
+        admin = self._admin_client()
+        for topic in await self.topic_configs.mapped_topics():
+            ttl = int(svc.applied(topic).get("messageTTLInSeconds") or 0)
+            if ttl <= 0 or not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            prefix = subscription_group(kafka_topic, "")
+            groups = await asyncio.to_thread(admin.list_groups, prefix)
+            ts = self._topics.get(topic)
+            loaded = set() if ts is None else {s.group_id for s in ts.subscriptions.values()}
+            groups = [g for g in groups if g not in loaded]
+            if not groups:
+                continue
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                continue
+            parts = list(range(desc.partitions))
+            cutoff_ms = int(time.time() * 1000) - ttl * 1000
+            floor = await asyncio.to_thread(admin.list_offsets, kafka_topic, parts, cutoff_ms)
+            for group in groups:
+                committed = await asyncio.to_thread(admin.group_offsets, group, kafka_topic)
+                ahead = {p: o for p, o in floor.items() if committed.get(p, 0) < o}
+                ts = self._topics.get(topic)
+                if ts is not None and group[len(prefix) :] in ts.subscriptions:
+                    continue  # loaded meanwhile: its own dispatch expires the messages
+                if ahead:
+                    await asyncio.to_thread(admin.alter_group_offsets, group, kafka_topic, ahead)
+                    logger.info("%s: expired messages of %s skipped to %s", topic, group, ahead)
+                    moved += 1
+        return moved
 
     # -- inactive topics ---------------------------------------------------------------
     async def _reap_inactive_quietly(self) -> None:

@@ -804,3 +804,48 @@ def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
         assert exists(stays)
 
     run(scenario(), timeout_s=240)
+
+
+def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    kafka_topic = kafka_topic_of(topic)
+    transport = KafkaTransport(KafkaConfig(kafka_bootstrap))
+    admin = transport.admin()
+    group = f"{_group_prefix(topic)}cold"
+
+    def commit(offset: int) -> None:
+        consumer = transport.consumer(group_id=group)
+        try:
+            consumer.commit(kafka_topic, {0: (offset, "")})
+        finally:
+            consumer.close()
+
+    def position() -> int:
+        return admin.group_offsets(group, kafka_topic).get(0, 0)
+
+    async def scenario() -> None:
+        async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
+            await produce(prod, [b"a", b"b", b"c"])
+        await asyncio.to_thread(commit, 0)  # a durable subscription nobody serves now
+        await asyncio.sleep(1.5)
+        await set_policy(writer.http_url, topic, "messageTTL", 1)
+        await asyncio.to_thread(_wait_for, lambda: position() == 3, "cold subscription expired")
+        check_s = _engine(server).config.unloaded_expiry_check_s
+        await set_policy(writer.http_url, topic, "messageTTL", 3600)
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
+        )
+        await asyncio.to_thread(commit, 0)
+        await asyncio.sleep(2.5 * check_s)
+        assert position() == 0  # nothing is an hour old
+        await set_policy(writer.http_url, topic, "messageTTL", None)
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
+        )
+        await asyncio.sleep(2.5 * check_s)
+        assert position() == 0
+
+    run(scenario(), timeout_s=180)
