@@ -189,16 +189,12 @@ class TopicConfigReconciler:
                         self._remove_listener = svc.cache.add_listener(self._listener)
                     last_sweep = 0.0
                 if svc is not None and svc.cache.state is CacheState.READY:
-                    keys, self._pending = self._pending, set()
-                    retry, self._retry = self._retry, set()
-                    for topic in retry:
-                        await self.reconcile(topic)
-                    for key in keys:
-                        for topic in await self._topics_of_key(key):
-                            await self.reconcile(topic)
+                    await self._changed()
                     if time.monotonic() - last_sweep >= self._sweep_s:
                         last_sweep = time.monotonic()
                         for topic in await self.mapped_topics(""):
+                            if self._pending:  # a write waits for no sweep
+                                await self._changed()
                             await self.reconcile(topic)
             except asyncio.CancelledError:
                 raise
@@ -207,6 +203,16 @@ class TopicConfigReconciler:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 0.2 if self._retry else 1.0)
+
+    async def _changed(self) -> None:
+        """Reconcile the topics whose policies changed (and those waiting for a retry)."""
+        keys, self._pending = self._pending, set()
+        retry, self._retry = self._retry, set()
+        for topic in retry:
+            await self.reconcile(topic)
+        for key in keys:
+            for topic in await self._topics_of_key(key):
+                await self.reconcile(topic)
 
     async def mapped_topics(self, prefix: str = "") -> list[TopicName]:
         """Every persistent Pulsar topic backed by a Kafka topic starting with ``prefix``."""
