@@ -51,7 +51,14 @@ from ._errors import (
     TransportError,
     WriteConflictError,
 )
-from .transport import DeliveryReport, Header, Producer, Transport
+from .transport import (
+    DeliveryCallback,
+    DeliveryReport,
+    GroupMetadata,
+    Header,
+    Producer,
+    Transport,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +69,7 @@ __all__ = [
     "FencedWriter",
     "Ticket",
     "WriterClosedError",
+    "commit_records",
     "confirm",
 ]
 
@@ -226,6 +234,36 @@ def _close_quietly(producer: Producer) -> None:
         producer.close()
     except PolicySyncError:
         logger.debug("closing a fenced or failed producer failed", exc_info=True)
+
+
+#: One record to append: (topic, key, value or None for a tombstone, headers).
+Record = tuple[str, bytes, bytes | None, list[Header] | None]
+
+
+def commit_records(
+    producer: Producer,
+    records: Sequence[Record],
+    timeout_s: float,
+    *,
+    on_delivery: Callable[[int], DeliveryCallback] | None = None,
+    offsets: tuple[str, Mapping[int, int], GroupMetadata] | None = None,
+) -> None:
+    """Commit-and-confirm's first half: ``records`` (and, for group-fenced writers, the
+    consumed ``offsets`` as (topic, offsets, group metadata)) in one transaction.
+
+    ``on_delivery(i)`` gives the callback of record ``i``. Raises ProducerFencedError if
+    another producer took the transactional id, GroupFencedError if the group generation
+    is stale, TransportError otherwise (the caller aborts or drops the producer).
+    """
+    producer.begin_transaction()
+    for i, (topic, key, value, headers) in enumerate(records):
+        producer.produce(
+            topic, key, value, headers=headers,
+            on_delivery=None if on_delivery is None else on_delivery(i),
+        )  # fmt: skip
+    if offsets is not None:
+        producer.send_offsets_to_transaction(offsets[0], offsets[1], offsets[2], timeout_s)
+    producer.commit_transaction(timeout_s)
 
 
 def confirm(reports: Sequence[DeliveryReport], log: FencedLog, timeout_s: float) -> None:
@@ -512,12 +550,12 @@ class FencedWriter(Generic[V]):
 
             return on_delivery
 
-        producer.begin_transaction()
-        for i, rec in enumerate(records):
-            producer.produce(
-                topic, rec.key_bytes, rec.value, headers=rec.headers, on_delivery=collector(i)
-            )
-        producer.commit_transaction(timeout_s)
+        commit_records(
+            producer,
+            [(topic, rec.key_bytes, rec.value, rec.headers) for rec in records],
+            timeout_s,
+            on_delivery=collector,
+        )
         producer.poll(0)
         self.transactions += 1
         missing = [i for i, r in enumerate(reports) if r is None]
