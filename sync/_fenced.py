@@ -230,9 +230,11 @@ class Ticket(Generic[R]):
 
 
 def _close_quietly(producer: Producer) -> None:
+    # A fenced librdkafka producer can fail its final flush in odd ways (KafkaException,
+    # or a SystemError out of a delivery callback); it is dropped either way.
     try:
         producer.close()
-    except PolicySyncError:
+    except Exception:
         logger.debug("closing a fenced or failed producer failed", exc_info=True)
 
 
@@ -366,9 +368,14 @@ class FencedWriter(Generic[V]):
                 self._commit_batch(batch)
             except BaseException as exc:  # never leave a caller waiting forever
                 logger.exception("%s writer: unexpected failure", self.config.name)
+                error = exc
+                if not isinstance(exc, PolicySyncError):
+                    error = TransportError(f"{self.config.name} write failed: {exc!r}")
+                    error.__cause__ = exc
+                self._lose_fence()
                 for ticket in batch:
                     if not ticket._done.is_set():  # noqa: SLF001 - same module
-                        ticket._fail(exc)  # noqa: SLF001
+                        ticket._fail(error)  # noqa: SLF001
         closed = WriterClosedError(f"the {self.config.name} writer was closed")
         while True:
             try:
