@@ -180,9 +180,9 @@ def run(bootstrap: str, *, duration: float = 8.0, rounds: int = 2) -> dict[str, 
     with pulsar() as pulsar_url, sidecars(bootstrap) as urls:
         if pulsar_url is None:
             result["pulsar"] = "no launcher (docker/pulsar/pulsarctl.py or $PULSARCTL)"
-        else:
-            for k in range(max(WRITERS)):  # Pulsar sets policies on existing topics only
-                _http("PUT", f"{pulsar_url}{PREFIX}-{k}")
+        for base_url in [urls[0]] + ([pulsar_url] if pulsar_url else []):
+            for k in range(max(WRITERS)):  # policies are set on existing topics only
+                _http("PUT", f"{base_url}{PREFIX}-{k}")
         runs: dict[str, dict[int, list[dict[str, Any]]]] = {"policy-sync": {}, "pulsar": {}}
         for _ in range(rounds):
             for n in WRITERS:
@@ -213,6 +213,8 @@ def run(bootstrap: str, *, duration: float = 8.0, rounds: int = 2) -> dict[str, 
     # The same cluster without forwarding: every sidecar takes the fence for its own writes
     # (group commit inside each sidecar; the fence moves between them).
     with sidecars(bootstrap, extra=("--no-forward-writes",)) as urls:
+        for k in range(max(WRITERS)):
+            _http("PUT", f"{urls[0]}{PREFIX}-{k}")
         for n in WRITERS[1:]:
             base += 1_000
             result[f"policy-sync {n} writers, no forwarding"] = _load(

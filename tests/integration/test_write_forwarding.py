@@ -40,6 +40,9 @@ def shims(
     try:
         for shim in started:
             shim.wait_ready()
+        for topic in ("orders", "payments", "forwarded"):  # policies need their topic
+            created = http("PUT", f"{started[0].url}{BASE}{topic}")
+            assert created.status in (204, 409), created.body
         yield started
     finally:
         for shim in started:
