@@ -87,7 +87,8 @@ def sidecars(bootstrap: str, n: int = 3, extra: tuple[str, ...] = ()) -> Iterato
                     subprocess.Popen(  # noqa: S603 - our own CLI
                         [shim, "run", "--broker-id", str(i), "--http-port", str(port),
                          "--bootstrap-servers", bootstrap, "--topic", topic,
-                         "--state-dir", str(Path(tmp) / f"state-{i}"), *extra],
+                         "--state-dir", str(Path(tmp) / f"state-{i}"),
+                         "--broker-port", "0", *extra],
                         stdout=log, stderr=subprocess.STDOUT,
                     )  # fmt: skip
                 )
@@ -101,7 +102,12 @@ def sidecars(bootstrap: str, n: int = 3, extra: tuple[str, ...] = ()) -> Iterato
                     if "--no-forward-writes" in extra or None not in holders:
                         break
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"sidecars not ready: {views}")
+                    tails = [
+                        (Path(tmp) / f"shim-{i}.log").read_text(errors="replace")[-1500:]
+                        for i, v in enumerate(views)
+                        if v is None
+                    ]
+                    raise RuntimeError(f"sidecars not ready: {views}\n" + "\n".join(tails))
                 time.sleep(0.2)
             urls.pids = [p.pid for p in procs]
             yield urls
