@@ -49,6 +49,7 @@ from ._errors import (
     PolicySyncError,
     ProducerFencedError,
     TransportError,
+    UnavailableError,
     WriteConflictError,
 )
 from .transport import (
@@ -68,9 +69,7 @@ __all__ = [
     "FencedLog",
     "FencedWriter",
     "Ticket",
-    "WriterClosedError",
     "commit_records",
-    "confirm",
 ]
 
 V = TypeVar("V")
@@ -91,10 +90,6 @@ class FencedLog(Protocol):
     def positions(self) -> dict[int, int]:
         """Next offset to apply, per partition."""
         ...
-
-
-class WriterClosedError(PolicySyncError):
-    """The writer was closed before this write was decided; nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +245,7 @@ def commit_records(
     on_delivery: Callable[[int], DeliveryCallback] | None = None,
     offsets: tuple[str, Mapping[int, int], GroupMetadata] | None = None,
 ) -> None:
-    """Commit-and-confirm's first half: ``records`` (and, for group-fenced writers, the
+    """The commit of commit-and-confirm: ``records`` (and, for group-fenced writers, the
     consumed ``offsets`` as (topic, offsets, group metadata)) in one transaction.
 
     ``on_delivery(i)`` gives the callback of record ``i``. Raises ProducerFencedError if
@@ -266,18 +261,6 @@ def commit_records(
     if offsets is not None:
         producer.send_offsets_to_transaction(offsets[0], offsets[1], offsets[2], timeout_s)
     producer.commit_transaction(timeout_s)
-
-
-def confirm(reports: Sequence[DeliveryReport], log: FencedLog, timeout_s: float) -> None:
-    """Commit-and-confirm's second half: every record delivered, and applied by ``log``."""
-    failed = [r for r in reports if r.error]
-    if failed:
-        raise TransportError(f"{len(failed)} records were not written: {failed[0].error}")
-    wanted: dict[int, int] = {}
-    for r in reports:
-        wanted[r.partition] = max(wanted.get(r.partition, 0), r.offset + 1)
-    if wanted:
-        log.wait_for(wanted, max(1.0, timeout_s))
 
 
 class FencedWriter(Generic[V]):
@@ -326,7 +309,7 @@ class FencedWriter(Generic[V]):
         ticket: Ticket[R] = Ticket(decide, deadline, self._log, after)
         with self._lock:
             if self._closed:
-                raise WriterClosedError(f"the {self.config.name} writer is closed")
+                raise UnavailableError(f"the {self.config.name} writer is closed")
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"{self.config.name}-writer", daemon=True
@@ -376,7 +359,7 @@ class FencedWriter(Generic[V]):
                 for ticket in batch:
                     if not ticket._done.is_set():  # noqa: SLF001 - same module
                         ticket._fail(error)  # noqa: SLF001
-        closed = WriterClosedError(f"the {self.config.name} writer was closed")
+        closed = UnavailableError(f"the {self.config.name} writer was closed")
         while True:
             try:
                 left = self._queue.get_nowait()
