@@ -8,9 +8,13 @@ PY := $(VENV)/bin/python
 KAFKA_PORT ?= 9092
 KAFKACTL := $(PY) docker/kafka/kafkactl.py
 export KAFKA_PORT
+PULSAR_WEB_PORT ?= 8080
+PULSAR_BROKER_PORT ?= 6650
+# Stdlib only: the real Pulsar starts without the project's virtualenv.
+PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 
-.PHONY: help setup kafka-up kafka-down cluster-up cluster-down lint types unit integration \
-        test demo bench clean wheel-check
+.PHONY: help setup kafka-up kafka-down cluster-up cluster-down pulsar-up pulsar-down lint \
+        types unit integration test demo bench clean wheel-check
 
 help:
 	@echo "make demo   - run the main job end to end on a local Kafka it starts itself"
@@ -18,6 +22,8 @@ help:
 	@echo "make bench  - benchmarks against a raw confluent-kafka baseline"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
 	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/39092)"
+	@echo "make pulsar-up / pulsar-down - the real Apache Pulsar standalone on" \
+	      "\$$PULSAR_WEB_PORT/\$$PULSAR_BROKER_PORT"
 
 setup: $(VENV)/.installed
 
@@ -38,6 +44,12 @@ cluster-up: setup
 
 cluster-down: setup
 	@$(KAFKACTL) cluster-down
+
+pulsar-up:
+	@$(PULSARCTL) up --web-port $(PULSAR_WEB_PORT) --broker-port $(PULSAR_BROKER_PORT)
+
+pulsar-down:
+	@$(PULSARCTL) down --web-port $(PULSAR_WEB_PORT)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -25,11 +25,13 @@ from sync import (
     TopicName,
     parse_policy_json,
 )
-from sync.cluster import ServiceState
-from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
+from sync.cluster import MemberState, ServiceState
+from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 
 from ._binary_app import add_binary_listener
+from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
+from ._input import RETRY_AFTER_S, malformed_input
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._policy_rest import REST_POLICIES
@@ -41,6 +43,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["build_app"]
 
 SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
+FORWARDER_KEY = web.AppKey("forwarder", WriteForwarder)
 SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
 FREEZE_KEY = web.AppKey("freeze-heap", asyncio.Task[None])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -68,6 +71,7 @@ def _ready_service(request: web.Request) -> PolicyService:
         raise web.HTTPServiceUnavailable(
             text=json.dumps({"reason": f"policy cache is {state}, not READY"}),
             content_type="application/json",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     return svc
 
@@ -78,14 +82,41 @@ async def health(request: web.Request) -> web.Response:
     state = "STARTING" if svc is None else svc.cache.state.value
     body: dict[str, Any] = {"state": state, "brokerId": sidecar.config.broker_id}
     ready = state == "READY"
-    if sidecar.cluster is not None:
+    if CLUSTER_KEY in request.app:
         # With lookups on, the sidecar is ready only when it can also answer who owns what.
-        lookup = sidecar.cluster.state.value
+        # Read the *current* service: the supervisor replaces a failed one (issue 11: the
+        # first instance, closed by the supervisor, kept /health at 503 for good).
+        cluster = request.app[CLUSTER_KEY].service
+        lookup = cluster.state.value
         body["lookup"] = lookup
-        ready = ready and lookup == "READY"
+        member = cluster.member.state
+        body["ownership"] = member.value
+        ready = ready and lookup == "READY" and member is MemberState.ACTIVE
     if sidecar.last_failure:
         body["lastFailure"] = sidecar.last_failure
+    body["writer"] = _writer_status(request.app, svc)
     return web.json_response(body, status=200 if ready else 503)
+
+
+def _writer_status(app: web.Application, svc: PolicyService | None) -> dict[str, Any]:
+    """Who holds the policy writer's fence, and how this sidecar's writes went."""
+    forwarder = app[FORWARDER_KEY]
+    holder = forwarder.holder
+    status: dict[str, Any] = {
+        "forwarded": forwarder.forwarded,
+        "writtenHere": forwarder.written_here,
+        "fallbacks": forwarder.fallbacks,
+    }
+    if holder is not None:
+        status["holding"] = holder.holding
+        status["holder"] = holder.holder()
+        status["election"] = holder.state.value
+    if svc is not None:
+        fence = svc.writer.fence
+        status["fenceEpochs"] = fence.epochs
+        status["transactions"] = fence.transactions
+        status["batchedWrites"] = fence.batched_writes
+    return status
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -165,9 +196,9 @@ async def set_policy(request: web.Request) -> web.Response:
         raise InvalidPolicyError(f"{name}: request body is empty; send the value as JSON")
     value = parse_policy_json(text)
     svc = _ready_service(request)
-    patch = svc.catalog.validate_patch({rest.field: value})
+    svc.catalog.validate_patch({rest.field: value})  # refuse bad input here, before a hop
     target = PolicyTarget.for_topic(topic, is_global=is_global)
-    await asyncio.to_thread(svc.set, target, patch)
+    await request.app[FORWARDER_KEY].set(svc, target, {rest.field: value})
     return web.Response(status=204)
 
 
@@ -176,15 +207,25 @@ async def delete_policy(request: web.Request) -> web.Response:
     is_global = _flag(request, "isGlobal")
     svc = _ready_service(request)
     target = PolicyTarget.for_topic(topic, is_global=is_global)
-    await asyncio.to_thread(svc.set, target, {REST_POLICIES[name].field: None})
+    await request.app[FORWARDER_KEY].set(svc, target, {REST_POLICIES[name].field: None})
     return web.Response(status=204)
+
+
+async def forwarded_write(request: web.Request) -> web.Response:
+    """A policy write another sidecar forwarded to this one (the fence holder)."""
+    if request.headers.get(FORWARDED_HEADER) != "1":
+        raise NotFoundError(f"{SIDECAR_WRITE_PATH} only takes writes forwarded by sidecars")
+    return await receive_write(request, _ready_service(request), request.app[FORWARDER_KEY])
 
 
 def _ready(app: web.Application) -> bool:
     svc = app[SIDECAR_KEY].service
     if svc is None or svc.cache.state is not CacheState.READY:
         return False
-    return CLUSTER_KEY not in app or app[CLUSTER_KEY].service.state is ServiceState.READY
+    if CLUSTER_KEY not in app:
+        return True
+    cluster = app[CLUSTER_KEY].service
+    return cluster.state is ServiceState.READY and cluster.member.state is MemberState.ACTIVE
 
 
 async def _freeze_heap_when_ready(app: web.Application) -> None:
@@ -213,8 +254,9 @@ def build_app(
     ``broker_socket``: an already bound socket for the binary protocol (else
     ``sidecar.config.broker_port`` is bound on start, if set).
     """
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
+    app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
@@ -225,6 +267,7 @@ def build_app(
             web.get("/metrics", metrics),
             web.get(SIDECAR_DIGEST_PATH, digest),
             web.get(SIDECAR_ENTRIES_PATH, entries),
+            web.post(SIDECAR_WRITE_PATH, forwarded_write),
             web.get(policy, get_policy),
             web.post(policy, set_policy),
             web.delete(policy, delete_policy),
@@ -233,6 +276,8 @@ def build_app(
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)
+        if sidecar.holder is not None:
+            await asyncio.to_thread(sidecar.holder.start)
         app[SUPERVISOR_KEY] = asyncio.create_task(sidecar.supervise())
         if freeze_heap:
             app[FREEZE_KEY] = asyncio.create_task(_freeze_heap_when_ready(app))
@@ -241,6 +286,7 @@ def build_app(
         app[SUPERVISOR_KEY].cancel()
         if FREEZE_KEY in app:
             app[FREEZE_KEY].cancel()
+        await app[FORWARDER_KEY].close()
         await asyncio.to_thread(sidecar.close)
 
     app.on_startup.append(on_startup)

@@ -11,6 +11,8 @@ from pathlib import Path
 from sync import (
     CacheConfig,
     CacheState,
+    FenceHolder,
+    HolderConfig,
     PolicyService,
     ServiceConfig,
     WriterConfig,
@@ -45,6 +47,11 @@ class SidecarConfig:
     kafka_extra: dict[str, str] = field(default_factory=dict)
     #: Registry, bundle ownership and lookup (issue 4); None: this sidecar does not join.
     lookup: ClusterSettings | None = None
+    #: Join the election of the policy writer's fence holder and forward REST writes to
+    #: it (issue 16); False: every write takes the fence here.
+    forward_writes: bool = True
+    #: Session timeout of the fence-holder election: the hand-over's liveness bound.
+    holder_session_timeout_ms: int = 6_000
 
     @property
     def advertised_broker_url(self) -> str:
@@ -81,6 +88,17 @@ class Sidecar:
         )
         self.restarts = 0
         self.last_failure: str | None = None
+        #: This sidecar's vote in the election of the policy fence holder (started by the app).
+        self.holder: FenceHolder | None = None
+        if config.forward_writes:
+            self.holder = FenceHolder(
+                self.transport,
+                HolderConfig(
+                    table=config.topic,
+                    address=config.http_url,
+                    session_timeout_ms=config.holder_session_timeout_ms,
+                ),
+            )
         #: Registry, ownership and lookup of this sidecar's cluster (started by the app).
         self.cluster: ClusterService | None = None
         if config.lookup is not None:
@@ -143,6 +161,8 @@ class Sidecar:
             await asyncio.to_thread(self.start_service)
 
     def close(self) -> None:
+        if self.holder is not None:
+            self.holder.close()
         with self._lock:
             if self._service is not None:
                 self._service.close()

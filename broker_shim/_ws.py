@@ -66,7 +66,7 @@ import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
-from sync import CacheStateError, PolicyService, PolicySyncError, TopicName
+from sync import CacheStateError, PolicyService, PolicySyncError, TopicName, UnavailableError
 from sync.errors import (
     ConsumerBusyError,
     InvalidInputError,
@@ -96,6 +96,7 @@ from sync.messaging import (
 from sync.routing import HashingScheme, MessageRoutingMode
 from sync.transport import Transport
 
+from ._input import unavailable
 from ._sidecar import Sidecar
 
 logger = logging.getLogger(__name__)
@@ -250,8 +251,9 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
         return _refusal(403, f"{prefix}: {exc}")
     if isinstance(exc, MessagingError):
         return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, CacheStateError):
-        return _refusal(503, f"{prefix}: {exc}")
+    if isinstance(exc, CacheStateError | UnavailableError):
+        # Not ready yet, or the topic's bundle is moving: retry (issue 11: was a 500).
+        return unavailable(f"{prefix}: {exc}")
     logger.warning("%s: %s", prefix, exc)
     return _refusal(500, f"{prefix}: {exc}")
 

@@ -29,8 +29,10 @@
     │   ├── SubscriptionBusyError        the subscription exists with another type
     │   └── NotAllowedError              a policy forbids it (type disabled, max subscriptions)
     ├── CodecError                       a record is not a valid change event (poison)
-    ├── CacheStateError                  the cache is not in a state that allows the call
-    │   └── BootstrapTimeout             replay did not reach the end offsets in time
+    ├── LifecycleError                   a component is not in a state that allows the call
+    │   ├── CacheStateError              a cache/table is not in a state that allows the call
+    │   │   └── BootstrapTimeout         replay did not reach the end offsets in time
+    │   └── StateTransitionError         a move its state table forbids (a programming error)
     ├── WriteConflictError               a write lost its fence too many times in a row
     └── AuditError                       policy-audit could not run or could not finish
         ├── SparkSetupError              Java, Maven, the connector jars or Spark failed to start
@@ -60,6 +62,7 @@ __all__ = [
     "InvalidMessageIdError",
     "InvalidPolicyError",
     "InvalidTopicNameError",
+    "LifecycleError",
     "MessageTooLargeError",
     "MessagingError",
     "NotAllowedError",
@@ -67,6 +70,7 @@ __all__ = [
     "ProducerBusyError",
     "SidecarError",
     "SparkSetupError",
+    "StateTransitionError",
     "SubscriptionBusyError",
     "TopicNotFoundError",
     "PolicySyncError",
@@ -155,6 +159,11 @@ class ProducerFencedError(TransportError):
     """Another producer with the same transactional id fenced this one; start over."""
 
 
+class FatalClientError(ProducerFencedError):
+    """The Kafka client reached a fatal state (librdkafka's fatal error): no call on it
+    can succeed again. Like a fenced producer, it is closed and replaced by a new one."""
+
+
 class GroupFencedError(TransportError):
     """The group coordinator refused our consumer-group generation (we were rebalanced out
     or our session expired): abort the transaction; its writes must not become visible."""
@@ -181,8 +190,17 @@ class CodecError(PolicySyncError):
         super().__init__(f"undecodable change event{where}: {reason}")
 
 
-class CacheStateError(PolicySyncError):
-    """The cache is not in a state that allows this call."""
+class LifecycleError(PolicySyncError):
+    """A component (cache, table, service, ownership member, subscription...) is not in a
+    state that allows this call or move (see :mod:`sync._lifecycle`)."""
+
+
+class StateTransitionError(LifecycleError):
+    """A move its component's state table does not allow (names the component)."""
+
+
+class CacheStateError(LifecycleError):
+    """The cache (or a compacted table) is not in a state that allows this call."""
 
 
 class BootstrapTimeout(CacheStateError):

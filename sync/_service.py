@@ -118,10 +118,17 @@ class PolicyService:
         return self.writer.update(target, lambda current: (current or Policies()).merged(fields))
 
     def delete(self, target: PolicyTarget) -> WriteResult:
-        """Remove every policy of one target (a tombstone); NotFoundError if none is set."""
-        if self.cache.get_target(target) is None:
-            raise NotFoundError(f"no policies are set for {target.key}")
-        return self.writer.update(target, lambda _current: None)
+        """Remove every policy of one target (a tombstone); NotFoundError if none is set.
+
+        The check is part of the decision, so a delete racing another one fails cleanly.
+        """
+
+        def remove(current: Policies | None) -> Policies | None:
+            if current is None:
+                raise NotFoundError(f"no policies are set for {target.key}")
+            return None
+
+        return self.writer.update(target, remove)
 
     def set_many(
         self, items: Iterable[tuple[PolicyTarget, Any]], *, validated: bool = False

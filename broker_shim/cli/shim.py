@@ -98,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="log every HTTP request (off by default: at thousands of lookups a second "
         "the log line costs more CPU than the lookup)",
     )
+    run.add_argument(
+        "--no-forward-writes",
+        dest="forward_writes",
+        action="store_false",
+        help="write policies here (taking the fence) instead of forwarding them to the "
+        "elected fence holder",
+    )
+    run.add_argument(
+        "--holder-session-timeout-ms",
+        type=int,
+        default=6_000,
+        help="session timeout of the fence-holder election: how long a dead holder keeps "
+        "the role (writes then fall back to the local writer meanwhile)",
+    )
     add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser
 
@@ -131,6 +145,8 @@ def _run(args: argparse.Namespace) -> int:
         state_dir=_state_dir(args),
         bootstrap_timeout_s=args.bootstrap_timeout,
         lookup=lookup_settings(args),
+        forward_writes=bool(args.forward_writes),
+        holder_session_timeout_ms=int(args.holder_session_timeout_ms),
     )
     sidecar = Sidecar(config)
     logger.info(

@@ -25,6 +25,7 @@ from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
 from .._errors import (
+    FatalClientError,
     GroupFencedError,
     ProducerFencedError,
     TopicConfigurationMismatch,
@@ -42,7 +43,8 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
-from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer, describe_group
+from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
+from ._kafka_isolated import IsolatedAdmin
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging, not straight to stderr.
@@ -77,6 +79,10 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and err.code() in _FENCED_CODES:
         return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
+    if isinstance(err, KafkaError) and err.fatal():
+        # Any further call on this client fails (or, in librdkafka, may misbehave): the
+        # owner must close it and create a new one, as for a fence.
+        return FatalClientError(f"{what}: the Kafka client is in a fatal state ({err.str()})")
     if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
@@ -206,7 +212,10 @@ class KafkaProducer:
             raise _translate(exc, "abort_transaction") from exc
 
     def close(self) -> None:
-        self._producer.flush(5.0)
+        try:
+            self._producer.flush(5.0)
+        except KafkaException as exc:  # e.g. a fenced transactional producer
+            raise _translate(exc, "close") from exc
 
 
 class KafkaConsumer:
@@ -387,6 +396,9 @@ class KafkaAdmin:
         }
         conf.update(config.extra)
         self._admin = AdminClient(conf)
+        self._config = config
+        #: Coordinator-routed calls go through a worker process (see _kafka_isolated).
+        self._isolated: IsolatedAdmin | None = None
 
     def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None:
         futures = self._admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
@@ -460,8 +472,14 @@ class KafkaAdmin:
         except KafkaException as exc:
             raise _translate(exc, f"delete topic {topic}") from exc
 
+    def _coordinator_calls(self) -> IsolatedAdmin:
+        if self._isolated is None:
+            self._isolated = IsolatedAdmin(self._config)
+        return self._isolated
+
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
-        return describe_group(self._admin, group_id, timeout_s)
+        # Never in this process: librdkafka aborts it if the coordinator dies meanwhile.
+        return self._coordinator_calls().describe_group(group_id, timeout_s)
 
     def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
         try:
@@ -471,13 +489,13 @@ class KafkaAdmin:
         return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
 
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
-        try:
-            self._admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return
-            raise _translate(exc, f"delete consumer group {group!r}") from exc
+        self._coordinator_calls().delete_group(group, timeout_s)
+
+    def close(self) -> None:
+        """Stop the coordinator-call worker, if one was started."""
+        if self._isolated is not None:
+            self._isolated.close()
+            self._isolated = None
 
 
 class KafkaTransport:
