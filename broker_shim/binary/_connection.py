@@ -339,7 +339,7 @@ class Connection:
         while not self.closed:
             await asyncio.sleep(interval)
             if self.state is ConnectionState.AWAITING_CONNECT:
-                logger.info("binary connection %s: no CONNECT in %.0fs; dropping", self.peer, interval)
+                logger.info("binary connection %s: no CONNECT; dropping", self.peer)
                 self.writer.close()
                 return
             if ping_sent_at is not None and self._last_read < ping_sent_at:
