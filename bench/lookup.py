@@ -310,6 +310,7 @@ def run(
                 shim.wait_ready()
             _wait_live(shims, {s.broker_id for s in shims})
             namespace = f"bench/{cluster}"
+            _put(f"{shims[0].url}/admin/v2/tenants/bench", "{}")  # Pulsar: tenant first
             _put(f"{shims[0].url}/admin/v2/namespaces/{namespace}",
                  json.dumps({"bundles": {"numBundles": BUNDLES}}))  # fmt: skip
             topics = [f"persistent://{namespace}/topic-{i}" for i in range(1000)]

@@ -17,16 +17,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sync import (
     CacheState,
     InvalidInputError,
-    InvalidPolicyError,
     NotFoundError,
     PolicyService,
     PolicySyncError,
     PolicyTarget,
-    TopicName,
-    parse_policy_json,
 )
-from sync.cluster import MemberState, ServiceState
+from sync.cluster import ClusterService, MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
+from sync.messaging import TopicOwnership
 
 from ._binary_app import add_binary_listener
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
@@ -34,8 +32,8 @@ from ._http_errors import error_response
 from ._input import RETRY_AFTER_S, malformed_input
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
-from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
+from ._topic_policy_http import PolicyRoutes
 from ._ws import add_ws_routes
 
 logger = logging.getLogger(__name__)
@@ -150,65 +148,15 @@ async def entries(request: web.Request) -> web.Response:
     return web.json_response({"entries": await asyncio.to_thread(collect)})
 
 
-def _topic_and_policy(request: web.Request) -> tuple[TopicName, str]:
-    m = request.match_info
-    topic = TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
-    name = m["policy"]
-    if name not in REST_POLICIES:
-        raise NotFoundError(
-            f"unknown topic policy {name!r}; supported: {', '.join(sorted(REST_POLICIES))}"
-        )
-    return topic, name
+def _cluster_of(request: web.Request) -> ClusterService | None:
+    return request.app[CLUSTER_KEY].service if CLUSTER_KEY in request.app else None
 
 
-async def get_policy(request: web.Request) -> web.Response:
-    topic, name = _topic_and_policy(request)
-    is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
-    svc = _ready_service(request)
-    field = REST_POLICIES[name].field
-    if applied:
-        value = svc.applied(topic).get(field)
-    else:
-        found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
-        value = None if found is None else found.get(field)
-    if value is None:
-        return web.Response(status=204)  # Pulsar: an unset policy is an empty 204
-    return web.json_response(_json(value))
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
-    if hasattr(value, "items"):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-async def set_policy(request: web.Request) -> web.Response:
-    topic, name = _topic_and_policy(request)
-    is_global = _flag(request, "isGlobal")
-    rest = REST_POLICIES[name]
-    if rest.query_param is not None and rest.query_param in request.query:
-        text = request.query[rest.query_param]
-    else:
-        text = await request.text()
-    if not text.strip():
-        raise InvalidPolicyError(f"{name}: request body is empty; send the value as JSON")
-    value = parse_policy_json(text)
-    svc = _ready_service(request)
-    svc.catalog.validate_patch({rest.field: value})  # refuse bad input here, before a hop
-    target = PolicyTarget.for_topic(topic, is_global=is_global)
-    await request.app[FORWARDER_KEY].set(svc, target, {rest.field: value})
-    return web.Response(status=204)
-
-
-async def delete_policy(request: web.Request) -> web.Response:
-    topic, name = _topic_and_policy(request)
-    is_global = _flag(request, "isGlobal")
-    svc = _ready_service(request)
-    target = PolicyTarget.for_topic(topic, is_global=is_global)
-    await request.app[FORWARDER_KEY].set(svc, target, {REST_POLICIES[name].field: None})
-    return web.Response(status=204)
+async def _write_policy(
+    request: web.Request, svc: PolicyService, target: PolicyTarget, patch: dict[str, Any]
+) -> None:
+    """A checked policy write, through the fence holder (forwarded when it is elsewhere)."""
+    await request.app[FORWARDER_KEY].set(svc, target, patch)
 
 
 async def forwarded_write(request: web.Request) -> web.Response:
@@ -245,12 +193,18 @@ async def _freeze_heap_when_ready(app: web.Application) -> None:
 
 
 def build_app(
-    sidecar: Sidecar, *, freeze_heap: bool = True, broker_socket: socket.socket | None = None
+    sidecar: Sidecar,
+    *,
+    freeze_heap: bool = True,
+    ownership: TopicOwnership | None = None,
+    broker_socket: socket.socket | None = None,
 ) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup).
 
     ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
+    ``ownership``: who serves a topic (default: the cluster's bundle ownership, or every
+    topic here without a cluster).
     ``broker_socket``: an already bound socket for the binary protocol (else
     ``sidecar.config.broker_port`` is bound on start, if set).
     """
@@ -261,6 +215,7 @@ def build_app(
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
+    policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy)
     app.add_routes(
         [
             web.get("/health", health),
@@ -268,9 +223,9 @@ def build_app(
             web.get(SIDECAR_DIGEST_PATH, digest),
             web.get(SIDECAR_ENTRIES_PATH, entries),
             web.post(SIDECAR_WRITE_PATH, forwarded_write),
-            web.get(policy, get_policy),
-            web.post(policy, set_policy),
-            web.delete(policy, delete_policy),
+            web.get(policy, policies.wrap(policies.get)),
+            web.post(policy, policies.wrap(policies.set)),
+            web.delete(policy, policies.wrap(policies.delete)),
         ]
     )
 
@@ -293,7 +248,8 @@ def build_app(
     app.on_cleanup.append(on_cleanup)
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
-    ownership = LookupOwnership(app[CLUSTER_KEY]) if sidecar.cluster is not None else None
+    if ownership is None and sidecar.cluster is not None:
+        ownership = LookupOwnership(app[CLUSTER_KEY])
     engine = add_ws_routes(app, sidecar, ownership=ownership)
     if sidecar.config.broker_port is not None or broker_socket is not None:
         add_binary_listener(app, sidecar, engine, sock=broker_socket)

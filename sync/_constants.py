@@ -112,6 +112,8 @@ REGISTRY_KEY_NAMESPACE: Final = "ns/"
 REGISTRY_KEY_TOPIC: Final = "topic/"
 REGISTRY_KEY_KV: Final = "kv/"
 REGISTRY_KEY_PERM: Final = "perm/"
+#: ``tenant/<tenant>``: a Pulsar tenant (admin roles, allowed clusters).
+REGISTRY_KEY_TENANT: Final = "tenant/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

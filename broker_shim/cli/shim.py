@@ -81,9 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--cluster", default="standalone")
     run.add_argument("--host", default="127.0.0.1", help="address advertised to clients")
-    run.add_argument(
-        "--listen-host", default=None, help="address to bind (default: --host)"
-    )
+    run.add_argument("--listen-host", default=None, help="address to bind (default: --host)")
     run.add_argument("--topic", default="__change_events")
     run.add_argument(
         "--state-dir",

@@ -32,6 +32,7 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
     REGISTRY_TOPIC,
 )
@@ -43,6 +44,7 @@ from sync.transport import TopicSpec, Transport
 from ._records import (
     BrokerRegistration,
     Membership,
+    TenantRecord,
     TopicRecord,
     WritePerm,
     decode_layout,
@@ -104,7 +106,9 @@ class Layout:
         return bundle_name in self.names
 
 
-RegistryValue = BrokerRegistration | Membership | Layout | TopicRecord | WritePerm | str
+RegistryValue = (
+    BrokerRegistration | Membership | Layout | TopicRecord | TenantRecord | WritePerm | str
+)
 
 
 def _decode(key: str, raw: bytes) -> RegistryValue:
@@ -123,6 +127,8 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         return TopicRecord.from_json(raw)
     if key.startswith(REGISTRY_KEY_PERM):
         return WritePerm.from_json(raw)
+    if key.startswith(REGISTRY_KEY_TENANT):
+        return TenantRecord.from_json(raw)
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -150,6 +156,7 @@ class MetadataStore:
         self.topics: dict[str, TopicRecord] = {}
         self.kv: dict[str, dict[str, str]] = {}
         self.perms: dict[tuple[str, str], WritePerm] = {}
+        self.tenants: dict[str, TenantRecord] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -212,6 +219,12 @@ class MetadataStore:
                 self.perms[(cluster, name)] = new
             else:
                 self.perms.pop((cluster, name), None)
+        elif key.startswith(REGISTRY_KEY_TENANT):
+            tenant = key[len(REGISTRY_KEY_TENANT) :]
+            if isinstance(new, TenantRecord):
+                self.tenants[tenant] = new
+            else:
+                self.tenants.pop(tenant, None)
         self.version += 1
         for watcher in self._watchers:
             try:

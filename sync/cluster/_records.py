@@ -34,6 +34,7 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
 )
 from sync._errors import CodecError, ConflictError
@@ -47,6 +48,7 @@ __all__ = [
     "MemberInfo",
     "Membership",
     "OwnershipRecord",
+    "TenantRecord",
     "TopicRecord",
     "WritePerm",
     "allowed_transitions",
@@ -401,6 +403,8 @@ class TopicRecord:
     partitions: int
     kafka_topic: str
     created_ms: int
+    #: Pulsar's partitioned-topic properties (sorted key/value pairs).
+    properties: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> bytes:
         """The record's value in the registry topic."""
@@ -410,6 +414,7 @@ class TopicRecord:
                 "partitions": self.partitions,
                 "kafkaTopic": self.kafka_topic,
                 "created": self.created_ms,
+                **({"properties": dict(self.properties)} if self.properties else {}),
             }
         )
 
@@ -422,11 +427,54 @@ class TopicRecord:
         """
         d = decode_json(raw, "topic record")
         try:
+            properties = d.get("properties") or {}
+            if not isinstance(properties, dict):
+                raise TypeError("properties is not an object")
             return cls(
-                str(d["topic"]), int(d["partitions"]), str(d["kafkaTopic"]), int(d["created"])
+                str(d["topic"]),
+                int(d["partitions"]),
+                str(d["kafkaTopic"]),
+                int(d["created"]),
+                tuple(sorted((str(k), str(v)) for k, v in properties.items())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CodecError(f"topic record: bad field ({exc!r})") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    """A Pulsar tenant: who administers it and which clusters its namespaces may use."""
+
+    name: str
+    admin_roles: tuple[str, ...]
+    allowed_clusters: tuple[str, ...]
+
+    def to_rest(self) -> dict[str, Any]:
+        """Pulsar's TenantInfo JSON."""
+        return {
+            "adminRoles": list(self.admin_roles),
+            "allowedClusters": list(self.allowed_clusters),
+        }
+
+    def to_json(self) -> bytes:
+        """The record's value in the registry topic."""
+        return encode_json({"tenant": self.name, **self.to_rest()})
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TenantRecord:
+        """Decode a value written by :meth:`to_json`.
+
+        Raises:
+            CodecError: the value is not a tenant record.
+        """
+        d = decode_json(raw, "tenant record")
+        try:
+            roles, clusters = d["adminRoles"], d["allowedClusters"]
+            if not isinstance(roles, list) or not isinstance(clusters, list):
+                raise TypeError("adminRoles and allowedClusters must be lists")
+            return cls(str(d["tenant"]), tuple(map(str, roles)), tuple(map(str, clusters)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CodecError(f"tenant record: bad field ({exc!r})") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,6 +564,11 @@ def split_kv_key(registry_key: str) -> tuple[str, str]:
     """Inverse of :func:`kv_key`."""
     ns, _, key = registry_key[len(REGISTRY_KEY_KV) :].partition("/")
     return urllib.parse.unquote(ns), urllib.parse.unquote(key)
+
+
+def tenant_key(tenant: str) -> str:
+    """Registry key of a tenant."""
+    return f"{REGISTRY_KEY_TENANT}{tenant}"
 
 
 def perm_key(cluster: str, broker_name: str) -> str:

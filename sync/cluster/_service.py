@@ -237,7 +237,9 @@ class ClusterService:
             self.registry.refresh()
             self.registrar.start()
             for text in self.config.lookup.default_namespaces:
-                self.admin.ensure_namespace(NamespaceName.parse(text))
+                namespace = NamespaceName.parse(text)
+                self.admin.ensure_tenant(namespace.tenant)
+                self.admin.ensure_namespace(namespace)
             self.member.start()
             while not self.member.wait_joined(0.5):
                 if self._state is not ServiceState.STARTING:
