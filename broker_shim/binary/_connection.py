@@ -565,6 +565,8 @@ class Connection:
         out.producer_success.request_id = request_id
         out.producer_success.producer_name = name
         out.producer_success.last_sequence_id = -1
+        # No schema: an empty version, which Pulsar's Java client requires to be present.
+        out.producer_success.schema_version = b""
         out.producer_success.producer_ready = True
         self.write_command(out)
 
