@@ -92,8 +92,10 @@ class FenceHolder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: GroupConsumer | None = None
-        self._admin: Admin | None = None
         self._known: tuple[float, str | None] = (0.0, None)
+        #: One admin client for the member's lifetime (a Kafka one runs its group calls in
+        #: a worker process: creating one per question would start a process each time).
+        self._admin: Admin | None = None
         self.failure: BaseException | None = None
         #: Times this member became the holder (tests and metrics).
         self.terms = 0
@@ -114,6 +116,7 @@ class FenceHolder:
         """Join the election (returns at once; membership follows on a thread)."""
         if not self._transition(HolderState.RUNNING):
             raise CacheStateError(f"fence holder election is {self._state.value}")
+        self._admin = self._transport.admin()  # the topic is created on the thread
         self._thread = threading.Thread(
             target=self._run, name=f"holder-{self.config.table}", daemon=True
         )
@@ -154,11 +157,9 @@ class FenceHolder:
         self._known = (0.0, None)
 
     def _describe(self) -> str | None:
+        if self._admin is None:
+            self._admin = self._transport.admin()
         try:
-            if self._admin is None:
-                # One admin for the election's life: a Kafka admin runs group calls in a
-                # worker process (sync/transport/_kafka_isolated.py), not one per call.
-                self._admin = self._transport.admin()
             desc = self._admin.describe_group(self.config.group_id, 5.0)
         except PolicySyncError as exc:
             logger.info("describing the writer election group failed: %s", exc)
@@ -179,7 +180,8 @@ class FenceHolder:
         delay = 0.1
         while True:
             try:
-                self._transport.admin().ensure_topic(
+                admin = self._admin or self._transport.admin()
+                admin.ensure_topic(
                     TopicSpec(
                         self.config.election_topic,
                         1,
@@ -213,6 +215,10 @@ class FenceHolder:
                 ):
                     self._known = (time.monotonic(), self._describe())
             consumer.close()
+            admin, self._admin = self._admin, None
+            close = getattr(admin, "close", None)
+            if close is not None:
+                close()
         except BaseException as exc:
             self.failure = exc
             self._holding = False

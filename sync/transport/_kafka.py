@@ -417,28 +417,15 @@ class KafkaAdmin:
                 return None
             raise _translate(exc, f"describe topic {topic}") from exc
         resource = ConfigResource(ResourceType.TOPIC, topic)
-        deadline = time.monotonic() + timeout_s
-        delay = 0.05
-        while True:
-            try:
-                entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
-                    resource
-                ].result()
-                break
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                # A topic just created (by us or another sidecar) is in the metadata before
-                # every broker knows it: the one asked for its configs may still answer
-                # UNKNOWN_TOPIC_OR_PART (issue 11: a sidecar exited on this at start-up on
-                # the 3-broker cluster). Wait for it, with back-off, within the timeout.
-                unknown = isinstance(err, KafkaError) and (
-                    err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART or err.retriable()
-                )
-                if not unknown or time.monotonic() + delay > deadline:
-                    raise _translate(exc, f"describe configs of {topic}") from exc
-                logger.info("configs of %s not known yet (%s); retrying", topic, err)
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
+                resource
+            ].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None  # deleted between the two requests
+            raise _translate(exc, f"describe configs of {topic}") from exc
         config = {name: str(entry.value) for name, entry in entries.items()}
         return TopicDescription(
             name=topic,
