@@ -90,9 +90,12 @@ def test_sidecars_survive_their_group_coordinator_being_killed(
                 time.sleep(0.2)
             _kafkactl("cluster-up")
             _wait_all_healthy(cluster.shims)
+        contained = 0
         for shim in cluster.shims:
-            assert shim.alive()
-            assert "Assertion" not in shim.log_tail(), shim.log_tail()
+            assert shim.alive(), shim.log_tail()
+            # librdkafka may still abort -- in the admin worker process, not the sidecar.
+            contained += shim.log.read_text(errors="replace").count("Kafka admin worker died")
+        print(f"\nadmin worker aborts contained during {ROUNDS} coordinator kills: {contained}")
     finally:
         cluster.stop()
 
