@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import platform
 import secrets
 import signal
 import sys
@@ -64,6 +65,10 @@ def cluster_lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def machine() -> str:
+    return f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 def say(text: str) -> None:
     print(f"chaos: {text}", flush=True)
 
@@ -88,7 +93,11 @@ class Soak:
         self.fuzz = Fuzzer(self.world)
         self.poison = PoisonFuzz(self.world, spread_s=config.seconds * 0.7)
         self.fresh: SidecarProc | None = None
-        self.result: dict[str, Any] = {"seed": config.seed, "seconds": config.seconds}
+        self.result: dict[str, Any] = {
+            "seed": config.seed, "seconds": config.seconds, "machine": machine(),
+            "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "load_at_start": os.getloadavg(),
+        }  # fmt: skip
         self.violations: list[str] = []
 
     # ----------------------------------------------------------------------- phases
@@ -431,6 +440,7 @@ def main() -> None:
         finally:
             soak.teardown()
     soak.result["wall_s"] = round(time.monotonic() - started, 1)
+    soak.result["load_at_end"] = os.getloadavg()
     report(soak)
     (workdir / "result.json").write_text(
         json.dumps({"result": soak.result, "violations": soak.violations}, indent=2, default=str)

@@ -12,6 +12,7 @@ for every bundle that owner held, a live owner other than the dead incarnation.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -218,5 +219,5 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    rank = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))  # nearest rank
     return ordered[rank]
