@@ -179,7 +179,10 @@ class Soak:
             writer.join()
         self.fuzz.join()
         self.poison.join()
-        self.faults.heal()
+        try:
+            self.faults.heal()
+        except Exception as exc:  # noqa: BLE001 - a finding; the checks still run
+            self.violations.append(f"healing after the last fault failed: {exc!r}"[:2000])
         healed_at = w.now()
         for s in w.sidecars:
             if not s.wait_healthy(max(1.0, READY_TIMEOUT_S - (w.now() - healed_at))):
@@ -398,12 +401,16 @@ class Soak:
     def teardown(self) -> None:
         w = self.world
         w.stop.set()
-        for s in [*w.sidecars, *([self.fresh] if self.fresh else [])]:
-            if s.alive():
-                s.signal(signal.SIGTERM)
-                ended = s.reap(w.t0, timeout=30)
-                if ended is not None and ended.returncode != 0:
-                    self.result.setdefault("shutdown", []).append((ended.broker_id, ended.how))
+        running = [s for s in [*w.sidecars, *([self.fresh] if self.fresh else [])] if s.alive()]
+        for s in running:
+            s.signal(signal.SIGCONT)
+            s.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for s in running:
+            ended = s.reap(w.t0, timeout=max(1.0, deadline - time.monotonic()))
+            if ended is not None and ended.returncode != 0:
+                # a clean stop (SIGTERM) that needed SIGKILL or exited non-zero
+                self.result.setdefault("shutdown", []).append((ended.broker_id, ended.how))
         w.cluster.down()
 
 
@@ -428,8 +435,8 @@ def main() -> None:
     workdir = Path(os.environ.get("CHAOS_WORKDIR") or tempfile.mkdtemp(prefix="chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     say(f"seed {config.seed}, {config.seconds:.0f}s of faults, logs in {workdir}")
-    started = time.monotonic()
     with cluster_lock():
+        started = time.monotonic()
         soak = Soak(config, workdir)
         try:
             soak.setup()

@@ -20,7 +20,8 @@ KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
 CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"
 BIN = Path(sys.executable).parent
 NODE_IDS = (1, 2, 3)
-CLUSTER_UP_TIMEOUT_S = 300.0
+CLUSTER_READY_S = 240
+CLUSTER_UP_TIMEOUT_S = CLUSTER_READY_S + 120.0
 
 
 def free_port() -> int:
@@ -60,9 +61,19 @@ class KafkaCluster:
             raise RuntimeError(f"kafkactl {' '.join(args)} failed:\n{out.stderr[-3000:]}")
         return out.stdout.strip()
 
-    def up(self) -> str:
+    def up(self, attempts: int = 3) -> str:
+        """Start whichever node is down and wait until all three are ready (a loaded
+        machine can need minutes; kafkactl stops a node that did not get ready, so the
+        start is tried again)."""
         with self._lock:
-            self.bootstrap = self._ctl("cluster-up").splitlines()[-1]
+            for attempt in range(1, attempts + 1):
+                try:
+                    out = self._ctl("cluster-up", "--timeout", str(CLUSTER_READY_S))
+                    break
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    if attempt == attempts:
+                        raise
+            self.bootstrap = out.splitlines()[-1]
             self.down_nodes.clear()
         return self.bootstrap
 
