@@ -1,6 +1,8 @@
 """The policy cache: a replica of ``__change_events`` in every sidecar (Pulsar TableView).
 
-Lifecycle (checked in one place, :meth:`PolicyCache._transition`)::
+The replay/tail machinery, positions, ``wait_for``/``sync`` and the lifecycle are the
+one compacted-table reader's (:class:`sync.table.TableReader`), shared with the
+registry, ownership and metadata tables. Lifecycle::
 
     NEW ──start()──▶ BOOTSTRAPPING ──caught up──▶ READY ──close()──▶ CLOSED
                          │  └──time limit / error──▶ FAILED ──close()──▶ CLOSED
@@ -13,6 +15,15 @@ and decoded on first read, so a replay decodes nothing it does not need. After
 READY the reader verifies the replayed values in small chunks between tail
 batches, so undecodable bodies are still found, counted and quarantined.
 
+What each record does is :mod:`sync.table._rules` (one rule for every reader): an
+unreadable record makes its key absent and is quarantined (:class:`sync.table.Quarantine`,
+copied once to the dead-letter topic). The fast path only postpones decoding, never
+changes the outcome: an INSERT that meets a stored value not decoded yet decodes it
+first (an unreadable one means the key is absent), records whose first bytes classify as
+DELETE or ignored are judged whole, and :meth:`PolicyCache.digest`, :meth:`keys` and
+:meth:`raw_items` finish the verification before they answer, so a live cache and a
+fresh replay of the same log hold the same keys and values.
+
 Values are held packed (sync/_store.py: ~200 bytes per policy instead of ~310) and
 unpacked byte for byte when read. One thread (the reader) mutates the store; reads
 are lock-free dict lookups.
@@ -21,14 +32,13 @@ are lock-free dict lookups.
 from __future__ import annotations
 
 import ctypes
-import enum
 import hashlib
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,26 +48,18 @@ from ._constants import (
     CHANGE_EVENTS_PARTITIONS,
     CHANGE_EVENTS_REQUIRED_CONFIG,
     CHANGE_EVENTS_TOPIC,
-    DEAD_LETTER_SUFFIX,
-    GLOBAL_KEY_PREFIX,
-    HEADER_POISON_REASON,
-    HEADER_POISON_SOURCE,
-    NAMESPACE_KEY_PREFIX,
     SINGLE_OBJECT_HEADER_LEN,
     SINGLE_OBJECT_MAGIC,
 )
 from ._errors import (
-    BootstrapTimeout,
-    CacheStateError,
-    CodecError,
     PolicySyncError,
-    TransportError,
 )
 from ._names import TopicName
 from ._policies import Policies, PolicyTarget, effective_policies
 from ._snapshot import Snapshot, load_snapshot, save_snapshot
 from ._store import PolicyStore
-from .transport import Consumer, Message, Producer, TopicSpec, Transport
+from .table import POLICY_EVENTS, Effect, PoisonKind, TableReader, TableState, header_problem, judge
+from .transport import Message, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +69,8 @@ __all__ = ["CacheConfig", "CacheState", "CacheStats", "Listener", "PolicyCache"]
 #: may take (see ``_locate``).
 _LOCATE_LIMIT_S = 30.0
 
-_IGNORE, _INSERT, _UPDATE, _DELETE = 0, 1, 2, 3
+_IGNORE, _INSERT, _UPDATE, _DELETE = Effect.IGNORE, Effect.INSERT, Effect.UPDATE, Effect.DELETE
 _ACTIONS = {"INSERT": _INSERT, "UPDATE": _UPDATE, "DELETE": _DELETE}
-_POLICY_EVENTS = frozenset({"TOPIC_POLICY", "NAMESPACE_POLICY"})
 
 Listener = Callable[[str, Policies | None], None]
 
@@ -86,23 +87,8 @@ def _release_free_heap() -> None:
         logger.debug("malloc_trim is not available here")
 
 
-class CacheState(enum.Enum):
-    """Where a cache is in its life."""
-
-    NEW = "NEW"
-    BOOTSTRAPPING = "BOOTSTRAPPING"
-    READY = "READY"
-    CLOSED = "CLOSED"
-    FAILED = "FAILED"
-
-
-_ALLOWED: dict[CacheState, frozenset[CacheState]] = {
-    CacheState.NEW: frozenset({CacheState.BOOTSTRAPPING, CacheState.CLOSED}),
-    CacheState.BOOTSTRAPPING: frozenset({CacheState.READY, CacheState.FAILED, CacheState.CLOSED}),
-    CacheState.READY: frozenset({CacheState.FAILED, CacheState.CLOSED}),
-    CacheState.FAILED: frozenset({CacheState.CLOSED}),
-    CacheState.CLOSED: frozenset(),
-}
+#: Where a cache is in its life: the one lifecycle of every compacted table.
+CacheState = TableState
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +156,6 @@ class _Counters:
     ignored: int = 0
     conflicting_inserts: int = 0
     listener_errors: int = 0
-    poison: Counter[str] = field(default_factory=Counter)
 
 
 class _Dispatcher:
@@ -233,7 +218,7 @@ class _Dispatcher:
         self._thread.join(timeout=5)
 
 
-class PolicyCache:
+class PolicyCache(TableReader):
     """Every policy of one change-events topic, kept current in memory."""
 
     def __init__(
@@ -244,201 +229,70 @@ class PolicyCache:
         codec: Codec | None = None,
         on_apply: Callable[[float], None] | None = None,
     ) -> None:
-        self.config = config or CacheConfig()
+        self.config = cfg = config or CacheConfig()
+        super().__init__(
+            transport,
+            cfg.topic_spec(),
+            what=f"policy cache for {cfg.topic}",
+            create_topic=cfg.create_topic,
+            bootstrap_timeout_s=cfg.bootstrap_timeout_s,
+            replay_batch=cfg.batch_size,
+            tail_batch=cfg.batch_size,
+            tail_poll_s=cfg.tail_poll_s,
+            fetch_wait_max_ms=cfg.fetch_wait_max_ms,
+            dead_letter=cfg.dead_letter,
+            thread_name="policy-reader",
+        )
         self.codec = codec or Codec()
-        self._transport = transport
         self._on_apply = on_apply
-        self._state = CacheState.NEW
-        self._state_lock = threading.Lock()
-        self._failure: BaseException | None = None
-        self._ready = threading.Event()
-        self._stop = threading.Event()
-        self._progress = threading.Condition()
-        #: Held by the reader while it applies a batch and publishes its positions, so a
-        #: copy of the store taken under it matches the positions (digest, snapshots).
-        self._apply_lock = threading.Lock()
+        self._quarantine = self.quarantine
         self._store = PolicyStore(self.codec.header)
         self._decoded: OrderedDict[bytes, tuple[bytes, Policies | None]] = OrderedDict()
         self._decoded_lock = threading.Lock()
-        self._applied: dict[int, int] = {}
-        self._partitions: list[int] = []
-        self._topic_id = ""
-        self._delete_retention_ms = 86_400_000
         self._counters = _Counters()
         self._dispatcher = _Dispatcher(self._counters)
+        #: stored values found unreadable after they were stored: (key, token, reason)
         self._lazy_poison: list[tuple[bytes, bytes, str]] = []
+        #: dropped values still to be located and copied to the dead-letter topic
+        self._pending_dlq: list[tuple[bytes, bytes, str]] = []
         self._unverified: list[bytes] = []
         self._verify_prefixes: list[bytes] = []
         self._verify_prefix = b""
         self._verify_locals: list[bytes] = []
-        self._bootstrap_seconds: float | None = None
         self._snapshot_note = "none"
         self._last_snapshot = time.monotonic()
         self._snapshot_thread: threading.Thread | None = None
-        self._dlq: Producer | None = None
-        self._probe: Consumer | None = None
-        self._hw_probe: Consumer | None = None
-        self._reader: threading.Thread | None = None
 
-    # -- lifecycle -------------------------------------------------------------------
-    @property
-    def state(self) -> CacheState:
-        return self._state
-
-    def _transition(self, new: CacheState) -> bool:
-        with self._state_lock:
-            if new not in _ALLOWED[self._state]:
-                if self._state is CacheState.CLOSED:
-                    return False
-                raise CacheStateError(f"cache cannot go from {self._state.value} to {new.value}")
-            logger.info(
-                "policy cache %s: %s -> %s", self.config.topic, self._state.value, new.value
-            )
-            self._state = new
-            return True
-
+    # -- lifecycle (sync.table.TableReader) -----------------------------------------------
     def start(self) -> PolicyCache:
         """Begin bootstrapping in a background reader thread (returns at once)."""
-        self._transition(CacheState.BOOTSTRAPPING)
-        self._reader = threading.Thread(target=self._run, name="policy-reader", daemon=True)
-        self._reader.start()
+        self._start_reader()
         return self
 
-    def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Block until READY; raise if bootstrap failed, timed out or the cache closed."""
-        limit = self.config.bootstrap_timeout_s + 5.0 if timeout_s is None else timeout_s
-        if not self._ready.wait(limit):
-            raise BootstrapTimeout(
-                f"policy cache for {self.config.topic} not ready after {limit:.1f}s "
-                f"(state {self._state.value}); check the broker and the reader's log"
-            )
-        if self._state is not CacheState.READY:
-            raise CacheStateError(
-                f"policy cache for {self.config.topic} is {self._state.value}"
-                + (f": {self._failure}" if self._failure else "")
-            ) from self._failure
-
-    def close(self) -> None:
-        """Stop reading, save a snapshot (when configured) and release Kafka clients."""
-        was_ready = self._state is CacheState.READY
-        if not self._transition(CacheState.CLOSED):
-            return
-        self._stop.set()
-        if self._reader is not None and self._reader is not threading.current_thread():
-            self._reader.join(timeout=30)
+    def _on_close(self, was_ready: bool) -> None:
         if self._snapshot_thread is not None:
             self._snapshot_thread.join(timeout=60)
         if was_ready and self.config.snapshot_path is not None:
             self._write_snapshot(self._store.packed_state(), dict(self._applied))
         self._dispatcher.close()
-        for client in (self._dlq, self._probe, self._hw_probe):
-            if client is not None:
-                try:
-                    client.close()
-                except PolicySyncError:
-                    logger.warning("closing a Kafka client failed", exc_info=True)
-        self._ready.set()
-        with self._progress:
-            self._progress.notify_all()
 
-    def _run(self) -> None:
-        consumer: Consumer | None = None
-        try:
-            consumer = self._bootstrap()
-            if consumer is None:
-                return
-            if not self._transition(CacheState.READY):
-                return
-            self._ready.set()
-            self._tail(consumer)
-        except BaseException as exc:
-            self._failure = exc
-            if self._state is not CacheState.CLOSED:
-                logger.error("policy cache for %s failed: %s", self.config.topic, exc)
-                self._transition(CacheState.FAILED)
-            self._ready.set()
-            with self._progress:
-                self._progress.notify_all()
-        finally:
-            if consumer is not None:
-                try:
-                    consumer.close()
-                except Exception:
-                    logger.debug("consumer close failed", exc_info=True)
-
-    # -- bootstrap -------------------------------------------------------------------
-    def _bootstrap(self) -> Consumer | None:
-        started = time.monotonic()
-        cfg = self.config
-        admin = self._transport.admin()
-        if cfg.create_topic:
-            desc = admin.ensure_topic(cfg.topic_spec())
-        else:
-            found = admin.describe_topic(cfg.topic)
-            if found is None:
-                raise TransportError(f"topic {cfg.topic!r} does not exist (create_topic is off)")
-            desc = found
-        self._partitions = list(range(desc.partitions))
-        self._topic_id = desc.topic_id
-        self._delete_retention_ms = int(desc.config.get("delete.retention.ms", "86400000"))
-        # Offsets are asked on the replay consumer itself, before assign() and at explicit
-        # positions: a cold client, OFFSET_BEGINNING, or offset queries after assign()
-        # each delayed the first fetch by hundreds of milliseconds.
-        consumer = self._transport.consumer(
-            read_committed=True, fetch_wait_max_ms=cfg.fetch_wait_max_ms
-        )
-        starts = consumer.start_offsets(cfg.topic, self._partitions)
-        positions = self._restore_snapshot(starts)
-        ends = consumer.end_offsets(cfg.topic, self._partitions)
-        applied = {p: positions.get(p, starts[p]) for p in self._partitions}
-        consumer.assign(cfg.topic, applied)
-        self._applied = dict(applied)
-        pending = {p for p in self._partitions if applied[p] < ends[p]}
-        logger.info(
-            "policy cache %s: replaying to end offsets %s from %s",
-            cfg.topic,
-            ends,
-            applied,
-        )
-        deadline = started + cfg.bootstrap_timeout_s
-        records = 0
-        while pending:
-            if self._stop.is_set():
-                consumer.close()
-                return None
-            if time.monotonic() > deadline:
-                lag = {p: ends[p] - applied[p] for p in pending}
-                raise BootstrapTimeout(
-                    f"replay of {cfg.topic} did not reach the end offsets within "
-                    f"{cfg.bootstrap_timeout_s:.0f}s (remaining per partition: {lag}); "
-                    "the broker may be down or a partition stuck. Raise the limit with "
-                    "--bootstrap-timeout or investigate the partition"
-                )
-            batch = consumer.consume(cfg.batch_size, 0.2)
-            with self._apply_lock:
-                if batch:
-                    records += len(batch)
-                    self._apply_replay(batch)
-                for p, pos in consumer.positions(cfg.topic, sorted(pending)).items():
-                    if pos > applied[p]:
-                        applied[p] = pos
-                pending = {p for p in pending if applied[p] < ends[p]}
-                self._publish_positions(applied)
-        self._bootstrap_seconds = time.monotonic() - started
-        # For sync()/lag() from other threads while the reader consumes.
-        self._probe = self._transport.consumer(read_committed=True)
-        self._counters.bootstrap_records = records
+    def _on_ready(self) -> None:
+        self._counters.bootstrap_records = self.bootstrap_records
         self._verify_prefixes = self._store.prefixes()
         _release_free_heap()
         logger.info(
-            "policy cache %s: READY with %d policies after %d records in %.3fs (%s)",
-            cfg.topic,
+            "policy cache %s: %d policies (%s)",
+            self.config.topic,
             len(self._store),
-            records,
-            self._bootstrap_seconds,
             self._snapshot_note,
         )
-        return consumer
+
+    def _restore(self, starts: Mapping[int, int]) -> dict[int, int]:
+        return self._restore_snapshot(starts)
+
+    @property
+    def _delete_retention_ms(self) -> int:
+        return int(self._topic_config.get("delete.retention.ms", "86400000"))
 
     def _apply_replay(
         self, batch: Sequence[Message], stored_keys: list[bytes] | None = None
@@ -464,41 +318,83 @@ class PolicyCache:
                     stored_keys.extend(keys)  # type: ignore[arg-type]
                 return
             if all(h in fast.inserts for h in heads):
-                # INSERTs: "add if absent"; the others are counted as conflicting.
-                self._counters.conflicting_inserts += store.insert_many(keys, values)  # type: ignore[arg-type]
+                # INSERTs: "add if absent". A key counts as present only if its stored
+                # value is readable: the rare conflicts are checked in log order.
+                conflicts = store.insert_many(keys, values)  # type: ignore[arg-type]
+                for i in conflicts:
+                    self._insert(keys[i], values[i], stored_keys)  # type: ignore[arg-type]
                 if stored_keys is not None:
                     stored_keys.extend(keys)  # type: ignore[arg-type]
                 return
         for m, k, v in zip(batch, keys, values, strict=True):
-            self._apply_one(m, k, v, stored_keys)
+            try:
+                self._apply_one(m, k, v, stored_keys)
+            except Exception as exc:  # noqa: BLE001 - no record may stop the reader
+                self._poison(m, PoisonKind.UNDECODABLE.value, f"{type(exc).__name__}: {exc}")
+
+    def _insert(self, k: bytes, v: bytes, stored_keys: list[bytes] | None) -> None:
+        """An INSERT of a key found in the store: applies if the stored value is poison."""
+        if self._present(k):
+            self._counters.conflicting_inserts += 1
+            return
+        self._store.put(k, v)
+        if stored_keys is not None:
+            stored_keys.append(k)
+
+    def _present(self, k: bytes) -> bool:
+        """Whether ``k`` holds a readable value (one stored but found unreadable now is
+        dropped and quarantined: the key is absent, as it is live and in a fresh replay)."""
+        token = self._store.token(k)
+        if token is None:
+            return False
+        with self._decoded_lock:
+            hit = self._decoded.get(k)
+        if hit is not None and hit[0] is token:
+            return True
+        value = self._store.unpack(k, token)
+        verdict = judge(self.codec, k, value)
+        if verdict.effect is Effect.POISON:
+            self._drop_stored(k, value, verdict.detail)
+            return False
+        self._remember(k, token, verdict.policies)
+        return True
 
     def _apply_one(
         self, m: Message, k: bytes | None, v: bytes | None, stored_keys: list[bytes] | None
     ) -> None:
         store = self._store
+        if k is None:
+            self._poison(m, PoisonKind.NO_KEY.value, "record has no key")
+            return
         if v is None:
-            if k is not None:
-                store.pop(k)
+            store.pop(k)
             return
         table = self._action_tables().get(v[2:SINGLE_OBJECT_HEADER_LEN])
         if v[:2] != SINGLE_OBJECT_MAGIC or table is None or len(v) < SINGLE_OBJECT_HEADER_LEN + 2:
             self._poison(m, *self._header_problem(v))
             return
         action = table.get(v[SINGLE_OBJECT_HEADER_LEN : SINGLE_OBJECT_HEADER_LEN + 2])
-        if k is None:
-            self._poison(m, "no_key", "record has no key")
-        elif action == _UPDATE or (action == _INSERT and k not in store):
+        if action == _UPDATE:
             store.put(k, v)
             if stored_keys is not None:
                 stored_keys.append(k)
-        elif action == _DELETE:
-            store.pop(k)
         elif action == _INSERT:
-            self._counters.conflicting_inserts += 1
-        elif action is None:
-            self._poison(m, "undecodable", "event/action bytes are not valid enum indexes")
+            if k in store:
+                self._insert(k, v, stored_keys)
+            else:
+                store.put(k, v)
+                if stored_keys is not None:
+                    stored_keys.append(k)
         else:
-            self._counters.ignored += 1
+            # DELETE, ignored events and bytes that are no valid enum index: rare, and
+            # what they do depends on whether the whole record decodes. Judge it whole.
+            verdict = judge(self.codec, k, v)
+            if verdict.effect is Effect.POISON:
+                self._poison(m, verdict.kind or PoisonKind.UNDECODABLE.value, verdict.detail)
+            elif verdict.effect is Effect.DELETE:
+                store.pop(k)
+            else:
+                self._counters.ignored += 1
 
     def _fast_prefixes(self) -> _FastPrefixes:
         """First 12 bytes of current-schema policy UPDATE and INSERT values."""
@@ -513,12 +409,12 @@ class PolicyCache:
             self._fast = fast
         return fast
 
-    def _action_tables(self) -> dict[bytes, dict[bytes, int]]:
+    def _action_tables(self) -> dict[bytes, dict[bytes, Effect]]:
         tables = getattr(self, "_tables", None)
         if tables is None:
             tables = {
                 fp: {
-                    bytes(pair): (_ACTIONS.get(act, _IGNORE) if ev in _POLICY_EVENTS else _IGNORE)
+                    bytes(pair): (_ACTIONS.get(act, _IGNORE) if ev in POLICY_EVENTS else _IGNORE)
                     for pair, (ev, act) in ver.classes.items()
                 }
                 for fp, ver in self.codec.versions.items()
@@ -527,12 +423,10 @@ class PolicyCache:
         return tables
 
     def _header_problem(self, value: bytes) -> tuple[str, str]:
-        reason = self.codec.check_header(value) or "unclassifiable"
-        if value[:2] != SINGLE_OBJECT_MAGIC:
-            return "bad_magic", reason
-        if len(value) < SINGLE_OBJECT_HEADER_LEN + 2:
-            return "truncated", reason
-        return "unknown_fingerprint", reason
+        return header_problem(self.codec, value) or (
+            PoisonKind.UNDECODABLE.value,
+            "header does not classify",
+        )
 
     # -- snapshots --------------------------------------------------------------------
     def _restore_snapshot(self, starts: Mapping[int, int]) -> dict[int, int]:
@@ -600,63 +494,46 @@ class PolicyCache:
         )
         self._snapshot_thread.start()
 
-    # -- tailing -----------------------------------------------------------------------
-    def _tail(self, consumer: Consumer) -> None:
-        cfg = self.config
-        applied = dict(self._applied)
-        while not self._stop.is_set():
-            batch = consumer.consume(cfg.batch_size, cfg.tail_poll_s)
-            with self._apply_lock:
-                if batch and not self._dispatcher.active:
-                    # Nobody listens: classify only; first read or the verifier decodes.
-                    self._apply_replay(batch, self._unverified)
-                    for m in batch:
-                        self._observe(m)
-                else:
-                    for m in batch:
-                        self._apply_live(m)
-                        applied[m.partition()] = m.offset() + 1  # type: ignore[index,operator]
-                for p, pos in consumer.positions(cfg.topic, self._partitions).items():
-                    if pos > applied.get(p, 0):
-                        applied[p] = pos
-                self._publish_positions(applied)
+    # -- tailing (hooks of sync.table.TableReader) -------------------------------------
+    def _apply_tail(self, batch: Sequence[Message]) -> None:
+        if not self._dispatcher.active:
+            # Nobody listens: classify only; first read or the verifier decodes.
+            self._apply_replay(batch, self._unverified)
+            for m in batch:
+                self._observe(m)
+        else:
+            for m in batch:
+                self._apply_live(m)
+
+    def _on_idle(self) -> None:
+        self._drain_lazy_poison()
+        self._verify_some()
+
+    def _after_batch(self) -> None:
+        with self._apply_lock:
             self._drain_lazy_poison()
-            if not batch:
-                self._verify_some()
-            self._maybe_snapshot()
+        self._copy_dropped()
+        self._maybe_snapshot()
 
     def _apply_live(self, m: Message) -> None:
         k = m.key()
         v = m.value()
         self._counters.applied += 1
-        if k is None:
-            self._poison(m, "no_key", "record has no key")
+        verdict = judge(self.codec, k, v)
+        effect = verdict.effect
+        if effect is Effect.POISON or k is None:
+            self._poison(m, verdict.kind or PoisonKind.NO_KEY.value, verdict.detail)
             return
         key = k.decode("utf-8", "replace")
-        if v is None:
+        if effect is Effect.DELETE:
             if self._store.pop(k) or self._dispatcher.active:
                 self._notify(key, None)
-            self._observe(m)
-            return
-        problem = self.codec.check_header(v)
-        if problem is not None:
-            self._poison(m, *self._header_problem(v))
-            return
-        try:
-            event = self.codec.decode(v)
-            policies = self._policies_of(k, event)
-        except CodecError as exc:
-            self._poison(m, "undecodable", exc.reason)
-            return
-        action = event["actionType"] if event["eventType"] in _POLICY_EVENTS else "NONE"
-        if action == "DELETE":
-            self._store.pop(k)
-            self._notify(key, None)
-        elif action == "INSERT" and k in self._store:
+        elif effect is Effect.INSERT and self._present(k):
             self._counters.conflicting_inserts += 1
-        elif action in ("INSERT", "UPDATE"):
-            self._remember(k, self._store.put(k, v), policies)
-            self._notify(key, policies)
+        elif effect is Effect.INSERT or effect is Effect.UPDATE:
+            assert v is not None  # noqa: S101 - judge() gives INSERT/UPDATE for values only
+            self._remember(k, self._store.put(k, v), verdict.policies)
+            self._notify(key, verdict.policies)
         else:
             self._counters.ignored += 1
         self._observe(m)
@@ -671,58 +548,38 @@ class PolicyCache:
         if self._dispatcher.active:
             self._dispatcher.submit(key, value)
 
-    def _publish_positions(self, applied: Mapping[int, int]) -> None:
-        with self._progress:
-            self._applied = dict(applied)
-            self._progress.notify_all()
-
     # -- poison ------------------------------------------------------------------------
     def _poison(self, m: Message, kind: str, reason: str) -> None:
+        """Quarantine a record met in the log: its key becomes absent (sync.table._rules)."""
         topic, p, off = m.topic(), m.partition(), m.offset()
         key = m.key()
         if key is not None and self._store.pop(key):
-            # The last record of the key is unreadable: a fresh replay would hold nothing
-            # for it either, so neither do we (the record itself is in the dead-letter topic).
             self._notify(key.decode("utf-8", "replace"), None)
-        self._counters.poison[kind] += 1
-        logger.warning("poison record %s[%s]@%s quarantined: %s", topic, p, off, reason)
-        self._dead_letter(m.key(), m.value(), reason, f"{topic}[{p}]@{off}")
+        self._quarantine.record(key, m.value(), kind, reason, f"{topic}[{p}]@{off}")
 
-    def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, src: str) -> None:
-        if not self.config.dead_letter:
-            return
-        dlq_topic = self.config.topic + DEAD_LETTER_SUFFIX
-        try:
-            if self._dlq is None:
-                self._transport.admin().ensure_topic(
-                    TopicSpec(dlq_topic, 1, replication_factor=self.config.replication_factor)
-                )
-                self._dlq = self._transport.producer()
-            self._dlq.produce(
-                dlq_topic,
-                key,
-                value,
-                headers=[
-                    (HEADER_POISON_REASON, reason.encode("utf-8")),
-                    (HEADER_POISON_SOURCE, src.encode("utf-8")),
-                ],
-            )
-            self._dlq.poll(0)
-        except PolicySyncError:
-            logger.exception("could not copy poison record %s to %s", src, dlq_topic)
+    def _drop_stored(self, k: bytes, value: bytes, reason: str) -> None:
+        """A stored value turned out unreadable: the key is absent from now on; the record
+        is located and quarantined by the reader (:meth:`_copy_dropped`)."""
+        self._store.pop(k)
+        self._notify(k.decode("utf-8", "replace"), None)
+        self._pending_dlq.append((k, value, reason))
 
     def _drain_lazy_poison(self) -> None:
+        """Drop the stored values reads found unreadable (under the apply lock)."""
         while self._lazy_poison:
             k, token, reason = self._lazy_poison.pop()
-            if self._store.token(k) is not token:
-                continue
-            value = self._store.unpack(k, token)
-            where = self._locate(k, value)
-            self._counters.poison["undecodable"] += 1
-            logger.warning("poison record %s quarantined: %s", where, reason)
-            self._store.pop(k)
-            self._notify(k.decode("utf-8", "replace"), None)
-            self._dead_letter(k, value, reason, where)
+            if self._store.token(k) is token:
+                self._drop_stored(k, self._store.unpack(k, token), reason)
+
+    def _copy_dropped(self) -> None:
+        """Locate and quarantine dropped values (reader thread, outside the apply lock)."""
+        while self._pending_dlq:
+            k, value, reason = self._pending_dlq.pop(0)
+            if self.config.dead_letter:
+                where = self._locate(k, value)
+            else:
+                where = f"{self.config.topic}[?]@? (key {k!r})"
+            self._quarantine.record(k, value, PoisonKind.UNDECODABLE.value, reason, where)
 
     def _locate(self, key: bytes, value: bytes) -> str:
         """``topic[partition]@offset`` of a stored value (rare path: values are stored
@@ -758,9 +615,15 @@ class PolicyCache:
             consumer.close()
         return f"{topic}[?]@? (key {key!r})"
 
-    def _verify_some(self) -> None:
-        """Decode a chunk of replayed-but-never-decoded values (finds poison bodies)."""
-        if not self.config.verify:
+    def _unverified_left(self) -> bool:
+        return bool(self._unverified or self._verify_locals or self._verify_prefixes)
+
+    def _verify_some(self, *, force: bool = False) -> None:
+        """Decode a chunk of replayed-but-never-decoded values (finds poison bodies).
+
+        Call with the apply lock held.
+        """
+        if not self.config.verify and not force:
             return
         size = self.config.verify_chunk
         if self._unverified:
@@ -783,33 +646,29 @@ class PolicyCache:
                 self._decode_stored(k, token, remember=False)
         self._drain_lazy_poison()
 
-    # -- reads -------------------------------------------------------------------------
-    def _policies_of(self, key: bytes, event: Mapping[str, Any]) -> Policies:
-        body = event.get("topicPoliciesEvent")
-        if body is None:
-            raise CodecError("event has no topicPoliciesEvent")
-        text = key.decode("utf-8", "replace")
-        if event["eventType"] == "NAMESPACE_POLICY":
-            expected = f"{NAMESPACE_KEY_PREFIX}{body['tenant']}/{body['namespace']}"
-        else:
-            prefix = GLOBAL_KEY_PREFIX if text.startswith(GLOBAL_KEY_PREFIX) else ""
-            expected = (
-                f"{prefix}{body['domain']}://{body['tenant']}/{body['namespace']}/{body['topic']}"
-            )
-        if text != expected and event["eventType"] in _POLICY_EVENTS:
-            raise CodecError(f"record key {text!r} does not match its event body ({expected!r})")
-        return Policies.from_avro(body.get("policies"))
+    def _settle(self) -> None:
+        """Finish verifying every stored value, so what is held follows the rule exactly
+        (for digests, entry listings and key listings; the first call after a replay
+        decodes what the background verifier has not reached yet)."""
+        with self._apply_lock:
+            self._settle_locked()
 
+    def _settle_locked(self) -> None:
+        if self.state is not CacheState.READY:
+            return
+        self._drain_lazy_poison()
+        while self._unverified_left():
+            self._verify_some(force=True)
+
+    # -- reads -------------------------------------------------------------------------
     def _decode_stored(self, k: bytes, token: bytes, *, remember: bool = True) -> Policies | None:
-        try:
-            event = self.codec.decode(self._store.unpack(k, token))
-            policies = self._policies_of(k, event)
-        except CodecError as exc:
-            self._lazy_poison.append((k, token, exc.reason))
+        verdict = judge(self.codec, k, self._store.unpack(k, token))
+        if verdict.effect is Effect.POISON:
+            self._lazy_poison.append((k, token, verdict.detail))
             return None
         if remember:
-            self._remember(k, token, policies)
-        return policies
+            self._remember(k, token, verdict.policies)
+        return verdict.policies
 
     def _remember(self, k: bytes, token: bytes, policies: Policies | None) -> None:
         """Keep the decoded policies of ``k`` while its packed value is ``token``."""
@@ -819,15 +678,9 @@ class PolicyCache:
             while len(self._decoded) > self.config.decoded_cache_entries:
                 self._decoded.popitem(last=False)
 
-    def _check_readable(self) -> None:
-        if self._state is not CacheState.READY:
-            raise CacheStateError(
-                f"policy cache is {self._state.value}, not READY; wait_ready() first"
-            )
-
     def get(self, key: str) -> Policies | None:
         """The policies stored under a record key, or None."""
-        self._check_readable()
+        self._check_ready()
         k = key.encode("utf-8")
         token = self._store.token(k)
         if token is None:
@@ -854,7 +707,8 @@ class PolicyCache:
 
     def keys(self) -> list[str]:
         """Every record key currently held (local, global and namespace)."""
-        self._check_readable()
+        self._check_ready()
+        self._settle()
         return [k.decode("utf-8", "replace") for k in self._store.keys()]
 
     def __len__(self) -> int:
@@ -864,6 +718,7 @@ class PolicyCache:
         """sha256 over (key, value) of every entry in key order: equal digests, equal caches."""
         h = hashlib.sha256()
         with self._apply_lock:
+            self._settle_locked()
             state = self._store.packed_state()
         frozen = PolicyStore.restore(self._store.header, state)
         for k in sorted(frozen.keys()):
@@ -877,61 +732,14 @@ class PolicyCache:
 
     def raw_items(self) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) of every entry, byte for byte as written to Kafka (for audits)."""
+        self._settle()
         return self._store.items()
 
-    # -- positions and read-your-writes ------------------------------------------------
-    def positions(self) -> dict[int, int]:
-        """Next offset to apply, per partition."""
-        with self._progress:
-            return dict(self._applied)
-
-    def wait_for(self, positions: Mapping[int, int], timeout_s: float) -> None:
-        """Block until every partition's applied position reaches ``positions``."""
-        deadline = time.monotonic() + timeout_s
-        with self._progress:
-            while True:
-                if self._state in (CacheState.FAILED, CacheState.CLOSED):
-                    raise CacheStateError(f"policy cache is {self._state.value}") from self._failure
-                if all(self._applied.get(p, -1) >= o for p, o in positions.items()):
-                    return
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BootstrapTimeout(
-                        f"cache did not reach {dict(positions)} within {timeout_s:.1f}s "
-                        f"(at {self._applied})"
-                    )
-                self._progress.wait(remaining)
-
+    # -- read-your-writes (positions, wait_for, sync_written, lag: TableReader) ----------
     def sync(self, timeout_s: float = 30.0) -> None:
         """Wait until everything committed to the topic right now has been applied."""
-        self._check_readable()
-        assert self._probe is not None  # noqa: S101 - set during bootstrap
-        ends = self._probe.end_offsets(self.config.topic, self._partitions)
-        self.wait_for(ends, timeout_s)
-
-    def sync_written(self, timeout_s: float = 30.0) -> None:
-        """Wait until every record written so far has been applied, including those of
-        transactions whose commit markers are still on their way.
-
-        A producer's commit returns once the coordinator decided, before the markers
-        reach the partitions: the last stable offset read right after a commit (what
-        :meth:`sync` waits for) may not cover the records just committed yet. Their
-        high watermark does, and a read-committed reader passes it only once the
-        markers are written. For read-your-writes after one's own transactions.
-        """
-        self._check_readable()
-        if self._hw_probe is None:
-            self._hw_probe = self._transport.consumer(read_committed=False)
-        ends = self._hw_probe.end_offsets(self.config.topic, self._partitions)
-        self.wait_for(ends, timeout_s)
-
-    def lag(self) -> int:
-        """Records committed but not yet applied, summed over partitions."""
-        if self._probe is None or self._state is not CacheState.READY:
-            return 0
-        ends = self._probe.end_offsets(self.config.topic, self._partitions)
-        applied = self.positions()
-        return sum(max(0, e - applied.get(p, 0)) for p, e in ends.items())
+        self._check_ready()
+        self.wait_for(self.end_offsets(), timeout_s)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(key, policies_or_None)`` after each change; returns a remover."""
@@ -940,14 +748,14 @@ class PolicyCache:
     def stats(self) -> CacheStats:
         c = self._counters
         return CacheStats(
-            state=self._state,
+            state=self.state,
             size=len(self._store),
             applied_records=c.applied,
             bootstrap_records=c.bootstrap_records,
-            bootstrap_seconds=self._bootstrap_seconds,
+            bootstrap_seconds=self.bootstrap_seconds,
             snapshot=self._snapshot_note,
-            poison=sum(c.poison.values()),
-            poison_by_reason=dict(c.poison),
+            poison=self._quarantine.total,
+            poison_by_reason=self._quarantine.counts,
             ignored=c.ignored,
             conflicting_inserts=c.conflicting_inserts,
             listener_errors=c.listener_errors,

@@ -121,6 +121,12 @@ class PolicyStore:
 
     # -- packing ------------------------------------------------------------------
     def _pack(self, space: _Namespace, local: bytes, value: bytes) -> bytes:
+        try:
+            return self._pack_known(space, local, value)
+        except Exception:  # noqa: BLE001 - whatever a record holds, it is stored whole
+            return _WHOLE + value
+
+    def _pack_known(self, space: _Namespace, local: bytes, value: bytes) -> bytes:
         names = space.names
         if (
             names is not None
@@ -130,7 +136,10 @@ class PolicyStore:
             at = _NAMES_AT + len(names)
             if len(local) < 64:  # the topic's length is one varint byte
                 rest = at + 1 + len(local)
-                if value[at] != len(local) << 1 or not value.startswith(local, at + 1):
+                # A slice, not value[at]: a truncated value may end right after the names.
+                if value[at : at + 1] != bytes((len(local) << 1,)) or not value.startswith(
+                    local, at + 1
+                ):
                     return _WHOLE + value
             else:
                 encoded = _avro_string(local)
@@ -163,19 +172,20 @@ class PolicyStore:
         """:meth:`put` of each pair, in order (the replay's hot path)."""
         self._many(keys, values, replace=True)
 
-    def insert_many(self, keys: Iterable[bytes], values: Iterable[bytes]) -> int:
-        """Add each pair whose key is absent ("add if absent"); returns how many were not."""
+    def insert_many(self, keys: Iterable[bytes], values: Iterable[bytes]) -> list[int]:
+        """Add each pair whose key is absent ("add if absent"); returns the indexes of the
+        pairs whose key was present (not added)."""
         return self._many(keys, values, replace=False)
 
-    def _many(self, keys: Iterable[bytes], values: Iterable[bytes], *, replace: bool) -> int:
+    def _many(self, keys: Iterable[bytes], values: Iterable[bytes], *, replace: bool) -> list[int]:
         spaces, new_space, pack = self._spaces, self._space, self._pack
-        present = 0
-        for key, value in zip(keys, values, strict=True):
+        present: list[int] = []
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
             cut = key.rfind(b"/") + 1  # _split, inlined: this loop is the replay's
             prefix, local = key[:cut], key[cut:]
             space = spaces.get(prefix) or new_space(prefix)
             if not replace and local in space.entries:
-                present += 1
+                present.append(i)
             else:
                 space.entries[local] = pack(space, local, value)
         return present

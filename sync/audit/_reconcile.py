@@ -1,11 +1,12 @@
 """Reconciliation: does every sidecar hold exactly the state the log says it should?
 
-The expected state is derived with Spark by replaying the log with the cache's own apply
-rules (``sync/_cache.py``): a tombstone or a DELETE removes the key, an UPDATE sets it,
-an INSERT sets it only if the key is absent (caches ignore conflicting INSERTs), a poison
-record removes the key (after compaction it may be the key's only record, and a fresh
-replay would hold nothing either), NONE records change nothing. On a well-formed log
-that is simply the last record of every key. Each value is
+The expected state is derived with Spark by replaying the log with the cache's own rule,
+:func:`sync.table.judge` itself (run in Spark's Python workers, not a copy in Spark SQL):
+a tombstone or a DELETE removes the key, an UPDATE sets it, an INSERT sets it only if the
+key is absent (caches ignore conflicting INSERTs), a record that cannot be decoded (bad
+magic, too short, unknown fingerprint, a body that does not decode or has trailing
+bytes, a body naming another key) removes the key, NONE records change nothing. On a
+well-formed log that is simply the last record of every key. Each value is
 hashed with Spark's ``sha2(value, 256)`` and compared, per key, with the sidecar's
 ``GET /policy-sync/v1/entries`` (sha256 of the raw value bytes it holds).
 
@@ -19,6 +20,7 @@ be writes in flight.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -28,17 +30,20 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
+from .._codec import Codec
 from .._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
 from .._errors import InvalidInputError
-from ._decode import KafkaSource, check_source, decode_records, read_log
+from ..table import Effect, judge
+from ._decode import KafkaSource, check_source, read_log
 from ._errors import SidecarError, spark_errors
-from ._rules import Action
 from ._schemas import SparkSchemas
 
 logger = logging.getLogger(__name__)
@@ -139,27 +144,51 @@ def fetch_sidecar(url: str, *, timeout_s: float = 30.0, attempts: int = 5) -> Si
     return snapshot
 
 
+#: One codec per schema directory in each Spark Python worker.
+_CODECS: dict[str, Codec] = {}
+
+
+def effect_of(schema_dir: str, key: bytes | None, value: bytes | None) -> str:
+    """The :class:`~sync.table.Effect` name of one record: the cache's rule, verbatim."""
+    codec = _CODECS.get(schema_dir)
+    if codec is None:
+        codec = _CODECS[schema_dir] = Codec(Path(schema_dir))
+    return judge(codec, None if key is None else bytes(key), value and bytes(value)).effect.name
+
+
 def expected_state(
     spark: SparkSession,
     source: KafkaSource,
-    schemas: SparkSchemas,
+    schemas: SparkSchemas | None = None,
     ending_offsets: Mapping[int, int] | None = None,
+    *,
+    codec: Codec | None = None,
 ) -> DataFrame:
-    """(key, sha256) of every key a correct cache holds after applying the log."""
-    records = decode_records(read_log(spark, source, ending_offsets), schemas)
-    delete = Action.DELETE.value
-    effects = records.where(
-        F.col("key").isNotNull()
-        & F.col("action").isin(
-            Action.INSERT.value, Action.UPDATE.value, delete, Action.POISON.value
-        )
-    ).select(
+    """(key, sha256) of every key a correct cache holds after applying the log.
+
+    ``schemas`` is accepted for callers of the Spark-decoding audit; the judgement is the
+    Python codec's (``codec``, default: the schemas it finds), as in every cache.
+    """
+    del schemas  # the rule is judge(), which decodes with the Python codec
+    schema_dir = str((codec or Codec()).current.path.parent)
+    effect = F.udf(functools.partial(effect_of, schema_dir), StringType())
+    delete = Effect.DELETE.name
+    insert = Effect.INSERT.name
+    raw = read_log(spark, source, ending_offsets).where(F.col("key").isNotNull())
+    judged = raw.select(
+        F.col("key").cast("string").alias("key"),
+        "partition",
+        "offset",
+        effect(F.col("key"), F.col("value")).alias("effect"),
+        F.sha2(F.col("value"), 256).alias("value_sha256"),
+    )
+    effects = judged.where(F.col("effect") != Effect.IGNORE.name).select(
         "key",
         "partition",
         "offset",
-        # What the cache does with poison: drop the key.
-        F.when(F.col("action") == Action.POISON.value, delete)
-        .otherwise(F.col("action"))
+        # What every cache does with poison: the key becomes absent.
+        F.when(F.col("effect") == Effect.POISON.name, delete)
+        .otherwise(F.col("effect"))
         .alias("action"),
         "value_sha256",
     )
@@ -168,9 +197,7 @@ def expected_state(
     # An INSERT takes effect only on an absent key: first record, or right after a delete.
     applied = effects.select(
         "*",
-        ((F.col("action") != Action.INSERT.value) | previous.isNull() | (previous == delete)).alias(
-            "_applies"
-        ),
+        ((F.col("action") != insert) | previous.isNull() | (previous == delete)).alias("_applies"),
     ).where("_applies")
     last = applied.groupBy("key").agg(
         F.max_by(F.struct("action", "value_sha256"), F.struct("partition", "offset")).alias("last")

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -97,6 +98,9 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
         "spark.sql.sources.partitionOverwriteMode": "static",
         # The decoded event struct has ~40 fields; do not warn about printing plans.
         "spark.sql.debug.maxToStringFields": "1000",
+        # Python workers run this interpreter: reconcile judges records with the cache's
+        # own rule (sync.table.judge), which needs this package and fastavro.
+        "spark.pyspark.python": sys.executable,
     }
     cores = _local_cores(master)
     if cores is not None:

@@ -527,6 +527,23 @@ def sidecar_log(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[str, Sid
             (ghost, _event(codec, ghost, "UPDATE", {"maxConsumerPerTopic": 5})),  # applied
         ],
     )
+    # Poison of every kind (issue #11): the sidecar and reconcile apply one rule (the
+    # cache's judge()), including what Spark's Avro decoder alone would accept.
+    p = [f"persistent://acme/rc/p{i}" for i in range(5)]
+    good = [_event(codec, k, "UPDATE", {"maxConsumerPerTopic": 1}) for k in p]
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [
+            *zip(p, good, strict=True),
+            (p[0], good[0][: good[0].index(b"acme") + 7]),  # cut after the namespace
+            (p[1], codec.header + b"\x04\x00\xff\xff\xff"),  # classifies as ignored
+            (p[2], good[2] + b"\x00"),  # a trailing byte: Java's decoder accepts it
+            (p[3], good[3][:-3]),  # truncated, then an INSERT: it applies
+            (p[3], _event(codec, p[3], "INSERT", {"maxConsumerPerTopic": 3})),
+            (p[4], _event(codec, p[0], "UPDATE", {"maxConsumerPerTopic": 4})),  # names p0
+        ],
+    )
     shim = Sidecar(kafka_bootstrap, topic, free_port(), tmp_path)
     try:
         shim.wait_ready()
@@ -542,6 +559,7 @@ def test_reconcile_agrees_with_a_real_sidecar_and_pinpoints_divergence(
     digest = shim.digest()
     real = http("GET", shim.url + "/policy-sync/v1/entries").json()["entries"]
     assert "persistent://acme/rc/t1" not in real and "persistent://acme/rc/ghost" in real
+    assert [k for k in real if "/rc/p" in k] == ["persistent://acme/rc/p3"]
     tampered = dict(real)
     missing = tampered.pop("persistent://acme/rc/t4")
     tampered["persistent://acme/rc/extra"] = "0" * 64

@@ -85,13 +85,13 @@ def test_values_that_do_not_match_their_key_are_kept_whole() -> None:
     assert sorted(store.keys()) == sorted(cases)
 
 
-def test_insert_many_adds_only_absent_keys_and_counts_the_others() -> None:
+def test_insert_many_adds_only_absent_keys_and_names_the_others() -> None:
     store = PolicyStore(CODEC.header)
     first = _event("persistent", "acme", "ops", "a", "INSERT")
     store.put(b"persistent://acme/ops/a", first)
     keys = [b"persistent://acme/ops/a", b"persistent://acme/ops/b", b"persistent://acme/ops/b"]
     values = [_event("persistent", "acme", "ops", n, "INSERT") for n in ("a", "b", "b")]
-    assert store.insert_many(keys, values) == 2
+    assert store.insert_many(keys, values) == [0, 2]
     assert store.get(keys[0]) == first
     assert store.get(keys[1]) == values[1]
 
@@ -112,3 +112,16 @@ def test_pop_token_identity_and_restore() -> None:
 def test_header_must_be_a_single_object_header() -> None:
     with pytest.raises(ValueError, match="10-byte"):
         PolicyStore(b"\xc3\x01")
+
+
+def test_a_value_cut_right_after_its_names_is_stored_byte_for_byte() -> None:
+    """The truncated record of issue #11 (a body cut after the namespace string) once
+    made packing fail with "index out of range" and wedged every fresh replay."""
+    store = PolicyStore(CODEC.header)
+    full = _event("persistent", "acme", "ops", "orders", "UPDATE")
+    for cut in range(len(CODEC.header), len(full) + 1):
+        key = b"persistent://acme/ops/orders"
+        store.put(key, full[:cut])
+        assert store.get(key) == full[:cut]
+    store.put_many([b"persistent://acme/ops/x"], [full[: len(CODEC.header) + 20]])
+    assert store.get(b"persistent://acme/ops/x") == full[: len(CODEC.header) + 20]

@@ -1,0 +1,28 @@
+"""Compacted tables: the one rule for what a record does to its key, and one quarantine.
+
+* :mod:`sync.table._rules` — :func:`judge`: every record of a change-events topic gets
+  one :class:`Effect`; an unreadable record makes its key absent (see the rule there).
+* :mod:`sync.table._quarantine` — :class:`Quarantine`: count by reason, copy once to
+  ``<topic>.dlq``.
+* :mod:`sync.table._reader` — :class:`TableReader`: the one compacted-table reader
+  (replay to the end offsets captured at start, READY, tail, positions, lifecycle), used
+  by the policy cache and every ``TableView`` (registry, metadata, ownership).
+"""
+
+from ._quarantine import Quarantine
+from ._reader import TABLE_MOVES, TableReader, TableState
+from ._rules import POLICY_EVENTS, Effect, PoisonKind, Verdict, header_problem, judge, policies_of
+
+__all__ = [
+    "POLICY_EVENTS",
+    "Effect",
+    "PoisonKind",
+    "Quarantine",
+    "TABLE_MOVES",
+    "TableReader",
+    "TableState",
+    "Verdict",
+    "header_problem",
+    "judge",
+    "policies_of",
+]

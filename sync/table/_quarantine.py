@@ -1,0 +1,150 @@
+"""The one quarantine for unreadable records of every compacted table.
+
+A record no reader can apply is counted by reason, logged with its coordinates
+(``topic[partition]@offset``) and copied byte for byte to ``<topic>.dlq`` with two headers
+(the reason and the source coordinates). The copy is made ONCE per source record: before
+its first copy the quarantine reads which sources the dead-letter topic already holds, so
+a reader that restarts, or a fresh replay that meets the same record again, does not copy
+it again. (Two readers that meet the same record live at the same moment may each copy
+it: the check is not a transaction.) What the key holds after an unreadable record is the
+caller's business, and the rule is :mod:`sync.table._rules`': the key becomes absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from .._constants import DEAD_LETTER_SUFFIX, HEADER_POISON_REASON, HEADER_POISON_SOURCE
+from .._errors import PolicySyncError
+from ..transport import Producer, TopicSpec, Transport
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Quarantine"]
+
+#: How long reading the dead-letter topic's existing sources may take (once per reader).
+_SCAN_LIMIT_S = 15.0
+
+
+def _identity(source: str, value: bytes | None) -> tuple[str, bytes]:
+    return source, hashlib.sha256(value or b"").digest()
+
+
+class Quarantine:
+    """Counts, logs and dead-letters the unreadable records of one topic."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        topic: str,
+        *,
+        dead_letter: bool = True,
+        replication_factor: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.dlq_topic = topic + DEAD_LETTER_SUFFIX
+        self._transport = transport
+        self._dead_letter = dead_letter
+        self._replication_factor = replication_factor
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._copied: set[tuple[str, bytes]] | None = None
+        self._producer: Producer | None = None
+        self.copies = 0
+
+    @property
+    def counts(self) -> Mapping[str, int]:
+        """Quarantined records by reason (a copy)."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def record(
+        self, key: bytes | None, value: bytes | None, kind: str, detail: str, source: str
+    ) -> None:
+        """Quarantine one record found at ``source`` (``topic[p]@offset``)."""
+        with self._lock:
+            self._counts[kind] += 1
+        logger.warning("poison record %s quarantined (%s): %s", source, kind, detail)
+        if self._dead_letter:
+            self._copy(key, value, detail, source)
+
+    def _copy(self, key: bytes | None, value: bytes | None, detail: str, source: str) -> None:
+        ident = _identity(source, value)
+        try:
+            with self._lock:
+                if self._copied is None:
+                    self._copied = self._scan()
+                if ident in self._copied:
+                    logger.info("poison record %s is in %s already", source, self.dlq_topic)
+                    return
+                if self._producer is None:
+                    self._producer = self._transport.producer()
+                self._producer.produce(
+                    self.dlq_topic,
+                    key,
+                    value,
+                    headers=[
+                        (HEADER_POISON_REASON, detail.encode("utf-8")),
+                        (HEADER_POISON_SOURCE, source.encode("utf-8")),
+                    ],
+                )
+                # Poison is rare: wait for the copy, so a reader starting next sees it.
+                if self._producer.flush(10) != 0:
+                    logger.warning("copying %s to %s is not confirmed", source, self.dlq_topic)
+                self._copied.add(ident)
+                self.copies += 1
+        except PolicySyncError:
+            logger.exception("could not copy poison record %s to %s", source, self.dlq_topic)
+
+    def _scan(self) -> set[tuple[str, bytes]]:
+        """Create the dead-letter topic if needed; the sources it holds already."""
+        desc = self._transport.admin().ensure_topic(
+            TopicSpec(self.dlq_topic, 1, replication_factor=self._replication_factor)
+        )
+        partitions = list(range(desc.partitions))
+        seen: set[tuple[str, bytes]] = set()
+        consumer = self._transport.consumer(read_committed=False)
+        try:
+            starts = consumer.start_offsets(self.dlq_topic, partitions)
+            ends = consumer.end_offsets(self.dlq_topic, partitions)
+            todo = [p for p in partitions if starts[p] < ends[p]]
+            if not todo:
+                return seen
+            consumer.assign(self.dlq_topic, {p: starts[p] for p in todo})
+            deadline = time.monotonic() + _SCAN_LIMIT_S
+            while todo and time.monotonic() < deadline:
+                for m in consumer.consume(5_000, 0.2):
+                    source = dict(m.headers() or []).get(HEADER_POISON_SOURCE)
+                    if source is not None:
+                        seen.add(_identity(source.decode("utf-8", "replace"), m.value()))
+                at = consumer.positions(self.dlq_topic, todo)
+                todo = [p for p in todo if at[p] < ends[p]]
+            if todo:
+                logger.warning(
+                    "reading %s for copies made earlier took over %.0fs; some poison records "
+                    "may be copied twice",
+                    self.dlq_topic,
+                    _SCAN_LIMIT_S,
+                )
+        finally:
+            consumer.close()
+        return seen
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.flush(10)
+                producer.close()
+            except PolicySyncError:
+                logger.warning("closing the dead-letter producer failed", exc_info=True)
