@@ -31,7 +31,7 @@ from ._messaging import Messaging, wait_drained
 from ._observer import HealthPoller, OwnershipObserver, percentile
 from ._poison import PoisonFuzz
 from ._procs import KafkaCluster, SidecarProc, http_status
-from ._world import ChaosConfig, World
+from ._world import WRITE_NAMESPACE, ChaosConfig, World
 from ._writers import WRITERS, Writer, key_topic, lost_writes
 
 CLUSTER_LOCK = Path("/tmp/ps-cluster.lock")  # noqa: S108 - the lock every helper shares
@@ -75,8 +75,8 @@ def say(text: str) -> None:
 
 def get_json(url: str) -> Any:
     status, body = http_status(url, timeout=30)
-    if status == 204:
-        return None
+    if status == 204 or (status == 200 and not body.strip()):
+        return None  # an unset policy (Pulsar: 200 with an empty body, or 204)
     if status != 200:
         raise RuntimeError(f"GET {url}: {status} {body[:200]!r}")
     return json.loads(body)
@@ -127,9 +127,14 @@ class Soak:
         self.poison.seed()
         say(f"poison templates: {self.poison.stats.templates} real records "
             f"{self.poison.stats.seed_error}")  # fmt: skip
+        # Pulsar's order: tenant, namespace, topics; policies only on existing topics
+        admin = f"{w.sidecars[0].url}/admin/v2"
+        self._put(f"{admin}/tenants/chaos", b'{"allowedClusters": ["standalone"]}')
+        self._put(f"{admin}/namespaces/{WRITE_NAMESPACE}", b"")
+        for i in range(w.config.keys):
+            self._put(f"{admin}/{key_topic(i).replace('://', '/')}", b"")
         for i in range(w.config.topics):
-            url = f"{w.sidecars[0].url}/admin/v2/persistent/public/default/chaos-m{i}/partitions"
-            self._put(url, b"1")
+            self._put(f"{admin}/persistent/public/default/chaos-m{i}/partitions", b"1")
 
     def _put(self, url: str, body: bytes) -> None:
         """PUT until 204 (created) or 409 (exists), for at most a minute; every other
@@ -149,6 +154,8 @@ class Soak:
             if status in (200, 204, 409):
                 return
             self.result.setdefault("setup_answers", []).append(f"PUT {url}: {status} {text}")
+            if 400 <= status < 500:
+                return  # refused: the writers' errors will show what it costs
             if time.monotonic() > deadline:
                 raise RuntimeError(f"PUT {url}: {status} {text}")
             time.sleep(1.0)
@@ -260,6 +267,8 @@ class Soak:
             path = key_topic(i).replace("://", "/")
             for fld, rest in FIELD_PATHS.items():
                 final[i][fld] = get_json(f"{fresh.url}/admin/v2/{path}/{rest}")
+        if not any(x.stats.acked for x in self.writers):
+            self.violations.append("no policy write was acknowledged: the write check saw nothing")
         lost = lost_writes(self.writers, final)
         self.result["lost_writes"] = lost
         if lost:
