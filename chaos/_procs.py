@@ -123,6 +123,7 @@ class SidecarProc:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
+        self.broker_port = free_port()  # the Pulsar binary protocol (kept across restarts)
         self.bootstrap = bootstrap
         self.state_dir = workdir / f"state-{broker_id}"
         self.log_path = workdir / f"sidecar-{broker_id}.log"
@@ -143,7 +144,7 @@ class SidecarProc:
                 "--bootstrap-servers", self.bootstrap,
                 "--state-dir", str(self.state_dir),
                 "--session-timeout-ms", str(self.session_timeout_ms),
-                "--broker-url", f"pulsar://127.0.0.1:{6650 + self.port % 1000}",
+                "--broker-port", str(self.broker_port),
             ]  # fmt: skip
             if not self.lookup:
                 args.append("--no-lookup")
