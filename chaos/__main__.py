@@ -392,7 +392,8 @@ class Soak:
         self.result["http_fuzz"] = {
             "requests": f.requests,
             "by_status": {str(k): v for k, v in sorted(f.by_status.items())},
-            "five_xx": f.five_xx(), "examples": f.server_errors[:15],
+            "five_xx": f.five_xx(), "five_xx_to_valid_requests": f.five_xx_valid,
+            "examples": f.server_errors[:15],
             "transport_errors": dict(f.transport_errors),
         }  # fmt: skip
         self.result["poison"] = {"records": p.total, "by_kind": dict(p.produced),
