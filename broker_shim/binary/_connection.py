@@ -38,6 +38,7 @@ from sync.errors import (
     UnavailableError,
 )
 from sync.messaging import (
+    BACKLOG_EXCEEDED,
     Consumer,
     Delivery,
     InitialPosition,
@@ -328,6 +329,11 @@ class Connection:
             raise ProtocolViolation(f"{_name(cmd.type)} without its {field_name} command")
         if handler is None:  # SEND: synchronous, carries a payload
             self._send(cmd.send, frame.metadata, frame.payload)
+            prod = self.producers.get(cmd.send.producer_id)
+            wait = 0.0 if prod is None else prod.handle.publish_wait_s()
+            if wait > 0.0:
+                # publishRate: stop reading the connection, as Pulsar turns off auto-read
+                await asyncio.sleep(wait)
         else:
             await handler(self, cmd)
 
@@ -454,8 +460,7 @@ class Connection:
                 await svc.lookups.layout_fresh(topic.namespace_name)
                 live = await svc.lookups.owner_of(topic)
                 local = (
-                    live.broker_id == svc.identity.broker_id
-                    and live.incarnation == svc.incarnation
+                    live.broker_id == svc.identity.broker_id and live.incarnation == svc.incarnation
                 )
                 reg = live.registration
                 url = reg.service_url
@@ -530,8 +535,10 @@ class Connection:
             await self._require_owned(topic)
             if m.encrypted:
                 raise InvalidInputError("Encrypted messages are not supported by policy-sync")
-            name = m.producer_name if m.HasField("producer_name") and m.producer_name else (
-                f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}"
+            name = (
+                m.producer_name
+                if m.HasField("producer_name") and m.producer_name
+                else (f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}")
             )
             handle = await self.ctx.engine.create_producer(
                 topic,
@@ -610,6 +617,10 @@ class Connection:
         prod.drained.clear()
         if prod.handle.closed:
             pending.error = (api.ServiceNotReady, "Producer is closed")
+        elif prod.handle.held:
+            # producer_request_hold: this front end cannot park a send, so it refuses it
+            # with the retriable error Pulsar's clients resend after.
+            pending.error = (api.ProducerBlockedQuotaExceededError, BACKLOG_EXCEEDED)
         else:
             # Every message is checked before the first one is queued: a batch is stored
             # whole or refused whole (nothing written).
@@ -623,6 +634,9 @@ class Connection:
                     )
                     break
             else:
+                deliver_at = (
+                    metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
+                )
                 for msg in messages:
                     try:
                         prod.handle.send(
@@ -631,6 +645,8 @@ class Connection:
                             key=msg.key,
                             properties=msg.properties or None,
                             event_time_ms=msg.event_time_ms,
+                            sequence_id=msg.sequence_id,
+                            deliver_at_ms=deliver_at,
                         )
                     except PolicySyncError as exc:
                         pending.answer(None, exc)
