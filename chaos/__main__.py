@@ -365,6 +365,9 @@ class Soak:
             for s in self.world.sidecars
         }
         self.result["last_unhealthy_body"] = self.health.last_unhealthy_body
+        self.result["health_max_sample_gap_s"] = {
+            s.broker_id: round(self.health.max_gap(s.broker_id), 1) for s in self.world.sidecars
+        }
         if not rows:
             self.violations.append("no fault was injected")
         if slow:

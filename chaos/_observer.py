@@ -64,6 +64,12 @@ class HealthPoller:
                 return at - since
         return None
 
+    def max_gap(self, broker_id: str) -> float:
+        """The longest time without a sample of a sidecar: recovery times are only as
+        exact as this (a starved poller makes them upper bounds)."""
+        times = [at for at, who, _ in list(self.samples) if who == broker_id]
+        return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
+
     def unhealthy_seconds(self, broker_id: str) -> float:
         total, prev = 0.0, None
         for at, who, ok in list(self.samples):
