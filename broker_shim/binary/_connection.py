@@ -114,7 +114,7 @@ class BinaryConfig:
 
     Attributes:
         keepalive_s: send a PING after this long without traffic; a peer that answered
-            nothing for two intervals is dropped (Pulsar's ``keepAliveIntervalSeconds``).
+            nothing an interval later is dropped (Pulsar's ``keepAliveIntervalSeconds``).
         server_version: the CONNECTED ``server_version``.
         protocol_version: the highest protocol version served (negotiated down to the
             client's).
@@ -338,15 +338,23 @@ class Connection:
             await handler(self, cmd)
 
     async def _keepalive(self) -> None:
+        """Every interval: a peer that left our PING unanswered is dropped; an idle one
+        gets a PING (any frame it sends counts as an answer), as Pulsar's handler does."""
         interval = self.ctx.config.keepalive_s
+        ping_sent_at: float | None = None
         while not self.closed:
             await asyncio.sleep(interval)
-            idle = time.monotonic() - self._last_read
-            if idle >= 2 * interval:
-                logger.info("binary connection %s: no traffic for %.0fs; dropping", self.peer, idle)
+            if self.state is ConnectionState.AWAITING_CONNECT:
+                logger.info("binary connection %s: no CONNECT; dropping", self.peer)
                 self.writer.close()
                 return
-            if idle >= interval and self.state is ConnectionState.CONNECTED:
+            if ping_sent_at is not None and self._last_read < ping_sent_at:
+                logger.info("binary connection %s: PING unanswered; dropping", self.peer)
+                self.writer.close()
+                return
+            ping_sent_at = None
+            if time.monotonic() - self._last_read >= interval:
+                ping_sent_at = time.monotonic()
                 cmd = _T(type=_T.PING)
                 cmd.ping.SetInParent()
                 self.write_command(cmd)
@@ -564,6 +572,8 @@ class Connection:
         out.producer_success.request_id = request_id
         out.producer_success.producer_name = name
         out.producer_success.last_sequence_id = -1
+        # No schema: an empty version, which Pulsar's Java client requires to be present.
+        out.producer_success.schema_version = b""
         out.producer_success.producer_ready = True
         self.write_command(out)
 
