@@ -77,6 +77,7 @@ from sync.errors import (
     SubscriptionBusyError,
     TopicNotFoundError,
     TransportError,
+    UnavailableError,
 )
 from sync.messaging import (
     CloseCause,
@@ -250,7 +251,7 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
         return _refusal(403, f"{prefix}: {exc}")
     if isinstance(exc, MessagingError):
         return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, CacheStateError):
+    if isinstance(exc, CacheStateError | UnavailableError):
         return _refusal(503, f"{prefix}: {exc}")
     logger.warning("%s: %s", prefix, exc)
     return _refusal(500, f"{prefix}: {exc}")
