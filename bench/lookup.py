@@ -141,6 +141,7 @@ class _Shim:
             str(BIN / "broker-shim"), "run",
             "--broker-id", self.broker_id,
             "--http-port", str(self.port),
+            "--broker-port", "0",
             "--bootstrap-servers", bootstrap,
             "--cluster", cluster,
             "--broker-url", self.broker_url,
@@ -309,6 +310,7 @@ def run(
                 shim.wait_ready()
             _wait_live(shims, {s.broker_id for s in shims})
             namespace = f"bench/{cluster}"
+            _put(f"{shims[0].url}/admin/v2/tenants/bench", "{}")  # Pulsar: tenant first
             _put(f"{shims[0].url}/admin/v2/namespaces/{namespace}",
                  json.dumps({"bundles": {"numBundles": BUNDLES}}))  # fmt: skip
             topics = [f"persistent://{namespace}/topic-{i}" for i in range(1000)]

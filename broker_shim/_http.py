@@ -7,6 +7,7 @@ import gc
 import hashlib
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,22 +17,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sync import (
     CacheState,
     InvalidInputError,
-    InvalidPolicyError,
     NotFoundError,
     PolicyService,
     PolicySyncError,
     PolicyTarget,
-    TopicName,
-    parse_policy_json,
 )
-from sync.cluster import ServiceState
-from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
+from sync.cluster import ClusterService, MemberState, ServiceState
+from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
+from sync.messaging import TopicOwnership
 
+from ._binary_app import add_binary_listener
+from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
+from ._input import RETRY_AFTER_S, malformed_input
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
-from ._policy_rest import REST_POLICIES
 from ._sidecar import Sidecar
+from ._topic_policy_http import PolicyRoutes
 from ._ws import add_ws_routes
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["build_app"]
 
 SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
+FORWARDER_KEY = web.AppKey("forwarder", WriteForwarder)
 SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
 FREEZE_KEY = web.AppKey("freeze-heap", asyncio.Task[None])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -66,6 +69,7 @@ def _ready_service(request: web.Request) -> PolicyService:
         raise web.HTTPServiceUnavailable(
             text=json.dumps({"reason": f"policy cache is {state}, not READY"}),
             content_type="application/json",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     return svc
 
@@ -76,14 +80,41 @@ async def health(request: web.Request) -> web.Response:
     state = "STARTING" if svc is None else svc.cache.state.value
     body: dict[str, Any] = {"state": state, "brokerId": sidecar.config.broker_id}
     ready = state == "READY"
-    if sidecar.cluster is not None:
+    if CLUSTER_KEY in request.app:
         # With lookups on, the sidecar is ready only when it can also answer who owns what.
-        lookup = sidecar.cluster.state.value
+        # Read the *current* service: the supervisor replaces a failed one (issue 11: the
+        # first instance, closed by the supervisor, kept /health at 503 for good).
+        cluster = request.app[CLUSTER_KEY].service
+        lookup = cluster.state.value
         body["lookup"] = lookup
-        ready = ready and lookup == "READY"
+        member = cluster.member.state
+        body["ownership"] = member.value
+        ready = ready and lookup == "READY" and member is MemberState.ACTIVE
     if sidecar.last_failure:
         body["lastFailure"] = sidecar.last_failure
+    body["writer"] = _writer_status(request.app, svc)
     return web.json_response(body, status=200 if ready else 503)
+
+
+def _writer_status(app: web.Application, svc: PolicyService | None) -> dict[str, Any]:
+    """Who holds the policy writer's fence, and how this sidecar's writes went."""
+    forwarder = app[FORWARDER_KEY]
+    holder = forwarder.holder
+    status: dict[str, Any] = {
+        "forwarded": forwarder.forwarded,
+        "writtenHere": forwarder.written_here,
+        "fallbacks": forwarder.fallbacks,
+    }
+    if holder is not None:
+        status["holding"] = holder.holding
+        status["holder"] = holder.holder()
+        status["election"] = holder.state.value
+    if svc is not None:
+        fence = svc.writer.fence
+        status["fenceEpochs"] = fence.epochs
+        status["transactions"] = fence.transactions
+        status["batchedWrites"] = fence.batched_writes
+    return status
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -117,72 +148,32 @@ async def entries(request: web.Request) -> web.Response:
     return web.json_response({"entries": await asyncio.to_thread(collect)})
 
 
-def _topic_and_policy(request: web.Request) -> tuple[TopicName, str]:
-    m = request.match_info
-    topic = TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
-    name = m["policy"]
-    if name not in REST_POLICIES:
-        raise NotFoundError(
-            f"unknown topic policy {name!r}; supported: {', '.join(sorted(REST_POLICIES))}"
-        )
-    return topic, name
+def _cluster_of(request: web.Request) -> ClusterService | None:
+    return request.app[CLUSTER_KEY].service if CLUSTER_KEY in request.app else None
 
 
-async def get_policy(request: web.Request) -> web.Response:
-    topic, name = _topic_and_policy(request)
-    is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
-    svc = _ready_service(request)
-    field = REST_POLICIES[name].field
-    if applied:
-        value = svc.applied(topic).get(field)
-    else:
-        found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
-        value = None if found is None else found.get(field)
-    if value is None:
-        return web.Response(status=204)  # Pulsar: an unset policy is an empty 204
-    return web.json_response(_json(value))
+async def _write_policy(
+    request: web.Request, svc: PolicyService, target: PolicyTarget, patch: dict[str, Any]
+) -> None:
+    """A checked policy write, through the fence holder (forwarded when it is elsewhere)."""
+    await request.app[FORWARDER_KEY].set(svc, target, patch)
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
-    if hasattr(value, "items"):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-async def set_policy(request: web.Request) -> web.Response:
-    topic, name = _topic_and_policy(request)
-    is_global = _flag(request, "isGlobal")
-    rest = REST_POLICIES[name]
-    if rest.query_param is not None and rest.query_param in request.query:
-        text = request.query[rest.query_param]
-    else:
-        text = await request.text()
-    if not text.strip():
-        raise InvalidPolicyError(f"{name}: request body is empty; send the value as JSON")
-    value = parse_policy_json(text)
-    svc = _ready_service(request)
-    patch = svc.catalog.validate_patch({rest.field: value})
-    target = PolicyTarget.for_topic(topic, is_global=is_global)
-    await asyncio.to_thread(svc.set, target, patch)
-    return web.Response(status=204)
-
-
-async def delete_policy(request: web.Request) -> web.Response:
-    topic, name = _topic_and_policy(request)
-    is_global = _flag(request, "isGlobal")
-    svc = _ready_service(request)
-    target = PolicyTarget.for_topic(topic, is_global=is_global)
-    await asyncio.to_thread(svc.set, target, {REST_POLICIES[name].field: None})
-    return web.Response(status=204)
+async def forwarded_write(request: web.Request) -> web.Response:
+    """A policy write another sidecar forwarded to this one (the fence holder)."""
+    if request.headers.get(FORWARDED_HEADER) != "1":
+        raise NotFoundError(f"{SIDECAR_WRITE_PATH} only takes writes forwarded by sidecars")
+    return await receive_write(request, _ready_service(request), request.app[FORWARDER_KEY])
 
 
 def _ready(app: web.Application) -> bool:
     svc = app[SIDECAR_KEY].service
     if svc is None or svc.cache.state is not CacheState.READY:
         return False
-    return CLUSTER_KEY not in app or app[CLUSTER_KEY].service.state is ServiceState.READY
+    if CLUSTER_KEY not in app:
+        return True
+    cluster = app[CLUSTER_KEY].service
+    return cluster.state is ServiceState.READY and cluster.member.state is MemberState.ACTIVE
 
 
 async def _freeze_heap_when_ready(app: web.Application) -> None:
@@ -201,32 +192,47 @@ async def _freeze_heap_when_ready(app: web.Application) -> None:
     logger.info("sidecar ready: %d start-up objects frozen out of GC", gc.get_freeze_count())
 
 
-def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
+def build_app(
+    sidecar: Sidecar,
+    *,
+    freeze_heap: bool = True,
+    ownership: TopicOwnership | None = None,
+    broker_socket: socket.socket | None = None,
+) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup).
 
     ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
+    ``ownership``: who serves a topic (default: the cluster's bundle ownership, or every
+    topic here without a cluster).
+    ``broker_socket``: an already bound socket for the binary protocol (else
+    ``sidecar.config.broker_port`` is bound on start, if set).
     """
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
+    app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
+    policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy)
     app.add_routes(
         [
             web.get("/health", health),
             web.get("/metrics", metrics),
             web.get(SIDECAR_DIGEST_PATH, digest),
             web.get(SIDECAR_ENTRIES_PATH, entries),
-            web.get(policy, get_policy),
-            web.post(policy, set_policy),
-            web.delete(policy, delete_policy),
+            web.post(SIDECAR_WRITE_PATH, forwarded_write),
+            web.get(policy, policies.wrap(policies.get)),
+            web.post(policy, policies.wrap(policies.set)),
+            web.delete(policy, policies.wrap(policies.delete)),
         ]
     )
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)
+        if sidecar.holder is not None:
+            await asyncio.to_thread(sidecar.holder.start)
         app[SUPERVISOR_KEY] = asyncio.create_task(sidecar.supervise())
         if freeze_heap:
             app[FREEZE_KEY] = asyncio.create_task(_freeze_heap_when_ready(app))
@@ -235,12 +241,16 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
         app[SUPERVISOR_KEY].cancel()
         if FREEZE_KEY in app:
             app[FREEZE_KEY].cancel()
+        await app[FORWARDER_KEY].close()
         await asyncio.to_thread(sidecar.close)
 
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
-    ownership = LookupOwnership(app[CLUSTER_KEY]) if sidecar.cluster is not None else None
-    add_ws_routes(app, sidecar, ownership=ownership)
+    if ownership is None and sidecar.cluster is not None:
+        ownership = LookupOwnership(app[CLUSTER_KEY])
+    engine = add_ws_routes(app, sidecar, ownership=ownership)
+    if sidecar.config.broker_port is not None or broker_socket is not None:
+        add_binary_listener(app, sidecar, engine, sock=broker_socket)
     return app

@@ -15,12 +15,15 @@ from aiohttp import web
 from sync.errors import (
     AuthenticationError,
     AuthorizationError,
+    BadRequestError,
     ConflictError,
     InvalidInputError,
+    NotAcceptableError,
     NotFoundError,
     PolicySyncError,
     TooManyRequestsError,
     UnavailableError,
+    UnprocessableError,
 )
 
 logger = logging.getLogger(__name__)
@@ -35,6 +38,9 @@ _STATUS: Final[tuple[tuple[type[PolicySyncError], int], ...]] = (
     (UnavailableError, 503),
     (ConflictError, 409),
     (NotFoundError, 404),
+    (BadRequestError, 400),
+    (NotAcceptableError, 406),
+    (UnprocessableError, 422),
     # Pulsar answers invalid names and values with 412 Precondition Failed.
     (InvalidInputError, 412),
 )

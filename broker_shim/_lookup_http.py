@@ -56,7 +56,9 @@ from prometheus_client import CollectorRegistry
 from sync import NamespaceName, TopicName
 from sync.cluster import ClusterService, MemberState, ServiceState
 from sync.errors import (
+    BadRequestError,
     InvalidInputError,
+    NotAcceptableError,
     NotFoundError,
     PolicySyncError,
 )
@@ -103,8 +105,7 @@ class LookupOwnership:
         service.require_ready()
         live = await service.lookups.owner_of(topic)
         local = (
-            live.broker_id == service.identity.broker_id
-            and live.incarnation == service.incarnation
+            live.broker_id == service.identity.broker_id and live.incarnation == service.incarnation
         )
         return OwnerInfo(local=local, http_url=live.registration.http_url)
 
@@ -114,7 +115,10 @@ LOOKUP_METRICS_KEY = web.AppKey("lookup-metrics", LookupMetrics)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _JSON = "application/json"
+#: Content type of Pulsar's ``{"partitions": N, "properties": {…}}`` creation body.
+_PARTITIONED_METADATA = "application/vnd.partitioned-topic-metadata+json"
 _LISTENER_HEADER = "X-Pulsar-ListenerName"
+
 
 def _pulsar_errors(handler: Handler) -> Handler:
     """Map our exception tree onto Pulsar's status codes and ``{"reason": …}`` bodies."""
@@ -201,7 +205,7 @@ async def _json_body(request: web.Request) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"request body is not valid JSON: {exc}") from exc
+        raise BadRequestError(f"request body is not valid JSON: {exc}") from exc
 
 
 # -- lookup ------------------------------------------------------------------------------
@@ -245,7 +249,18 @@ async def get_partitions(request: web.Request) -> web.StreamResponse:
     topic = _topic(request, 3)
     _check_lookup(request, topic.tenant)
     service.require_ready()
-    return web.json_response({"partitions": await service.lookups.partitions_fresh(topic)})
+    partitions = await service.lookups.partitions_fresh(topic)
+    record = service.store.topic(topic)
+    if record is None and not topic.is_partition and not _flag(request, "checkAllowAutoCreation"):
+        # Pulsar 4: metadata of a topic never created is 404, unless the client asks
+        # whether auto-creation would make it (then: 0, a non-partitioned topic).
+        if service.store.layout(topic.namespace_name) is None:
+            raise NotFoundError("Namespace not found")
+        raise NotFoundError(f"Topic {topic.base.canonical} not found")
+    body: dict[str, Any] = {"partitions": partitions, "deleted": False}
+    if record is not None and record.properties and not topic.is_partition:
+        body["properties"] = dict(record.properties)
+    return web.json_response(body)
 
 
 async def create_partitions(request: web.Request) -> web.StreamResponse:
@@ -254,14 +269,27 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
     topic = _topic(request, 3)
     _check_admin(request, topic.tenant)
     body = await _json_body(request)
+    properties: dict[str, str] = {}
+    if isinstance(body, dict) and request.content_type == _PARTITIONED_METADATA:
+        # Go pulsaradmin / Java createPartitionedTopic(t, n, properties).
+        raw_properties = body.get("properties") or {}
+        if not isinstance(raw_properties, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in raw_properties.items()
+        ):
+            raise BadRequestError("properties must be a JSON object of strings")
+        properties = dict(raw_properties)
+        body = body.get("partitions")
     if isinstance(body, bool) or not isinstance(body, int):
-        raise InvalidInputError(
+        raise BadRequestError(
             f"request body must be the number of partitions as a JSON integer, got {body!r}"
         )
     if body <= 0:
-        raise InvalidInputError("Number of partitions should be more than 0")
+        raise NotAcceptableError("Number of partitions should be more than 0")
     service.require_ready()
-    await asyncio.to_thread(service.admin.create_topic, topic, body)
+    await service.lookups.refresh()
+    if service.store.layout(topic.namespace_name) is None:
+        raise NotFoundError("Namespace not found")
+    await asyncio.to_thread(service.admin.create_topic, topic, body, properties)
     return web.Response(status=204)
 
 
@@ -281,7 +309,8 @@ async def list_brokers(request: web.Request) -> web.StreamResponse:
     cluster = request.match_info["cluster"]
     known = set(service.registry.clusters()) | {service.identity.cluster}
     if cluster not in known:
-        raise NotFoundError(f"Cluster does not exist: {cluster}")
+        # Pulsar 4.0.7 answers a cluster it does not know with its own active brokers.
+        cluster = service.identity.cluster
     return web.json_response(sorted(r.web_address for r in service.registry.live_brokers(cluster)))
 
 
@@ -293,13 +322,19 @@ async def list_namespaces(request: web.Request) -> web.StreamResponse:
     _check_lookup(request, tenant)
     service.require_ready()
     await service.lookups.refresh()
-    return web.json_response(service.admin.namespaces(tenant))
+    names = service.admin.namespaces(tenant)
+    if not names and tenant not in service.store.tenants:
+        raise NotFoundError("Tenant not found")
+    return web.json_response(names)
 
 
 async def create_namespace(request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT /admin/v2/namespaces/{tenant}/{namespace}`` (policies: bundles only)."""
     service = _service(request)
-    namespace = _namespace(request)
+    try:
+        namespace = _namespace(request)
+    except InvalidInputError as exc:
+        raise InvalidInputError("Namespace name is not valid") from exc
     _check_admin(request, namespace.tenant)
     body = await _json_body(request)
     num_bundles: int | None = None
@@ -327,8 +362,15 @@ async def create_namespace(request: web.Request) -> web.StreamResponse:
                     raise InvalidInputError("boundaries must be a list of hex strings")
                 boundaries = raw_bounds
     service.require_ready()
+    await service.lookups.refresh()
     await asyncio.to_thread(
-        service.admin.create_namespace, namespace, num_bundles=num_bundles, boundaries=boundaries
+        functools.partial(
+            service.admin.create_namespace,
+            namespace,
+            num_bundles=num_bundles,
+            boundaries=boundaries,
+            require_tenant=True,
+        )
     )
     return web.Response(status=204)
 
@@ -570,6 +612,10 @@ def add_lookup_routes(
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, _pulsar_errors(handler))
+    # Tenants, namespaces, topics, clusters (issue 13): same service, same error mapping.
+    from ._admin_http import add_admin_routes  # noqa: PLC0415 - it imports this module
+
+    add_admin_routes(app)
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(service.start)

@@ -2,47 +2,205 @@
 
 ``GET|POST|DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}``
 with ``?isGlobal=true`` and (GET) ``?applied=true``, as Pulsar's PersistentTopics.
+
+Every answer detail here was recorded from a real Pulsar 4.0.7 standalone
+(``tests/compat/pulsar-4.0.7.json``): which unset policies answer 200 with an empty body
+and which 204, the broker defaults ``?applied=true`` falls back to, and the status and
+reason of each refused value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["REST_POLICIES", "RestPolicy"]
+__all__ = [
+    "BACKLOG_QUOTA_TYPES",
+    "DEFAULT_BACKLOG_QUOTA",
+    "REST_POLICIES",
+    "RestPolicy",
+    "Refusal",
+]
+
+#: (HTTP status, Pulsar's reason) of a value Pulsar refuses.
+Refusal = tuple[int, str]
+Check = Callable[[Any], Refusal | None]
+
+#: Pulsar's text when one of retention's limits is 0 and the other is not.
+RETENTION_REASON: Final = (
+    "Invalid retention policy: Setting a single time or size limit to 0 is invalid when one "
+    "of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore a "
+    "specific limit. To disable retention both limits must be set to 0."
+)
+#: Pulsar's broker-level maxMessageSize default (5 MiB): the topic level may not exceed it.
+BROKER_MAX_MESSAGE_SIZE: Final = 5 * 1024 * 1024
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _at_least_zero(reason: str) -> Check:
+    def check(value: Any) -> Refusal | None:
+        return (412, reason) if _int(value) and value < 0 else None
+
+    return check
+
+
+def _check_retention(value: Any) -> Refusal | None:
+    if not isinstance(value, dict):
+        return None
+    time_, size = value.get("retentionTimeInMinutes"), value.get("retentionSizeInMB")
+    if _int(time_) and _int(size) and (time_ == 0) != (size == 0):
+        return 400, RETENTION_REASON
+    return None
+
+
+def _check_persistence(value: Any) -> Refusal | None:
+    if not isinstance(value, dict):
+        return None
+    e, w, a = (value.get(k) for k in ("bookkeeperEnsemble", "bookkeeperWriteQuorum",
+                                       "bookkeeperAckQuorum"))  # fmt: skip
+    if not (isinstance(e, int) and isinstance(w, int) and isinstance(a, int)):
+        return None
+    if not e >= w >= a:
+        return 400, f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a})"
+    return None
+
+
+def _check_max_message_size(value: Any) -> Refusal | None:
+    if _int(value) and not 0 <= value <= BROKER_MAX_MESSAGE_SIZE:
+        return 412, (
+            "topic-level maxMessageSize must be greater than or equal to 0 and must be "
+            "smaller than that in the broker-level"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class RestPolicy:
-    """One REST policy path: the TopicPolicies field it sets, and Pulsar's query parameter
-    alternative to a body on POST (e.g. ``POST …/messageTTL?messageTTL=60``)."""
+    """One REST policy path and how Pulsar answers it.
+
+    ``field``: the TopicPolicies field it sets. ``query_param``: Pulsar's query parameter
+    carrying the value on POST (``POST …/messageTTL?messageTTL=60``; the admin clients send
+    it there). ``unset_status`` / ``unset_body``: Pulsar's answer to a read of an unset
+    policy (most answer 200 with an empty body; a few 204; two a value). ``default``: the
+    broker default ``?applied=true`` falls back to (None: answered like unset).
+    ``check``: Pulsar's own refusal of a well-typed value. ``deletable``: Pulsar has a
+    DELETE for it (405 otherwise).
+    """
 
     field: str
     query_param: str | None = None
+    unset_status: int = 200
+    unset_body: Any = None
+    default: Any = None
+    check: Check | None = None
+    deletable: bool = True
+
+
+def _rate(period: int) -> dict[str, Any]:
+    return {
+        "dispatchThrottlingRateInMsg": 0,
+        "dispatchThrottlingRateInByte": 0,
+        "relativeToPublishRate": False,
+        "ratePeriodInSecond": period,
+    }
 
 
 REST_POLICIES: Final[dict[str, RestPolicy]] = {
-    "maxConsumers": RestPolicy("maxConsumerPerTopic"),
-    "maxProducers": RestPolicy("maxProducerPerTopic"),
-    "messageTTL": RestPolicy("messageTTLInSeconds", "messageTTL"),
-    "retention": RestPolicy("retentionPolicies"),
-    "dispatchRate": RestPolicy("dispatchRate"),
-    "subscriptionDispatchRate": RestPolicy("subscriptionDispatchRate"),
-    "replicatorDispatchRate": RestPolicy("replicatorDispatchRate"),
-    "publishRate": RestPolicy("publishRate"),
-    "subscribeRate": RestPolicy("subscribeRate"),
-    "subscriptionTypesEnabled": RestPolicy("subscriptionTypesEnabled"),
-    "maxConsumersPerSubscription": RestPolicy("maxConsumersPerSubscription"),
-    "maxUnackedMessagesOnConsumer": RestPolicy("maxUnackedMessagesOnConsumer"),
-    "maxUnackedMessagesOnSubscription": RestPolicy("maxUnackedMessagesOnSubscription"),
-    "maxSubscriptionsPerTopic": RestPolicy("maxSubscriptionsPerTopic"),
-    "deduplicationEnabled": RestPolicy("deduplicationEnabled"),
+    "maxConsumers": RestPolicy(
+        "maxConsumerPerTopic", default=0, check=_at_least_zero("maxConsumers must be 0 or more")
+    ),
+    "maxProducers": RestPolicy(
+        "maxProducerPerTopic", default=0, check=_at_least_zero("maxProducers must be 0 or more")
+    ),
+    "messageTTL": RestPolicy(
+        "messageTTLInSeconds",
+        "messageTTL",
+        default=0,
+        check=_at_least_zero("Invalid value for message TTL"),
+    ),
+    "retention": RestPolicy(
+        "retentionPolicies",
+        default={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
+        check=_check_retention,
+    ),
+    "dispatchRate": RestPolicy("dispatchRate", default=_rate(1)),
+    "subscriptionDispatchRate": RestPolicy("subscriptionDispatchRate", default=_rate(1)),
+    "replicatorDispatchRate": RestPolicy("replicatorDispatchRate", default=_rate(1)),
+    "publishRate": RestPolicy("publishRate", unset_status=204),
+    "subscribeRate": RestPolicy(
+        "subscribeRate",
+        default={"subscribeThrottlingRatePerConsumer": 0, "ratePeriodInSecond": 30},
+    ),
+    "subscriptionTypesEnabled": RestPolicy("subscriptionTypesEnabled", unset_body=[], default=[]),
+    "maxConsumersPerSubscription": RestPolicy(
+        "maxConsumersPerSubscription",
+        unset_status=204,
+        check=_at_least_zero("Invalid value for maxConsumersPerSubscription"),
+    ),
+    "maxUnackedMessagesOnConsumer": RestPolicy(
+        "maxUnackedMessagesOnConsumer",
+        default=50_000,
+        check=_at_least_zero("maxUnackedNum must be 0 or more"),
+    ),
+    "maxUnackedMessagesOnSubscription": RestPolicy(
+        "maxUnackedMessagesOnSubscription",
+        default=200_000,
+        check=_at_least_zero("maxUnackedNum must be 0 or more"),
+    ),
+    "maxSubscriptionsPerTopic": RestPolicy(
+        "maxSubscriptionsPerTopic",
+        unset_status=204,
+        check=_at_least_zero("maxSubscriptionsPerTopic must be 0 or more"),
+    ),
+    "deduplicationEnabled": RestPolicy("deduplicationEnabled", default=False),
     "deduplicationSnapshotInterval": RestPolicy("deduplicationSnapshotIntervalSeconds", "interval"),
-    "maxMessageSize": RestPolicy("maxMessageSize"),
-    "compactionThreshold": RestPolicy("compactionThreshold", "threshold"),
-    "inactiveTopicPolicies": RestPolicy("inactiveTopicPolicies"),
-    "persistence": RestPolicy("persistence"),
-    "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
+    "maxMessageSize": RestPolicy("maxMessageSize", unset_status=204, check=_check_max_message_size),
+    "compactionThreshold": RestPolicy(
+        "compactionThreshold",
+        "threshold",
+        default=0,
+        check=_at_least_zero("Invalid value for compactionThreshold"),
+    ),
+    "inactiveTopicPolicies": RestPolicy(
+        "inactiveTopicPolicies",
+        # The reference Pulsar runs with brokerDeleteInactiveTopicsEnabled=false.
+        default={
+            "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+            "maxInactiveDurationSeconds": 60,
+            "deleteWhileInactive": False,
+        },
+    ),
+    "persistence": RestPolicy(
+        "persistence",
+        # The reference Pulsar's managedLedgerDefault* settings (one bookie).
+        default={
+            "bookkeeperEnsemble": 1,
+            "bookkeeperWriteQuorum": 1,
+            "bookkeeperAckQuorum": 1,
+            "managedLedgerMaxMarkDeleteRate": 1.0,
+        },
+        check=_check_persistence,
+    ),
+    "schemaValidationEnforced": RestPolicy(
+        "schemaValidationEnforced", unset_body=False, default=False, deletable=False
+    ),
+    # Pulsar's path; the local cluster is the applied default (filled in by the handler).
+    "replication": RestPolicy("replicationClusters"),
+    # Kept for clients of earlier policy-sync releases (not a Pulsar path).
     "replicationClusters": RestPolicy("replicationClusters"),
     "shadowTopics": RestPolicy("shadowTopics"),
+}
+
+#: ``?backlogQuotaType=`` values (Pulsar's BacklogQuotaType enum).
+BACKLOG_QUOTA_TYPES: Final = ("destination_storage", "message_age")
+#: Pulsar's broker default of each backlog quota type (no limit).
+DEFAULT_BACKLOG_QUOTA: Final[dict[str, Any]] = {
+    "limit": -1,
+    "limitSize": -1,
+    "limitTime": -1,
+    "policy": "producer_request_hold",
 }

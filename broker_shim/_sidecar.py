@@ -11,6 +11,8 @@ from pathlib import Path
 from sync import (
     CacheConfig,
     CacheState,
+    FenceHolder,
+    HolderConfig,
     PolicyService,
     ServiceConfig,
     WriterConfig,
@@ -34,6 +36,9 @@ class SidecarConfig:
     bootstrap_servers: str
     host: str = "127.0.0.1"
     broker_url: str | None = None
+    #: Port of the Pulsar binary protocol (``broker-shim run`` defaults to 6650); None:
+    #: no binary listener (the advertised URL then says 6650, as before).
+    broker_port: int | None = None
     cluster: str = "standalone"
     topic: str = "__change_events"
     state_dir: Path | None = None
@@ -42,10 +47,17 @@ class SidecarConfig:
     kafka_extra: dict[str, str] = field(default_factory=dict)
     #: Registry, bundle ownership and lookup (issue 4); None: this sidecar does not join.
     lookup: ClusterSettings | None = None
+    #: Join the election of the policy writer's fence holder and forward REST writes to
+    #: it (issue 16); False: every write takes the fence here.
+    forward_writes: bool = True
+    #: Session timeout of the fence-holder election: the hand-over's liveness bound.
+    holder_session_timeout_ms: int = 6_000
 
     @property
     def advertised_broker_url(self) -> str:
-        return self.broker_url or f"pulsar://{self.host}:6650"
+        if self.broker_url:
+            return self.broker_url
+        return f"pulsar://{self.host}:{self.broker_port or 6650}"
 
     @property
     def http_url(self) -> str:
@@ -76,6 +88,17 @@ class Sidecar:
         )
         self.restarts = 0
         self.last_failure: str | None = None
+        #: This sidecar's vote in the election of the policy fence holder (started by the app).
+        self.holder: FenceHolder | None = None
+        if config.forward_writes:
+            self.holder = FenceHolder(
+                self.transport,
+                HolderConfig(
+                    table=config.topic,
+                    address=config.http_url,
+                    session_timeout_ms=config.holder_session_timeout_ms,
+                ),
+            )
         #: Registry, ownership and lookup of this sidecar's cluster (started by the app).
         self.cluster: ClusterService | None = None
         if config.lookup is not None:
@@ -138,6 +161,8 @@ class Sidecar:
             await asyncio.to_thread(self.start_service)
 
     def close(self) -> None:
+        if self.holder is not None:
+            self.holder.close()
         with self._lock:
             if self._service is not None:
                 self._service.close()

@@ -28,6 +28,8 @@ from ._errors import (
     UnavailableError,
     WriteConflictError,
 )
+from ._fenced import Draft, FenceConfig, FencedWriter
+from ._holder import FenceHolder, HolderConfig, HolderState
 from ._kafka_names import kafka_topic_of
 from ._names import NamespaceName, TopicDomain, TopicName
 from ._policies import (
@@ -56,8 +58,14 @@ __all__ = [
     "CodecError",
     "ConfigurationError",
     "ConflictError",
+    "Draft",
+    "FenceConfig",
+    "FenceHolder",
+    "FencedWriter",
     "FieldCatalog",
     "GroupFencedError",
+    "HolderConfig",
+    "HolderState",
     "InvalidInputError",
     "InvalidPolicyError",
     "InvalidTopicNameError",

@@ -53,10 +53,19 @@ TOMBSTONE_METADATA_HEADERS: Final = (
 #: Every policy writer of one change-events topic shares this transactional id, so that
 #: Kafka's producer fencing serializes read-modify-write cycles across processes.
 WRITER_TRANSACTIONAL_ID_PREFIX: Final = "policy-sync.writer."
+#: One-partition topic whose consumer group elects each table's fence holder: the member
+#: assigned its partition 0 holds the writer's fence; the others forward writes to it.
+WRITER_ELECTION_TOPIC: Final = "__policy_sync.writer-election"
+#: Group electing the fence holder of one change-events topic: ``<prefix><topic>``.
+WRITER_ELECTION_GROUP_PREFIX: Final = "policy-sync.writer-holder."
+#: client.id of an election member: ``<prefix><address writes are forwarded to>``.
+WRITER_ELECTION_CLIENT_PREFIX: Final = "policy-sync.holder|"
 
 #: Sidecar endpoints that other tools (policy-audit reconcile) depend on.
 SIDECAR_DIGEST_PATH: Final = "/policy-sync/v1/digest"
 SIDECAR_ENTRIES_PATH: Final = "/policy-sync/v1/entries"
+#: Where the fence holder accepts policy writes forwarded by other sidecars.
+SIDECAR_WRITE_PATH: Final = "/policy-sync/v1/write"
 
 #: Default broker address when neither a flag nor $KAFKA_BOOTSTRAP_SERVERS says otherwise.
 DEFAULT_BOOTSTRAP_SERVERS: Final = "127.0.0.1:9092"
@@ -103,6 +112,8 @@ REGISTRY_KEY_NAMESPACE: Final = "ns/"
 REGISTRY_KEY_TOPIC: Final = "topic/"
 REGISTRY_KEY_KV: Final = "kv/"
 REGISTRY_KEY_PERM: Final = "perm/"
+#: ``tenant/<tenant>``: a Pulsar tenant (admin roles, allowed clusters).
+REGISTRY_KEY_TENANT: Final = "tenant/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

@@ -8,7 +8,10 @@
     │   ├── InvalidTopicNameError        a topic/namespace name breaks Pulsar's TopicName rules
     │   ├── InvalidPolicyError           a policy field is unknown, mistyped or out of range
     │   ├── InvalidMessageIdError        a message id is not one this system encoded
-    │   └── MessageTooLargeError         a payload exceeds the topic's maxMessageSize
+    │   ├── MessageTooLargeError         a payload exceeds the topic's maxMessageSize
+    │   ├── BadRequestError              a request body does not parse or bind (HTTP 400)
+    │   ├── NotAcceptableError           Pulsar's 406, e.g. a partition count below 1
+    │   └── UnprocessableError           Pulsar's 422, e.g. fewer partitions than now
     ├── NotFoundError                    the thing asked for does not exist
     │   └── TopicNotFoundError           a topic (or one of its partitions) does not exist
     ├── ConflictError                    it already exists, or changed under us (HTTP 409)
@@ -46,6 +49,9 @@ from __future__ import annotations
 
 __all__ = [
     "AccessDeniedError",
+    "BadRequestError",
+    "NotAcceptableError",
+    "UnprocessableError",
     "AuditError",
     "AuthenticationError",
     "AuthorizationError",
@@ -159,6 +165,11 @@ class ProducerFencedError(TransportError):
     """Another producer with the same transactional id fenced this one; start over."""
 
 
+class FatalClientError(ProducerFencedError):
+    """The Kafka client reached a fatal state (librdkafka's fatal error): no call on it
+    can succeed again. Like a fenced producer, it is closed and replaced by a new one."""
+
+
 class GroupFencedError(TransportError):
     """The group coordinator refused our consumer-group generation (we were rebalanced out
     or our session expired): abort the transaction; its writes must not become visible."""
@@ -257,6 +268,16 @@ class ProducerBusyError(MessagingError):
     """The topic already has ``maxProducerPerTopic`` producers."""
 
 
+class ProducerBlockedQuotaExceededError(MessagingError):
+    """The topic is over its backlog quota (``producer_request_hold`` /
+    ``producer_exception``): no producer may attach, or a held send timed out."""
+
+
+class DuplicateInFlightError(MessagingError):
+    """Deduplication: a message with this producer name and sequence id is still being
+    persisted (the client should retry; it is then acknowledged as a duplicate)."""
+
+
 class ConsumerBusyError(MessagingError):
     """An exclusive subscription is taken, or a consumer limit is reached."""
 
@@ -284,3 +305,15 @@ class SidecarError(AuditError):
         self.url = url
         self.reason = reason
         super().__init__(f"sidecar {url}: {reason}")
+
+
+class BadRequestError(InvalidInputError):
+    """A request body that does not parse or bind (Pulsar's JSON binding answers 400)."""
+
+
+class NotAcceptableError(InvalidInputError):
+    """Pulsar's 406 Not Acceptable (e.g. a partition count below 1)."""
+
+
+class UnprocessableError(InvalidInputError):
+    """Pulsar's 422 Unprocessable Entity (e.g. fewer partitions than the topic has)."""

@@ -13,6 +13,7 @@ from ._codec import Codec
 from ._errors import InvalidPolicyError, NotFoundError
 from ._names import NamespaceName, TopicName
 from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget
+from ._policy_rules import check_policy_rules
 from ._writer import PolicyWriter, WriterConfig, WriteResult
 from .transport import Transport
 
@@ -115,13 +116,20 @@ class PolicyService:
     def set(self, target: PolicyTarget, patch: Any) -> WriteResult:
         """Merge a validated partial document into one target (``null`` removes a field)."""
         fields = self.catalog.validate_patch(patch)
-        return self.writer.update(target, lambda current: (current or Policies()).merged(fields))
+        return self.writer.update(target, _merge_with(fields))
 
     def delete(self, target: PolicyTarget) -> WriteResult:
-        """Remove every policy of one target (a tombstone); NotFoundError if none is set."""
-        if self.cache.get_target(target) is None:
-            raise NotFoundError(f"no policies are set for {target.key}")
-        return self.writer.update(target, lambda _current: None)
+        """Remove every policy of one target (a tombstone); NotFoundError if none is set.
+
+        The check is part of the decision, so a delete racing another one fails cleanly.
+        """
+
+        def remove(current: Policies | None) -> Policies | None:
+            if current is None:
+                raise NotFoundError(f"no policies are set for {target.key}")
+            return None
+
+        return self.writer.update(target, remove)
 
     def set_many(
         self, items: Iterable[tuple[PolicyTarget, Any]], *, validated: bool = False
@@ -141,6 +149,8 @@ class PolicyService:
 def _merge_with(fields: Mapping[str, Any]) -> Callable[[Policies | None], Policies | None]:
     def merge(current: Policies | None) -> Policies | None:
         # Policies() drops null fields: the same as merging into an empty set.
-        return Policies(fields) if current is None else current.merged(fields)
+        merged = Policies(fields) if current is None else current.merged(fields)
+        check_policy_rules(merged, fields)  # before anything is written
+        return merged
 
     return merge

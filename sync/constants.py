@@ -21,6 +21,7 @@ from ._constants import (
     NAMESPACE_KEY_PREFIX,
     SIDECAR_DIGEST_PATH,
     SIDECAR_ENTRIES_PATH,
+    SIDECAR_WRITE_PATH,
 )
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "NAMESPACE_KEY_PREFIX",
     "SIDECAR_DIGEST_PATH",
     "SIDECAR_ENTRIES_PATH",
+    "SIDECAR_WRITE_PATH",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,9 +19,11 @@ from sync._bundles import NamespaceBundles, SplitAlgorithm, topic_hash
 from sync._errors import (
     ConflictError,
     InvalidInputError,
+    NotAcceptableError,
     NotFoundError,
     TopicConfigurationMismatch,
     UnavailableError,
+    UnprocessableError,
 )
 from sync._kafka_names import kafka_topic_of
 from sync._names import PARTITION_SUFFIX, NamespaceName, TopicName, parse_topic_cached
@@ -32,12 +35,14 @@ from ._ownership import OwnershipTable, RequestOp
 from ._records import (
     PERM_READ,
     BundleState,
+    TenantRecord,
     TopicRecord,
     WritePerm,
     encode_layout,
     kv_key,
     namespace_key,
     perm_key,
+    tenant_key,
     topic_key,
 )
 
@@ -50,6 +55,8 @@ RequestFn = Callable[[RequestOp, str], None]
 
 #: Pulsar's maximum number of bundles a namespace may be created with.
 _MAX_BUNDLES = 2**31 - 1
+#: Pulsar's NamedEntity rule for tenant names.
+_TENANT_NAME = re.compile(r"^[-=:.\w]+$")
 
 
 def _supported_algorithms() -> str:
@@ -84,6 +91,93 @@ class ClusterAdmin:
         self.replication_factor = replication_factor
         self.timeout_s = timeout_s
 
+    # -- tenants -------------------------------------------------------------------------
+    def create_tenant(
+        self, tenant: str, admin_roles: Sequence[str], allowed_clusters: Sequence[str]
+    ) -> TenantRecord:
+        """Create a tenant (Pulsar ``PUT /admin/v2/tenants/{tenant}``).
+
+        Raises:
+            InvalidInputError: "Tenant name is not valid" / "Clusters do not exist".
+            ConflictError: "Tenant already exist".
+        """
+        record = self._tenant_record(tenant, admin_roles, allowed_clusters)
+
+        def decide(store: MetadataStore) -> Change[TenantRecord]:
+            if tenant in store.tenants:
+                raise ConflictError("Tenant already exist")
+            return Change({tenant_key(tenant): record.to_json()}, record)
+
+        created = self.writer.update(decide)
+        logger.info("created tenant %s", tenant)
+        return created
+
+    def update_tenant(
+        self, tenant: str, admin_roles: Sequence[str], allowed_clusters: Sequence[str]
+    ) -> TenantRecord:
+        """Replace a tenant's roles and clusters (Pulsar ``POST /admin/v2/tenants/{tenant}``).
+
+        Raises:
+            InvalidInputError: bad name or unknown clusters.
+            NotFoundError: "Tenant does not exist".
+        """
+        record = self._tenant_record(tenant, admin_roles, allowed_clusters)
+
+        def decide(store: MetadataStore) -> Change[TenantRecord]:
+            if tenant not in store.tenants:
+                raise NotFoundError("Tenant does not exist")
+            return Change({tenant_key(tenant): record.to_json()}, record)
+
+        return self.writer.update(decide)
+
+    def _tenant_record(
+        self, tenant: str, admin_roles: Sequence[str], allowed_clusters: Sequence[str]
+    ) -> TenantRecord:
+        if not _TENANT_NAME.match(tenant):
+            raise InvalidInputError("Tenant name is not valid")
+        known = {self.cluster, *self.lookups.registry.clusters()}
+        if any(c not in known for c in allowed_clusters):
+            raise InvalidInputError("Clusters do not exist")
+        return TenantRecord(tenant, tuple(admin_roles), tuple(allowed_clusters))
+
+    def ensure_tenant(self, tenant: str) -> None:
+        """Create ``tenant`` (allowed in this cluster) unless it exists."""
+        if tenant in self.store.tenants:
+            return
+        try:
+            self.create_tenant(tenant, (), (self.cluster,))
+        except ConflictError:
+            pass
+
+    def tenant(self, tenant: str) -> TenantRecord:
+        """Raises NotFoundError "Tenant does not exist"."""
+        record = self.store.tenants.get(tenant)
+        if record is None:
+            raise NotFoundError("Tenant does not exist")
+        return record
+
+    def tenants(self) -> list[str]:
+        """Every tenant's name."""
+        return sorted(self.store.tenants)
+
+    def delete_tenant(self, tenant: str) -> None:
+        """Delete an empty tenant.
+
+        Raises:
+            NotFoundError: "Tenant doesn't exist".
+            ConflictError: "The tenant still has active namespaces".
+        """
+
+        def decide(store: MetadataStore) -> Change[None]:
+            if tenant not in store.tenants:
+                raise NotFoundError("Tenant doesn't exist")
+            if any(ns.tenant == tenant for ns in list(store.layouts)):
+                raise ConflictError("The tenant still has active namespaces")
+            return Change({tenant_key(tenant): None}, None)
+
+        self.writer.update(decide)
+        logger.info("deleted tenant %s", tenant)
+
     # -- namespaces ----------------------------------------------------------------------
     def create_namespace(
         self,
@@ -91,11 +185,16 @@ class ClusterAdmin:
         *,
         num_bundles: int | None = None,
         boundaries: Sequence[str] | None = None,
+        require_tenant: bool = False,
     ) -> NamespaceBundles:
         """Create a namespace with ``num_bundles`` equal bundles (or explicit boundaries).
 
+        ``require_tenant``: refuse unless the tenant exists (Pulsar's REST API does;
+        programmatic callers of earlier releases create namespaces without tenants).
+
         Raises:
             InvalidInputError: bad bundle count or boundaries.
+            NotFoundError: "Tenant does not exist" (with ``require_tenant``).
             ConflictError: "Namespace already exists".
         """
         if boundaries is not None:
@@ -126,6 +225,8 @@ class ClusterAdmin:
             bundles = NamespaceBundles.default(namespace, count)
 
         def decide(store: MetadataStore) -> Change[NamespaceBundles]:
+            if require_tenant and namespace.tenant not in store.tenants:
+                raise NotFoundError("Tenant does not exist")
             if store.layout(namespace) is not None:
                 raise ConflictError("Namespace already exists")
             return Change({namespace_key(namespace): encode_layout(bundles, 1)}, bundles)
@@ -146,6 +247,24 @@ class ClusterAdmin:
     def namespaces(self, tenant: str) -> list[str]:
         """Namespaces of ``tenant`` (``tenant/ns`` strings)."""
         return sorted(str(ns) for ns in list(self.store.layouts) if ns.tenant == tenant)
+
+    def delete_namespace(self, namespace: NamespaceName) -> None:
+        """Delete a namespace without topics (Pulsar ``DELETE /admin/v2/namespaces/…``).
+
+        Raises:
+            NotFoundError: "Namespace … does not exist.".
+            ConflictError: "Cannot delete non empty namespace".
+        """
+
+        def decide(store: MetadataStore) -> Change[None]:
+            if store.layout(namespace) is None:
+                raise NotFoundError(f"Namespace {namespace} does not exist.")
+            if any(parse_topic_cached(t).namespace_name == namespace for t in list(store.topics)):
+                raise ConflictError("Cannot delete non empty namespace")
+            return Change({namespace_key(namespace): None}, None)
+
+        self.writer.update(decide)
+        logger.info("deleted namespace %s", namespace)
 
     def split_bundle(
         self,
@@ -260,17 +379,23 @@ class ClusterAdmin:
         return sum(results)
 
     # -- topics -------------------------------------------------------------------------
-    def create_topic(self, topic: TopicName, partitions: int) -> TopicRecord:
+    def create_topic(
+        self,
+        topic: TopicName,
+        partitions: int,
+        properties: dict[str, str] | None = None,
+    ) -> TopicRecord:
         """Create a partitioned (``partitions`` > 0) or non-partitioned (0) topic and the
         Kafka topic backing it (:func:`sync._kafka_names.kafka_topic_of`).
 
         Raises:
-            InvalidInputError: bad partition count or name.
+            NotAcceptableError: "Number of partitions should be more than 0".
+            InvalidInputError: bad name.
             NotFoundError: the namespace does not exist.
             ConflictError: "This topic already exists".
         """
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 0:
-            raise InvalidInputError("Number of partitions should be more than 0")
+            raise NotAcceptableError("Number of partitions should be more than 0")
         if topic.is_partition or PARTITION_SUFFIX in topic.local_name:
             raise InvalidInputError(
                 f"Invalid topic name {topic}: a partitioned topic name should not contain "
@@ -289,7 +414,13 @@ class ClusterAdmin:
                 f"This topic already exists: Kafka topic {kafka_name} has a different "
                 f"partition count ({exc})"
             ) from exc
-        record = TopicRecord(topic.canonical, partitions, kafka_name, int(time.time() * 1000))
+        record = TopicRecord(
+            topic.canonical,
+            partitions,
+            kafka_name,
+            int(time.time() * 1000),
+            tuple(sorted((properties or {}).items())),
+        )
 
         def decide(store: MetadataStore) -> Change[TopicRecord]:
             if store.layout(topic.namespace_name) is None:
@@ -303,6 +434,67 @@ class ClusterAdmin:
     def topics(self) -> list[str]:
         """Every topic created through the admin API."""
         return sorted(self.store.topics)
+
+    def topics_of(self, namespace: NamespaceName) -> list[TopicRecord]:
+        """The topics of ``namespace`` (Pulsar: 404 "Namespace does not exist")."""
+        if self.store.layout(namespace) is None:
+            raise NotFoundError("Namespace does not exist")
+        return [
+            record
+            for name, record in sorted(list(self.store.topics.items()))
+            if parse_topic_cached(name).namespace_name == namespace
+        ]
+
+    def update_partitions(self, topic: TopicName, partitions: int) -> TopicRecord:
+        """Raise a partitioned topic's partition count (Pulsar ``POST …/partitions``).
+
+        Raises:
+            NotAcceptableError: fewer than 1.
+            ConflictError: "Topic … is not the partitioned topic." (missing or not partitioned).
+            UnprocessableError: "Desired partitions N can't be less than the current …".
+        """
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise NotAcceptableError("Number of partitions should be more than 0")
+        current = self.store.topic(topic)
+        if current is None or current.partitions == 0:
+            raise ConflictError(f"Topic {topic.base.canonical} is not the partitioned topic.")
+        if partitions < current.partitions:
+            raise UnprocessableError(
+                f"Desired partitions {partitions} can't be less than the current partitions "
+                f"{current.partitions}."
+            )
+        if partitions == current.partitions:
+            return current
+        self._transport.admin().grow_topic(current.kafka_topic, partitions, self.timeout_s)
+
+        def decide(store: MetadataStore) -> Change[TopicRecord]:
+            now = store.topic(topic)
+            if now is None or now.partitions == 0:
+                raise ConflictError(f"Topic {topic.base.canonical} is not the partitioned topic.")
+            record = TopicRecord(
+                now.topic, partitions, now.kafka_topic, now.created_ms, now.properties
+            )
+            return Change({topic_key(topic): record.to_json()}, record)
+
+        return self.writer.update(decide)
+
+    def delete_topic(self, topic: TopicName, *, partitioned: bool) -> None:
+        """Delete a topic's record, then its Kafka topic (Pulsar ``DELETE`` of a topic, or
+        of ``…/partitions`` with ``partitioned``).
+
+        Raises:
+            NotFoundError: "Topic … not found" (or the wrong kind of topic).
+        """
+
+        def decide(store: MetadataStore) -> Change[TopicRecord]:
+            record = store.topic(topic)
+            if record is None or (record.partitions > 0) != partitioned:
+                raise NotFoundError(f"Topic {topic.base.canonical} not found")
+            return Change({topic_key(topic): None}, record)
+
+        record = self.writer.update(decide)
+        self._transport.admin().delete_topic(record.kafka_topic, self.timeout_s)
+        logger.info("deleted topic %s (Kafka topic %s)", topic.base, record.kafka_topic)
 
     # -- KV config (RocketMQ NameServer) ------------------------------------------------
     def put_kv(self, namespace: str, key: str, value: str) -> None:

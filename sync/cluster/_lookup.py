@@ -64,10 +64,8 @@ class LookupConfig:
 
 def namespace_missing(namespace: NamespaceName) -> NotFoundError:
     """Pulsar's 404 for a namespace without policies."""
-    return NotFoundError(
-        f"Namespace does not exist: {namespace}; create it with "
-        f"PUT /admin/v2/namespaces/{namespace}"
-    )
+    del namespace  # Pulsar's reason names no namespace
+    return NotFoundError("Namespace not found")
 
 
 class LookupService:

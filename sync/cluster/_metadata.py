@@ -5,11 +5,12 @@ broker registrations, membership snapshots, namespace bundle layouts, topic meta
 config and wiped write perms, each indexed for the lookup hot path.
 
 :class:`MetadataWriter` changes namespace layouts, topic metadata, KV config and perms with
-read-modify-write cycles serialized by Kafka's producer fencing: every writer in every
-sidecar shares one transactional id, and a writer (re)initialising its transactions fences
-all others, then syncs its view before deciding. A writer that loses its fence between
-deciding and committing gets :class:`~sync._errors.ProducerFencedError` on commit, and
-nothing it wrote becomes visible; it retries from a fresh view. Compaction keeps the last
+read-modify-write cycles serialized by Kafka's producer fencing, through the one fenced
+writer of :mod:`sync._fenced`: every writer in every sidecar shares one transactional id,
+and a writer (re)initialising its transactions fences all others, then syncs its view
+before deciding. A writer that loses its fence between deciding and committing gets
+:class:`~sync._errors.ProducerFencedError` on commit, and nothing it wrote becomes
+visible; it retries from a fresh view. Compaction keeps the last
 record per key, so the decision is made before the write, never by a reader.
 """
 
@@ -17,9 +18,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import random
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -34,22 +32,19 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
     REGISTRY_TOPIC,
 )
-from sync._errors import (
-    CodecError,
-    InvalidInputError,
-    ProducerFencedError,
-    TransportError,
-    WriteConflictError,
-)
+from sync._errors import CodecError, InvalidInputError
+from sync._fenced import Draft, FenceConfig, FencedWriter
 from sync._names import NamespaceName, TopicName
-from sync.transport import DeliveryReport, Producer, TopicSpec, Transport
+from sync.transport import TopicSpec, Transport
 
 from ._records import (
     BrokerRegistration,
     Membership,
+    TenantRecord,
     TopicRecord,
     WritePerm,
     decode_layout,
@@ -111,7 +106,9 @@ class Layout:
         return bundle_name in self.names
 
 
-RegistryValue = BrokerRegistration | Membership | Layout | TopicRecord | WritePerm | str
+RegistryValue = (
+    BrokerRegistration | Membership | Layout | TopicRecord | TenantRecord | WritePerm | str
+)
 
 
 def _decode(key: str, raw: bytes) -> RegistryValue:
@@ -130,6 +127,8 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         return TopicRecord.from_json(raw)
     if key.startswith(REGISTRY_KEY_PERM):
         return WritePerm.from_json(raw)
+    if key.startswith(REGISTRY_KEY_TENANT):
+        return TenantRecord.from_json(raw)
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -157,6 +156,7 @@ class MetadataStore:
         self.topics: dict[str, TopicRecord] = {}
         self.kv: dict[str, dict[str, str]] = {}
         self.perms: dict[tuple[str, str], WritePerm] = {}
+        self.tenants: dict[str, TenantRecord] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -219,6 +219,12 @@ class MetadataStore:
                 self.perms[(cluster, name)] = new
             else:
                 self.perms.pop((cluster, name), None)
+        elif key.startswith(REGISTRY_KEY_TENANT):
+            tenant = key[len(REGISTRY_KEY_TENANT) :]
+            if isinstance(new, TenantRecord):
+                self.tenants[tenant] = new
+            else:
+                self.tenants.pop(tenant, None)
         self.version += 1
         for watcher in self._watchers:
             try:
@@ -246,7 +252,13 @@ class Change(Generic[R]):
 
 
 class MetadataWriter:
-    """Fenced read-modify-write of registry keys (shared transactional id)."""
+    """Fenced read-modify-write of registry keys (shared transactional id).
+
+    The fence, deadline, back-off, abort, re-sync per producer epoch and
+    commit-and-confirm are :class:`~sync._fenced.FencedWriter`'s (the policy writer's
+    too). Decisions read the store's indexes, so each goes in a transaction of its own,
+    decided once the store has applied every earlier commit (``settle``).
+    """
 
     def __init__(
         self,
@@ -257,14 +269,24 @@ class MetadataWriter:
         timeout_s: float = 30.0,
         max_attempts: int = 50,
     ) -> None:
-        self._transport = transport
         self._store = store
-        self._tid = transactional_id
-        self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
-        self._producer: Producer | None = None
-        self._lock = threading.Lock()
-        self.fenced_retries = 0
+        self._fence: FencedWriter[bytes] = FencedWriter(
+            transport,
+            store.table,
+            FenceConfig(
+                transactional_id=transactional_id,
+                topic=store.table.spec.name,
+                name="metadata",
+                timeout_s=timeout_s,
+                max_attempts=max_attempts,
+                settle=True,
+            ),
+            lambda _key: None,
+        )
+
+    @property
+    def fenced_retries(self) -> int:
+        return self._fence.fenced_retries
 
     def update(self, decide: Callable[[MetadataStore], Change[R]]) -> R:
         """Run ``decide`` on a view that holds every committed write, then write its
@@ -273,73 +295,16 @@ class MetadataWriter:
         ``decide`` may raise (e.g. :class:`~sync._errors.ConflictError`) to refuse the
         change: then nothing is written.
         """
-        with self._lock:
-            delay = 0.005
-            last: TransportError | None = None
-            for attempt in range(1, self._max_attempts + 1):
-                try:
-                    return self._attempt(decide)
-                except ProducerFencedError as exc:
-                    self.fenced_retries += 1
-                    self._producer = None
-                    last = exc
-                    logger.info("metadata writer fenced (attempt %d); retrying", attempt)
-                except TransportError as exc:
-                    last = exc
-                    self._abort_quietly()
-                    logger.warning("metadata write failed (attempt %d): %s", attempt, exc)
-                time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter
-                delay = min(delay * 2, 0.5)
-            if isinstance(last, ProducerFencedError):
-                raise WriteConflictError(
-                    f"gave up after {self._max_attempts} attempts: other metadata writers "
-                    "kept fencing this one; retry later"
-                ) from last
-            raise TransportError(
-                f"metadata write failed after {self._max_attempts} attempts: {last}"
-            ) from last
+        store = self._store
+
+        def decided(draft: Draft[bytes]) -> R:
+            change = decide(store)
+            for key, value in change.writes.items():
+                draft.put(key, value, value)
+            return change.result
+
+        return self._fence.write(decided)
 
     def close(self) -> None:
         """Release the producer."""
-        with self._lock:
-            if self._producer is not None:
-                self._producer.close()
-                self._producer = None
-
-    def _abort_quietly(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            try:
-                producer.abort_transaction(5.0)
-            except TransportError:
-                logger.debug("abort after a failed metadata write failed too", exc_info=True)
-
-    def _fresh_producer(self) -> Producer:
-        if self._producer is None:
-            producer = self._transport.producer(transactional_id=self._tid)
-            producer.init_transactions(self._timeout_s)
-            self._producer = producer
-        return self._producer
-
-    def _attempt(self, decide: Callable[[MetadataStore], Change[R]]) -> R:
-        producer = self._fresh_producer()
-        # Every write committed before our fence (init_transactions) is now visible.
-        self._store.table.sync(self._timeout_s)
-        change = decide(self._store)
-        if not change.writes:
-            return change.result
-        reports: list[DeliveryReport] = []
-        topic = self._store.table.spec.name
-        producer.begin_transaction()
-        for key, value in change.writes.items():
-            producer.produce(topic, key.encode("utf-8"), value, on_delivery=reports.append)
-        producer.commit_transaction(self._timeout_s)
-        producer.poll(0)
-        failed = [r for r in reports if r.error]
-        if failed:
-            raise TransportError(f"metadata record not written: {failed[0].error}")
-        wanted: dict[int, int] = {}
-        for r in reports:
-            wanted[r.partition] = max(wanted.get(r.partition, 0), r.offset + 1)
-        self._store.table.wait_for(wanted, self._timeout_s)
-        return change.result
+        self._fence.close()

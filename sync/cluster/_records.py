@@ -34,6 +34,7 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
 )
 from sync._errors import CodecError, ConflictError
@@ -47,6 +48,7 @@ __all__ = [
     "MemberInfo",
     "Membership",
     "OwnershipRecord",
+    "TenantRecord",
     "TopicRecord",
     "WritePerm",
     "allowed_transitions",
@@ -88,12 +90,18 @@ def allowed_transitions(state: BundleState | None) -> frozenset[BundleState]:
 
 
 def check_transition(
-    bundle: str, old: OwnershipRecord | None, new: BundleState, broker: str
+    bundle: str,
+    old: OwnershipRecord | None,
+    new: BundleState,
+    broker: str,
+    incarnation: str | None = None,
 ) -> None:
     """Refuse an ownership write that the state machine does not allow.
 
     Also refuses a no-op (``OWNED`` by the same incarnation again), so every record in the
-    ownership topic is a real change.
+    ownership topic is a real change. A *new* incarnation of the same broker id (a sidecar
+    killed and restarted) takes over what its dead incarnation owned: that is a change.
+    ``incarnation`` None compares broker ids only.
 
     Raises:
         ConflictError: the transition is not allowed.
@@ -105,7 +113,7 @@ def check_transition(
             "this is a bug in the ownership writer"
         )
     if old is not None and new is BundleState.OWNED and state is BundleState.OWNED:
-        if old.broker == broker:
+        if old.broker == broker and incarnation in (None, old.incarnation):
             raise ConflictError(f"bundle {bundle} is already owned by {broker}")
 
 
@@ -395,6 +403,8 @@ class TopicRecord:
     partitions: int
     kafka_topic: str
     created_ms: int
+    #: Pulsar's partitioned-topic properties (sorted key/value pairs).
+    properties: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> bytes:
         """The record's value in the registry topic."""
@@ -404,6 +414,7 @@ class TopicRecord:
                 "partitions": self.partitions,
                 "kafkaTopic": self.kafka_topic,
                 "created": self.created_ms,
+                **({"properties": dict(self.properties)} if self.properties else {}),
             }
         )
 
@@ -416,11 +427,54 @@ class TopicRecord:
         """
         d = decode_json(raw, "topic record")
         try:
+            properties = d.get("properties") or {}
+            if not isinstance(properties, dict):
+                raise TypeError("properties is not an object")
             return cls(
-                str(d["topic"]), int(d["partitions"]), str(d["kafkaTopic"]), int(d["created"])
+                str(d["topic"]),
+                int(d["partitions"]),
+                str(d["kafkaTopic"]),
+                int(d["created"]),
+                tuple(sorted((str(k), str(v)) for k, v in properties.items())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CodecError(f"topic record: bad field ({exc!r})") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    """A Pulsar tenant: who administers it and which clusters its namespaces may use."""
+
+    name: str
+    admin_roles: tuple[str, ...]
+    allowed_clusters: tuple[str, ...]
+
+    def to_rest(self) -> dict[str, Any]:
+        """Pulsar's TenantInfo JSON."""
+        return {
+            "adminRoles": list(self.admin_roles),
+            "allowedClusters": list(self.allowed_clusters),
+        }
+
+    def to_json(self) -> bytes:
+        """The record's value in the registry topic."""
+        return encode_json({"tenant": self.name, **self.to_rest()})
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TenantRecord:
+        """Decode a value written by :meth:`to_json`.
+
+        Raises:
+            CodecError: the value is not a tenant record.
+        """
+        d = decode_json(raw, "tenant record")
+        try:
+            roles, clusters = d["adminRoles"], d["allowedClusters"]
+            if not isinstance(roles, list) or not isinstance(clusters, list):
+                raise TypeError("adminRoles and allowedClusters must be lists")
+            return cls(str(d["tenant"]), tuple(map(str, roles)), tuple(map(str, clusters)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CodecError(f"tenant record: bad field ({exc!r})") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,6 +564,11 @@ def split_kv_key(registry_key: str) -> tuple[str, str]:
     """Inverse of :func:`kv_key`."""
     ns, _, key = registry_key[len(REGISTRY_KEY_KV) :].partition("/")
     return urllib.parse.unquote(ns), urllib.parse.unquote(key)
+
+
+def tenant_key(tenant: str) -> str:
+    """Registry key of a tenant."""
+    return f"{REGISTRY_KEY_TENANT}{tenant}"
 
 
 def perm_key(cluster: str, broker_name: str) -> str:

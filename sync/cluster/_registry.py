@@ -75,6 +75,7 @@ def _lookup_json(
 ) -> bytes:
     # Pulsar's LookupData; "brokerUrlSsl" is kept because older C++ clients (and so the
     # Python client) refuse an answer without brokerUrlTls or brokerUrlSsl.
+    # Pulsar omits the TLS URLs that are not configured (null is not sent).
     body = {
         "brokerUrl": service_url,
         "brokerUrlTls": service_url_tls,
@@ -83,7 +84,8 @@ def _lookup_json(
         "nativeUrl": service_url,
         "brokerUrlSsl": "",
     }
-    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+    present = {k: v for k, v in body.items() if v is not None}
+    return json.dumps(present, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)

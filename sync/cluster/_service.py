@@ -33,6 +33,7 @@ from ._auth import AuthConfig, Authorizer
 from ._lookup import LookupConfig, LookupService
 from ._metadata import MetadataStore, MetadataWriter, registry_spec
 from ._ownership import (
+    MemberState,
     OwnershipConfig,
     OwnershipMember,
     OwnershipTable,
@@ -229,7 +230,9 @@ class ClusterService:
             self.registry.refresh()
             self.registrar.start()
             for text in self.config.lookup.default_namespaces:
-                self.admin.ensure_namespace(NamespaceName.parse(text))
+                namespace = NamespaceName.parse(text)
+                self.admin.ensure_tenant(namespace.tenant)
+                self.admin.ensure_namespace(namespace)
             self.member.start()
             while not self.member.wait_joined(0.5):
                 if self._life.state is not ServiceState.STARTING:
@@ -275,6 +278,13 @@ class ClusterService:
             raise UnavailableError(
                 f"lookup service of broker {self.identity.broker_id} is {self._life.state.value}, "
                 "not READY" + (f": {self._failure}" if self._failure else "")
+            )
+        if self.member.state is MemberState.FAILED:
+            # Its ownership member is gone: it cannot decide anything until the supervisor
+            # has started a new incarnation.
+            raise UnavailableError(
+                f"ownership member of broker {self.identity.broker_id} FAILED "
+                f"({self.member.failure}); restarting"
             )
 
     def close(self, *, graceful: bool = True) -> None:

@@ -57,7 +57,13 @@ class Sidecar:
     """A real ``broker-shim run`` process."""
 
     def __init__(
-        self, bootstrap: str, topic: str, port: int, state_dir: Path, broker_id: str = "1"
+        self,
+        bootstrap: str,
+        topic: str,
+        port: int,
+        state_dir: Path,
+        broker_id: str = "1",
+        extra: list[str] | None = None,
     ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -72,12 +78,15 @@ class Sidecar:
                 broker_id,
                 "--http-port",
                 str(port),
+                "--broker-port",
+                "0",
                 "--bootstrap-servers",
                 bootstrap,
                 "--topic",
                 topic,
                 "--state-dir",
                 str(state_dir / f"state-{broker_id}"),
+                *(extra or []),
             ],
             stdout=self._logfile,
             stderr=subprocess.STDOUT,

@@ -119,6 +119,9 @@ def cluster(
         ):
             assert time.monotonic() < deadline, "the two sidecars never saw each other"
             time.sleep(0.05)
+        # Pulsar: a tenant exists before its namespaces; only a super-user creates one.
+        assert call(shims[0], "PUT", f"/admin/v2/tenants/{tenant}", "t-alice", "{}").status == 403
+        assert call(shims[0], "PUT", f"/admin/v2/tenants/{tenant}", "t-admin", "{}").status == 204
         yield name, tenant, shims
     finally:
         for shim in shims:
@@ -244,4 +247,3 @@ def test_lookups_are_authorized_like_pulsar_topic_lookup(
                 refused_client.get_topic_partitions(topic)
         finally:
             refused_client.close()
-

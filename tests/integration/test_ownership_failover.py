@@ -116,6 +116,7 @@ def audit_log(bootstrap: str, cluster: str) -> int:
 def test_kill_owners_repeatedly_and_freeze_one(cluster: ShimCluster, kafka_bootstrap: str) -> None:
     first = cluster.shims[0]
     namespace = f"acme/failover-{cluster.name}"
+    assert first.put("/admin/v2/tenants/acme", "{}").status in (204, 409)  # Pulsar: tenant first
     assert (
         first.put(
             f"/admin/v2/namespaces/{namespace}", json.dumps({"bundles": {"numBundles": 16}})

@@ -20,6 +20,7 @@ def test_sync_exports() -> None:
             "SchemaVersion", "ServiceConfig", "TopicConfigurationMismatch", "TopicDomain",
             "TopicName", "TransportError", "WriteConflictError", "WriteResult", "WriterConfig",
             "default_schema_dir", "effective_policies", "kafka_topic_of", "parse_policy_json",
+            "Draft", "FenceConfig", "FencedWriter", "FenceHolder", "HolderConfig", "HolderState",
         ]
     )  # fmt: skip
     for name in sync.__all__:
@@ -63,6 +64,8 @@ def test_messaging_exports() -> None:
 
     assert sorted(sync.messaging.__all__) == sorted(
         [
+            "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
+            "ProducerBlockedQuotaExceededError",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
             "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",

@@ -1,0 +1,345 @@
+"""Pulsar admin REST for tenants, namespaces, topics and clusters (issue 13, item 1).
+
+Paths, methods, bodies, status codes and ``{"reason": …}`` texts as a Pulsar 4.0.7
+standalone answers them (recorded in ``tests/compat/pulsar-4.0.7.json``)::
+
+    GET    /admin/v2/tenants                                   ["public", …]
+    GET    /admin/v2/tenants/{tenant}                          {"adminRoles", "allowedClusters"}
+    PUT    /admin/v2/tenants/{tenant}                          TenantInfo -> 204
+    POST   /admin/v2/tenants/{tenant}                          TenantInfo -> 204 (update)
+    DELETE /admin/v2/tenants/{tenant}                          -> 204 (409 with namespaces)
+    GET    /admin/v2/namespaces/{tenant}/{namespace}           Policies (bundles, clusters)
+    DELETE /admin/v2/namespaces/{tenant}/{namespace}           -> 204 (409 with topics)
+    GET    /admin/v2/{domain}/{tenant}/{namespace}             topics and partitions
+    GET    /admin/v2/{domain}/{tenant}/{namespace}/partitioned partitioned topics
+    PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}     non-partitioned -> 204
+    DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}     -> 204
+    POST   /admin/v2/{domain}/{t}/{ns}/{topic}/partitions      body N: more partitions -> 204
+    DELETE /admin/v2/{domain}/{t}/{ns}/{topic}/partitions      -> 204
+    GET    /admin/v2/clusters/{cluster}                        ClusterData
+    GET    /admin/v2/brokers                                   ["host:port", …]
+
+Tenants and namespaces are compacted records of the registry topic, seen by every
+sidecar; a topic is a Kafka topic. Refused requests write nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+
+from sync import NamespaceName, TopicName
+from sync.cluster import ClusterService
+from sync.errors import BadRequestError, NotFoundError
+
+from ._lookup_http import (
+    Handler,
+    _check_admin,
+    _check_super,
+    _namespace,
+    _pulsar_errors,
+    _role,
+    _service,
+    _topic,
+)
+
+__all__ = ["add_admin_routes", "json_body"]
+
+
+async def json_body(request: web.Request) -> Any:
+    """The request body as JSON (None when empty); 400 when it does not parse."""
+    text = await request.text()
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadRequestError(f"request body is not valid JSON: {exc}") from exc
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequestError(f"{what} must be a JSON list of strings")
+    return list(value)
+
+
+# -- tenants --------------------------------------------------------------------------------
+async def list_tenants(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    _check_super(request)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(service.admin.tenants())
+
+
+async def get_tenant(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    tenant = request.match_info["tenant"]
+    _check_admin(request, tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(service.admin.tenant(tenant).to_rest())
+
+
+async def _tenant_info(request: web.Request) -> tuple[list[str], list[str]]:
+    body = await json_body(request)
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise BadRequestError("TenantInfo must be a JSON object")
+    return _strings(body.get("adminRoles"), "adminRoles"), _strings(
+        body.get("allowedClusters"), "allowedClusters"
+    )
+
+
+async def create_tenant(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    _check_super(request)
+    roles, clusters = await _tenant_info(request)
+    service.require_ready()
+    await asyncio.to_thread(
+        service.admin.create_tenant, request.match_info["tenant"], roles, clusters
+    )
+    return web.Response(status=204)
+
+
+async def update_tenant(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    _check_super(request)
+    roles, clusters = await _tenant_info(request)
+    service.require_ready()
+    await asyncio.to_thread(
+        service.admin.update_tenant, request.match_info["tenant"], roles, clusters
+    )
+    return web.Response(status=204)
+
+
+async def delete_tenant(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    _check_super(request)
+    service.require_ready()
+    await asyncio.to_thread(service.admin.delete_tenant, request.match_info["tenant"])
+    return web.Response(status=204)
+
+
+# -- namespaces -----------------------------------------------------------------------------
+def _namespace_policies(service: ClusterService, namespace: NamespaceName) -> dict[str, Any]:
+    """Pulsar's Policies JSON of a namespace: its bundles, Pulsar's defaults for the rest."""
+    layout = service.lookups.layout(namespace)
+    return {
+        "auth_policies": {
+            "namespace_auth": {},
+            "destination_auth": {},
+            "subscription_auth_roles": {},
+        },
+        "replication_clusters": [service.identity.cluster],
+        "allowed_clusters": [],
+        "bundles": layout.bundles.to_json(),
+        "backlog_quota_map": {},
+        "clusterDispatchRate": {},
+        "topicDispatchRate": {},
+        "subscriptionDispatchRate": {},
+        "replicatorDispatchRate": {},
+        "clusterSubscribeRate": {},
+        "publishMaxMessageRate": {},
+        "latency_stats_sample_rate": {},
+        "deleted": False,
+        "encryption_required": False,
+        "subscription_auth_mode": "None",
+        "offload_threshold": -1,
+        "offload_threshold_in_seconds": -1,
+        "schema_compatibility_strategy": "UNDEFINED",
+        "is_allow_auto_update_schema": True,
+        "schema_validation_enforced": False,
+        "subscription_types_enabled": [],
+        "properties": {},
+        "migrated": False,
+    }
+
+
+async def get_namespace(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_admin(request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    if service.store.layout(namespace) is None:
+        raise NotFoundError("Namespace does not exist")
+    return web.json_response(_namespace_policies(service, namespace))
+
+
+async def delete_namespace(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    namespace = _namespace(request)
+    _check_admin(request, namespace.tenant)
+    service.require_ready()
+    await asyncio.to_thread(service.admin.delete_namespace, namespace)
+    return web.Response(status=204)
+
+
+# -- topics ---------------------------------------------------------------------------------
+def _namespace_of_path(request: web.Request) -> tuple[str, NamespaceName]:
+    m = request.match_info
+    domain = m["domain"]
+    if domain not in ("persistent", "non-persistent"):
+        raise NotFoundError(f"no admin resource for domain {domain!r}")
+    return domain, NamespaceName(m["tenant"], m["namespace"])
+
+
+async def list_topics(request: web.Request) -> web.StreamResponse:
+    """Non-partitioned topics and every partition of the partitioned ones."""
+    service = _service(request)
+    domain, namespace = _namespace_of_path(request)
+    _check_admin(request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    names: list[str] = []
+    for record in service.admin.topics_of(namespace):
+        if not record.topic.startswith(f"{domain}://"):
+            continue
+        if record.partitions == 0:
+            names.append(record.topic)
+        else:
+            names.extend(f"{record.topic}-partition-{i}" for i in range(record.partitions))
+    return web.json_response(names)
+
+
+async def list_partitioned(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    domain, namespace = _namespace_of_path(request)
+    _check_admin(request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(
+        [
+            r.topic
+            for r in service.admin.topics_of(namespace)
+            if r.partitions > 0 and r.topic.startswith(f"{domain}://")
+        ]
+    )
+
+
+def _topic_at(request: web.Request) -> TopicName:
+    return _topic(request, 3)
+
+
+async def create_topic(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT /admin/v2/{domain}/{t}/{ns}/{topic}``: a non-partitioned topic."""
+    service = _service(request)
+    topic = _topic_at(request)
+    _check_admin(request, topic.tenant)
+    body = await json_body(request)
+    properties = _properties(body) if body is not None else {}
+    service.require_ready()
+    await service.lookups.refresh()
+    if service.store.layout(topic.namespace_name) is None:
+        raise NotFoundError("Namespace not found")
+    await asyncio.to_thread(service.admin.create_topic, topic, 0, properties)
+    return web.Response(status=204)
+
+
+def _properties(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise BadRequestError("topic properties must be a JSON object of strings")
+    return dict(value)
+
+
+async def delete_topic(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    topic = _topic_at(request)
+    _check_admin(request, topic.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    await asyncio.to_thread(service.admin.delete_topic, topic, partitioned=False)
+    return web.Response(status=204)
+
+
+async def delete_partitioned(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    topic = _topic_at(request)
+    _check_admin(request, topic.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    await asyncio.to_thread(service.admin.delete_topic, topic, partitioned=True)
+    return web.Response(status=204)
+
+
+async def update_partitions(request: web.Request) -> web.StreamResponse:
+    service = _service(request)
+    topic = _topic_at(request)
+    _check_admin(request, topic.tenant)
+    body = await json_body(request)
+    if isinstance(body, bool) or not isinstance(body, int):
+        raise BadRequestError(f"the body must be the number of partitions, got {body!r}")
+    service.require_ready()
+    await service.lookups.refresh()
+    await asyncio.to_thread(service.admin.update_partitions, topic, body)
+    return web.Response(status=204)
+
+
+# -- clusters and brokers -------------------------------------------------------------------
+async def get_cluster(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /admin/v2/clusters/{cluster}``: ClusterData of a known cluster."""
+    service = _service(request)
+    _role(request)
+    cluster = request.match_info["cluster"]
+    if cluster != service.identity.cluster and cluster not in service.registry.clusters():
+        raise NotFoundError("Cluster does not exist")
+    live = service.registry.live_brokers(cluster)
+    first = live[0] if live else None
+    body: dict[str, Any] = {
+        "serviceUrl": first.http_url if first is not None else None,
+        "brokerServiceUrl": first.service_url if first is not None else None,
+        "brokerClientTlsEnabled": False,
+        "tlsAllowInsecureConnection": False,
+        "brokerClientTlsEnabledWithKeyStore": False,
+        "brokerClientTlsTrustStoreType": "JKS",
+        "brokerClientTlsKeyStoreType": "JKS",
+        "brokerClientSslFactoryPlugin": "org.apache.pulsar.common.util.DefaultPulsarSslFactory",
+    }
+    return web.json_response({k: v for k, v in body.items() if v is not None})
+
+
+async def list_active_brokers(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /admin/v2/brokers``: the live brokers of this sidecar's cluster."""
+    service = _service(request)
+    _check_super(request)
+    live = service.registry.live_brokers(service.identity.cluster)
+    return web.json_response(sorted(r.web_address for r in live))
+
+
+def add_admin_routes(app: web.Application) -> None:
+    """Register the routes above (after :func:`add_lookup_routes`, before the generic
+    topic-policy routes: ``…/partitions`` and ``…/partitioned`` must win)."""
+    tenant = "/admin/v2/tenants/{tenant}"
+    ns = "/admin/v2/namespaces/{tenant}/{namespace}"
+    nsp = "/admin/v2/{domain}/{tenant}/{namespace}"
+    topic = f"{nsp}/{{topic}}"
+    routes: list[tuple[str, str, Handler]] = [
+        ("GET", "/admin/v2/tenants", list_tenants),
+        ("GET", tenant, get_tenant),
+        ("PUT", tenant, create_tenant),
+        ("POST", tenant, update_tenant),
+        ("DELETE", tenant, delete_tenant),
+        ("GET", ns, get_namespace),
+        ("DELETE", ns, delete_namespace),
+        ("GET", "/admin/v2/clusters/{cluster}", get_cluster),
+        ("GET", "/admin/v2/brokers", list_active_brokers),
+        ("GET", f"{nsp}/partitioned", list_partitioned),
+        ("GET", nsp, list_topics),
+        ("PUT", topic, create_topic),
+        ("DELETE", topic, delete_topic),
+        ("POST", f"{topic}/partitions", update_partitions),
+        ("DELETE", f"{topic}/partitions", delete_partitioned),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _pulsar_errors(handler))

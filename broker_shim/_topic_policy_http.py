@@ -1,0 +1,280 @@
+"""Topic-policy REST handlers answering as Pulsar 4.0.7 does (issue 13, item 3).
+
+``GET|POST|DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}`` plus
+``…/backlogQuotaMap`` (GET) and ``…/backlogQuota?backlogQuotaType=…`` (POST, DELETE).
+
+Checks in Pulsar's order: a body that is not JSON is 400; a partition
+(``…-partition-N``) is 412 "Not allowed to set/get topic policy for a partition"; with the
+cluster registry on, a missing namespace is 404 "Namespace not found" and a topic never
+created is 404 "Topic … not found"; then Pulsar's own value checks (412/400 with its
+reasons) and the catalog's type checks (400). Nothing is written unless all pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from sync import (
+    InvalidInputError,
+    InvalidPolicyError,
+    NotFoundError,
+    PolicyService,
+    PolicyTarget,
+    TopicName,
+    parse_policy_json,
+)
+from sync.cluster import ClusterService
+
+from ._policy_rest import (
+    BACKLOG_QUOTA_TYPES,
+    DEFAULT_BACKLOG_QUOTA,
+    REST_POLICIES,
+    RestPolicy,
+)
+
+__all__ = ["PolicyRoutes"]
+
+_QUOTA_FIELD = "backLogQuotaMap"
+_PARTITION_REASON = "Not allowed to set/get topic policy for a partition"
+
+ServiceOf = Callable[[web.Request], PolicyService]
+ClusterOf = Callable[[web.Request], ClusterService | None]
+#: Writes a checked patch (the app's write path: the fence holder, forwarded if remote).
+WriteFn = Callable[[web.Request, PolicyService, PolicyTarget, dict[str, Any]], Awaitable[None]]
+
+
+class _Answer(Exception):
+    """A finished HTTP answer raised from deep inside a handler (status, reason)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
+    return value == "true"
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_to_json(v) for v in value]
+    if hasattr(value, "items"):
+        return {k: _to_json(v) for k, v in value.items()}
+    return value
+
+
+def _quota_json(quotas: Any) -> dict[str, Any]:
+    """Our BacklogQuota map as Pulsar shows it (with the deprecated ``limit`` = limitSize)."""
+    out: dict[str, Any] = {}
+    for kind, quota in (quotas or {}).items():
+        body = _to_json(quota)
+        out[kind] = {"limit": body.get("limitSize", -1), **body}
+    return out
+
+
+def _parse_body(text: str) -> Any:
+    """The request body as JSON; 400 like Pulsar's Jackson when it does not parse."""
+    try:
+        return parse_policy_json(text)
+    except InvalidPolicyError as exc:
+        raise _Answer(400, str(exc)) from exc
+
+
+class PolicyRoutes:
+    """The handlers, bound to how the app finds its policy service and cluster service."""
+
+    def __init__(self, service_of: ServiceOf, cluster_of: ClusterOf, write: WriteFn) -> None:
+        self._service_of = service_of
+        self._cluster_of = cluster_of
+        self._write_fn = write
+
+    def wrap(
+        self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def wrapped(request: web.Request) -> web.StreamResponse:
+            try:
+                return await handler(request)
+            except _Answer as answer:
+                return web.json_response({"reason": answer.reason}, status=answer.status)
+
+        return wrapped
+
+    # -- shared checks ------------------------------------------------------------------
+    def _topic(self, request: web.Request) -> TopicName:
+        m = request.match_info
+        return TopicName.from_rest(m["domain"], m["tenant"], m["namespace"], m["topic"])
+
+    async def _check_topic(self, request: web.Request, topic: TopicName) -> None:
+        if topic.is_partition:
+            raise _Answer(412, _PARTITION_REASON)
+        cluster = self._cluster_of(request)
+        if cluster is None:
+            return  # no registry: topics and namespaces are not known here
+        store = cluster.store
+        if store.layout(topic.namespace_name) is None or store.topic(topic) is None:
+            await cluster.lookups.refresh()  # an admin call: see writes of other sidecars
+        if store.layout(topic.namespace_name) is None:
+            raise _Answer(404, "Namespace not found")
+        if store.topic(topic) is None:
+            raise _Answer(404, f"Topic {topic.base.canonical} not found")
+
+    @staticmethod
+    def _policy(request: web.Request) -> tuple[str, RestPolicy]:
+        name = request.match_info["policy"]
+        rest = REST_POLICIES.get(name)
+        if rest is None:
+            raise NotFoundError(
+                f"unknown topic policy {name!r}; supported: "
+                f"{', '.join(sorted([*REST_POLICIES, 'backlogQuota', 'backlogQuotaMap']))}"
+            )
+        return name, rest
+
+    def _local_cluster(self, request: web.Request) -> str:
+        cluster = self._cluster_of(request)
+        return "standalone" if cluster is None else cluster.identity.cluster
+
+    # -- GET ----------------------------------------------------------------------------
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["policy"] == "backlogQuotaMap":
+            return await self._get_quotas(request)
+        name, rest = self._policy(request)
+        topic = self._topic(request)
+        is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
+        await self._check_topic(request, topic)
+        svc = self._service_of(request)
+        if applied:
+            value = svc.applied(topic).get(rest.field)
+            if value is None:
+                value = [self._local_cluster(request)] if name == "replication" else rest.default
+        else:
+            found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
+            value = None if found is None else found.get(rest.field)
+            if value is None:
+                value = rest.unset_body
+        if value is None:
+            # Pulsar: 200 with an empty body for most unset policies, 204 for a few.
+            return web.Response(status=rest.unset_status)
+        return web.json_response(_to_json(value))
+
+    async def _get_quotas(self, request: web.Request) -> web.StreamResponse:
+        topic = self._topic(request)
+        is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
+        await self._check_topic(request, topic)
+        svc = self._service_of(request)
+        if applied:
+            quotas = svc.applied(topic).get(_QUOTA_FIELD)
+            if not quotas:
+                defaults = {k: dict(DEFAULT_BACKLOG_QUOTA) for k in BACKLOG_QUOTA_TYPES}
+                return web.json_response(defaults)
+        else:
+            found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
+            quotas = None if found is None else found.get(_QUOTA_FIELD)
+        return web.json_response(_quota_json(quotas))
+
+    # -- POST ---------------------------------------------------------------------------
+    async def set(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["policy"] == "backlogQuota":
+            return await self._set_quota(request)
+        name, rest = self._policy(request)
+        topic = self._topic(request)
+        is_global = _flag(request, "isGlobal")
+        if rest.query_param is not None and rest.query_param in request.query:
+            text = request.query[rest.query_param]
+        else:
+            text = await request.text()
+        if not text.strip():
+            raise _Answer(400, f"{name}: the request has no value; send it as the JSON body")
+        value = _parse_body(text)
+        await self._check_topic(request, topic)
+        if name == "replication":
+            self._check_replication(request, value, is_global)
+        refusal = None if rest.check is None else rest.check(value)
+        if refusal is not None:
+            raise _Answer(*refusal)
+        await self._write(request, topic, is_global, {rest.field: value})
+        return web.Response(status=204)
+
+    def _check_replication(self, request: web.Request, value: Any, is_global: bool) -> None:
+        if is_global:
+            raise _Answer(
+                412,
+                "Please do not use the global topic level policy when namespace-level "
+                "replication is not enabled, because the global level policy relies on "
+                "namespace-level replication",
+            )
+        if isinstance(value, list) and self._local_cluster(request) not in value:
+            raise _Answer(
+                412,
+                "Can not remove local cluster from the local topic-level replication "
+                "clusters policy",
+            )
+
+    async def _write(
+        self, request: web.Request, topic: TopicName, is_global: bool, patch: dict[str, Any]
+    ) -> None:
+        svc = self._service_of(request)
+        try:
+            checked = svc.catalog.validate_patch(patch)
+        except InvalidPolicyError as exc:
+            # A value of the wrong type or shape: Pulsar's JSON binding refuses it with 400.
+            raise _Answer(400, str(exc)) from exc
+        target = PolicyTarget.for_topic(topic, is_global=is_global)
+        await self._write_fn(request, svc, target, checked)
+
+    def _quota_type(self, request: web.Request) -> str:
+        kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]
+        if kind not in BACKLOG_QUOTA_TYPES:
+            raise _Answer(
+                404,
+                f"backlogQuotaType {kind!r} is not one of {', '.join(BACKLOG_QUOTA_TYPES)}",
+            )
+        return kind
+
+    async def _set_quota(self, request: web.Request) -> web.StreamResponse:
+        topic = self._topic(request)
+        is_global = _flag(request, "isGlobal")
+        kind = self._quota_type(request)
+        value = _parse_body(await request.text())
+        if not isinstance(value, dict):
+            raise _Answer(400, "backlogQuota must be a JSON object")
+        quota = {k: v for k, v in value.items() if k != "limit"}
+        if "limitSize" not in quota and "limit" in value:
+            quota["limitSize"] = value["limit"]
+        await self._check_topic(request, topic)
+        svc = self._service_of(request)
+        found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
+        current = _to_json(found.get(_QUOTA_FIELD) if found is not None else None) or {}
+        await self._write(request, topic, is_global, {_QUOTA_FIELD: {**current, kind: quota}})
+        return web.Response(status=204)
+
+    # -- DELETE -------------------------------------------------------------------------
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["policy"] == "backlogQuota":
+            return await self._delete_quota(request)
+        _name, rest = self._policy(request)
+        if not rest.deletable:
+            return web.Response(status=405)
+        topic = self._topic(request)
+        is_global = _flag(request, "isGlobal")
+        await self._check_topic(request, topic)
+        await self._write(request, topic, is_global, {rest.field: None})
+        return web.Response(status=204)
+
+    async def _delete_quota(self, request: web.Request) -> web.StreamResponse:
+        topic = self._topic(request)
+        is_global = _flag(request, "isGlobal")
+        kind = self._quota_type(request)
+        await self._check_topic(request, topic)
+        svc = self._service_of(request)
+        found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
+        current = _to_json(found.get(_QUOTA_FIELD) if found is not None else None) or {}
+        current.pop(kind, None)
+        await self._write(request, topic, is_global, {_QUOTA_FIELD: current or None})
+        return web.Response(status=204)

@@ -1,0 +1,211 @@
+"""One fence holder at a time: a Kafka consumer group elects who writes a table.
+
+Every process that can write a change-events topic joins one consumer group on a
+one-partition election topic. Kafka's group coordinator assigns that partition to exactly
+one live member: that member is the *fence holder*; it writes through its own
+:class:`~sync._fenced.FencedWriter` (with group commit), so the writer's fence stays with
+it instead of moving on every write. The others forward their writes to it. Each member
+joins with ``client.id = <prefix><address>``, so anyone can find the holder's address by
+describing the group (the member whose assignment holds partition 0).
+
+Election is an optimisation, never the safety mechanism: the transactional fence still
+serializes every write, so a forwarding member that cannot reach the holder (it died, the
+group is rebalancing) writes itself, and a stale holder's commits are refused by Kafka.
+When the holder dies its session expires (``session_timeout_ms``) and the coordinator gives
+the partition to another member: the liveness bound of the hand-over.
+
+States: ``NEW → RUNNING → CLOSED`` (or ``FAILED`` if the group cannot be joined).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._constants import (
+    WRITER_ELECTION_CLIENT_PREFIX,
+    WRITER_ELECTION_GROUP_PREFIX,
+    WRITER_ELECTION_TOPIC,
+)
+from ._errors import CacheStateError, ConfigurationError, PolicySyncError
+from .transport import GroupConsumer, TopicSpec, Transport
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FenceHolder", "HolderConfig", "HolderState"]
+
+
+class HolderState(enum.Enum):
+    NEW = "NEW"
+    RUNNING = "RUNNING"
+    CLOSED = "CLOSED"
+    FAILED = "FAILED"
+
+
+_ALLOWED: dict[HolderState, frozenset[HolderState]] = {
+    HolderState.NEW: frozenset({HolderState.RUNNING, HolderState.CLOSED, HolderState.FAILED}),
+    HolderState.RUNNING: frozenset({HolderState.CLOSED, HolderState.FAILED}),
+    HolderState.FAILED: frozenset({HolderState.CLOSED}),
+    HolderState.CLOSED: frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HolderConfig:
+    """Election of the fence holder of ``table`` (a change-events topic)."""
+
+    table: str
+    #: Where this member accepts forwarded writes (e.g. its HTTP base URL).
+    address: str
+    session_timeout_ms: int = 6_000
+    heartbeat_interval_ms: int | None = None
+    poll_s: float = 0.2
+    #: How long another member's view of who holds the fence is trusted.
+    refresh_s: float = 1.0
+    election_topic: str = WRITER_ELECTION_TOPIC
+    replication_factor: int = -1
+
+    def __post_init__(self) -> None:
+        if not self.address or "|" in self.address:
+            raise ConfigurationError(f"holder address {self.address!r} is empty or has '|'")
+        if self.session_timeout_ms < 500:
+            raise ConfigurationError("session_timeout_ms must be at least 500")
+
+    @property
+    def group_id(self) -> str:
+        return WRITER_ELECTION_GROUP_PREFIX + self.table
+
+
+class FenceHolder:
+    """This process's membership in the election of one table's fence holder."""
+
+    def __init__(self, transport: Transport, config: HolderConfig) -> None:
+        self.config = config
+        self._transport = transport
+        self._state = HolderState.NEW
+        self._lock = threading.Lock()
+        self._holding = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: GroupConsumer | None = None
+        self._known: tuple[float, str | None] = (0.0, None)
+        self.failure: BaseException | None = None
+        #: Times this member became the holder (tests and metrics).
+        self.terms = 0
+
+    @property
+    def state(self) -> HolderState:
+        return self._state
+
+    def _transition(self, new: HolderState) -> bool:
+        with self._lock:
+            if new not in _ALLOWED[self._state]:
+                return False
+            self._state = new
+            return True
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> FenceHolder:
+        """Join the election (returns at once; membership follows on a thread)."""
+        if not self._transition(HolderState.RUNNING):
+            raise CacheStateError(f"fence holder election is {self._state.value}")
+        self._transport.admin().ensure_topic(
+            TopicSpec(
+                self.config.election_topic, 1, replication_factor=self.config.replication_factor
+            )
+        )
+        self._thread = threading.Thread(
+            target=self._run, name=f"holder-{self.config.table}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Leave the group (the partition moves to another member at once)."""
+        if not self._transition(HolderState.CLOSED):
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        self._holding = False
+
+    # -- who holds the fence -----------------------------------------------------------
+    @property
+    def holding(self) -> bool:
+        """True while this member is the elected fence holder."""
+        return self._holding and self._state is HolderState.RUNNING
+
+    def holder(self) -> str | None:
+        """The address of the current holder (maybe this member's), or None if unknown.
+
+        Never blocks: the member thread asks the group coordinator every ``refresh_s``
+        (at once after :meth:`forget`).
+        """
+        if self.holding:
+            return self.config.address
+        return self._known[1]
+
+    def forget(self) -> None:
+        """Ask the group again now (the holder we knew did not answer)."""
+        self._known = (0.0, None)
+
+    def _describe(self) -> str | None:
+        try:
+            desc = self._transport.admin().describe_group(self.config.group_id, 5.0)
+        except PolicySyncError as exc:
+            logger.info("describing the writer election group failed: %s", exc)
+            return None
+        topic = self.config.election_topic
+        for member in desc.members:
+            if 0 in member.assignment.get(topic, ()) and member.client_id.startswith(
+                WRITER_ELECTION_CLIENT_PREFIX
+            ):
+                return member.client_id[len(WRITER_ELECTION_CLIENT_PREFIX) :]
+        return None
+
+    # -- the member thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            consumer = self._transport.group_consumer(
+                self.config.group_id,
+                client_id=WRITER_ELECTION_CLIENT_PREFIX + self.config.address,
+                session_timeout_ms=self.config.session_timeout_ms,
+                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            )
+            self._consumer = consumer
+            consumer.subscribe(self.config.election_topic, self)
+            while not self._stop.is_set():
+                consumer.consume(10, self.config.poll_s)  # nothing is ever written there
+                if not self._holding and (
+                    time.monotonic() - self._known[0] >= self.config.refresh_s
+                ):
+                    self._known = (time.monotonic(), self._describe())
+            consumer.close()
+        except BaseException as exc:
+            self.failure = exc
+            self._holding = False
+            if self._transition(HolderState.FAILED):
+                logger.error("fence holder election of %s failed: %s", self.config.table, exc)
+        finally:
+            self._consumer = None
+
+    # RebalanceListener (called from inside consume on the member thread)
+    def on_assign(self, partitions: Sequence[int]) -> None:
+        if 0 in partitions and not self._holding:
+            self._holding = True
+            self.terms += 1
+            logger.info("%s: now the fence holder of %s", self.config.address, self.config.table)
+
+    def on_revoke(self, partitions: Sequence[int]) -> None:
+        if 0 in partitions and self._holding:
+            self._holding = False
+            logger.info(
+                "%s: no longer the fence holder of %s", self.config.address, self.config.table
+            )
+
+    def on_lost(self, partitions: Sequence[int]) -> None:
+        self.on_revoke(partitions)

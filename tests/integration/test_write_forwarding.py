@@ -1,0 +1,162 @@
+"""One fence holder at a time: three real sidecars, REST writes through all of them.
+
+Only the elected holder takes the policy writer's fence; the others forward. When the
+holder is killed (-9), writes keep succeeding (the others write themselves until a new
+holder is elected within the session timeout) and no acknowledged write is lost.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kafka_broker import free_port
+
+from .helpers import Sidecar, http
+
+BASE = "/admin/v2/persistent/acme/ops/"
+LIVENESS_S = 60.0
+SESSION_MS = 1_500
+
+
+@pytest.fixture
+def shims(
+    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> Iterator[list[Sidecar]]:
+    topic = unique_name("ce")
+    flags = ["--holder-session-timeout-ms", str(SESSION_MS)]
+    started = [
+        Sidecar(kafka_bootstrap, topic, free_port(), tmp_path, broker_id=str(i), extra=flags)
+        for i in range(3)
+    ]
+    try:
+        for shim in started:
+            shim.wait_ready()
+        yield started
+    finally:
+        for shim in started:
+            if shim.proc.poll() is None:
+                shim.stop()
+
+
+def _writer(shim: Sidecar) -> dict[str, Any]:
+    status = http("GET", shim.url + "/health").json()["writer"]
+    assert isinstance(status, dict)
+    return status
+
+
+def _one_holder(shims: list[Sidecar]) -> Sidecar:
+    """Wait until exactly one sidecar holds the fence and every other one knows it."""
+    deadline = time.monotonic() + LIVENESS_S
+    while True:
+        views = [_writer(s) for s in shims]
+        holders = [s for s, v in zip(shims, views, strict=True) if v["holding"]]
+        if len(holders) == 1 and all(v["holder"] == holders[0].url for v in views):
+            return holders[0]
+        assert time.monotonic() < deadline, f"no single fence holder: {views}"
+        time.sleep(0.1)
+
+
+def _set(shim: Sidecar, topic: str, policy: str, value: int) -> int:
+    return http("POST", f"{shim.url}{BASE}{topic}/{policy}", str(value)).status
+
+
+def _get(shim: Sidecar, topic: str, policy: str) -> Any:
+    result = http("GET", f"{shim.url}{BASE}{topic}/{policy}")
+    return result.json() if result.status == 200 else None
+
+
+POLICIES = ["maxConsumers", "maxProducers", "maxSubscriptionsPerTopic"]
+
+
+def test_writes_through_every_sidecar_reach_the_one_fence_holder(shims: list[Sidecar]) -> None:
+    holder = _one_holder(shims)
+    errors: list[str] = []
+
+    def work(shim: Sidecar, policy: str) -> None:
+        for i in range(1, 11):
+            status = _set(shim, "orders", policy, i)
+            if status != 204:
+                errors.append(f"{shim.url} {policy}={i}: {status}")
+            # Read-your-writes on the sidecar that took the write, forwarded or not.
+            if _get(shim, "orders", policy) != i:
+                errors.append(f"{shim.url} does not show its own write {policy}={i}")
+
+    threads = [
+        threading.Thread(target=work, args=(s, p)) for s, p in zip(shims, POLICIES, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(LIVENESS_S * 2)
+    assert not errors, errors
+    for shim in shims:
+        for policy in POLICIES:
+            assert _get(shim, "orders", policy) == 10, (shim.url, policy)
+    # The fence never left the holder: the others forwarded and never took it.
+    for shim in shims:
+        status = _writer(shim)
+        if shim is holder:
+            assert status["fenceEpochs"] == 1, status
+            assert status["writtenHere"] == 10
+        else:
+            assert status["fenceEpochs"] == 0, status
+            assert status["forwarded"] == 10 and status["fallbacks"] == 0, status
+    digests = {s.digest()["digest"] for s in shims}
+    assert len(digests) == 1
+
+
+def test_holder_killed_mid_load_loses_no_acknowledged_write(shims: list[Sidecar]) -> None:
+    holder = _one_holder(shims)
+    others = [s for s in shims if s is not holder]
+    acknowledged: dict[str, int] = {}
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def work(shim: Sidecar, policy: str) -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                status = _set(shim, "payments", policy, i)
+            except OSError as exc:
+                errors.append(f"{policy}={i}: {exc}")
+                continue
+            if status == 204:
+                acknowledged[policy] = i
+            else:
+                errors.append(f"{policy}={i}: HTTP {status}")
+
+    threads = [
+        threading.Thread(target=work, args=(s, p))
+        for s, p in zip(others, POLICIES[:2], strict=True)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + LIVENESS_S
+    while len(acknowledged) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    holder.stop(signal.SIGKILL)
+    survivors = others
+    new = _one_holder(survivors)  # within the liveness bound (session timeout)
+    assert new is not holder
+    seen = dict(acknowledged)
+    deadline = time.monotonic() + LIVENESS_S
+    while any(acknowledged.get(p, 0) <= seen.get(p, 0) + 3 for p in POLICIES[:2]):
+        assert time.monotonic() < deadline, "writes did not go on after the new election"
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join(LIVENESS_S)
+    assert not errors, errors  # every write was answered 204, through the kill
+    for shim in survivors:
+        for policy in POLICIES[:2]:
+            value = _get(shim, "payments", policy)
+            assert value is not None and value >= acknowledged[policy], (shim.url, policy)
+    assert len({s.digest()["digest"] for s in survivors}) == 1
