@@ -512,7 +512,8 @@ class PolicyCache(TableReader):
     def _after_batch(self) -> None:
         with self._apply_lock:
             self._drain_lazy_poison()
-        self._copy_dropped()
+            dropped, self._pending_dlq = self._pending_dlq, []
+        self._copy_dropped(dropped)
         self._maybe_snapshot()
 
     def _apply_live(self, m: Message) -> None:
@@ -571,15 +572,14 @@ class PolicyCache(TableReader):
             if self._store.token(k) is token:
                 self._drop_stored(k, self._store.unpack(k, token), reason)
 
-    def _copy_dropped(self) -> None:
+    def _copy_dropped(self, pending: list[tuple[bytes, bytes, str]]) -> None:
         """Locate and quarantine dropped values (reader thread, outside the apply lock).
 
         Every value dropped since the last call is located in one scan, not one scan each:
         a log with thousands of unreadable bodies must not hold the reader for long.
         """
-        if not self._pending_dlq:
+        if not pending:
             return
-        pending, self._pending_dlq = self._pending_dlq, []
         where: dict[tuple[bytes, bytes], str] = {}
         if self.config.dead_letter:
             where = self._locate({(k, v) for k, v, _ in pending})
