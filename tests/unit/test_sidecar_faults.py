@@ -95,6 +95,10 @@ def test_malformed_bodies_get_4xx_with_a_reason_never_500() -> None:
     ]
 
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        created = await client.put("/admin/v2/persistent/public/default/orders")
+        assert created.status == 204, await created.text()
+        before = await client.get(POLICY)
+        assert before.status == 200 and await before.read() == b""  # unset, as Pulsar
         for method, path, body, content_type in cases:
             resp = await client.request(
                 method, path, data=body, headers={"Content-Type": content_type}
@@ -105,7 +109,7 @@ def test_malformed_bodies_get_4xx_with_a_reason_never_500() -> None:
             assert reason, (method, path)
         # Nothing was written by any of them.
         resp = await client.get(POLICY)
-        assert resp.status == 204
+        assert resp.status == 200 and await resp.read() == b""
 
     _serve(scenario)
 
@@ -121,7 +125,7 @@ def test_health_follows_the_service_the_supervisor_started() -> None:
         assert body["ownership"] == "FAILED" or body["lookup"] != "READY"
         body = await _until_health(client, 200)
         assert current.service is not first and current.restarts == 1
-        assert body == {
+        assert {k: body[k] for k in ("state", "brokerId", "lookup", "ownership")} == {
             "state": "READY",
             "brokerId": "b0",
             "lookup": "READY",
