@@ -14,12 +14,13 @@ PULSAR_BROKER_PORT ?= 6650
 PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 
 .PHONY: help setup kafka-up kafka-down cluster-up cluster-down pulsar-up pulsar-down compat lint \
-        types unit integration test demo bench clean wheel-check
+        types unit integration test demo bench chaos clean wheel-check proto
 
 help:
 	@echo "make demo   - run the main job end to end on a local Kafka it starts itself"
 	@echo "make test   - lint, types, unit and integration tests (real Kafka, real Spark)"
 	@echo "make bench  - benchmarks against a raw confluent-kafka baseline"
+	@echo "make chaos  - chaos soak on the 3-broker cluster (CHAOS_SECONDS=600, CHAOS_SEED)"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
 	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/39092)"
 	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
@@ -91,6 +92,16 @@ demo: setup
 
 bench: setup
 	$(PY) -m bench
+
+# Regenerate the Pulsar binary protocol's Python code from its .proto (grpcio-tools' protoc).
+proto: setup
+	$(PY) -m grpc_tools.protoc -Ibroker_shim/binary --python_out=broker_shim/binary \
+		--pyi_out=broker_shim/binary broker_shim/binary/PulsarApi.proto
+
+# The soak takes /tmp/ps-cluster.lock itself (flock(2), like `flock /tmp/ps-cluster.lock`)
+# for the whole run, brings the 3-broker cluster up and down, and exits 1 on a violation.
+chaos: setup
+	$(PY) -m chaos
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build

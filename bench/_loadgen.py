@@ -54,6 +54,8 @@ class _Phase:
         self.idle: deque[_Connection] = deque()
         self.backlog: deque[float] = deque()
         self.latencies: list[float] = []
+        #: When each recorded request was due (parallel to ``latencies``).
+        self.schedules: list[float] = []
         self.send_lags: list[float] = []
         self.errors: list[int] = []
         self.next_request = 0
@@ -77,6 +79,7 @@ class _Phase:
         now = time.perf_counter()
         if self.record:
             self.latencies.append(now - scheduled)
+            self.schedules.append(scheduled)
             self.send_lags.append(sent - scheduled)
             if status != 200:
                 self.errors.append(status)

@@ -141,6 +141,7 @@ class _Shim:
             str(BIN / "broker-shim"), "run",
             "--broker-id", self.broker_id,
             "--http-port", str(self.port),
+            "--broker-port", "0",
             "--bootstrap-servers", bootstrap,
             "--cluster", cluster,
             "--broker-url", self.broker_url,

@@ -165,6 +165,8 @@ def _sidecar(bootstrap: str) -> Iterator[str]:
             "bench",
             "--http-port",
             str(port),
+            "--broker-port",
+            "0",
             "--bootstrap-servers",
             bootstrap,
             "--state-dir",

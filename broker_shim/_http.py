@@ -7,6 +7,7 @@ import gc
 import hashlib
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,11 +22,14 @@ from sync import (
     PolicySyncError,
     PolicyTarget,
 )
-from sync.cluster import ClusterService, ServiceState
+from sync.cluster import ClusterService, MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
+from sync.messaging import TopicOwnership
 
+from ._binary_app import add_binary_listener
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
+from ._input import RETRY_AFTER_S, malformed_input
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._sidecar import Sidecar
@@ -65,6 +69,7 @@ def _ready_service(request: web.Request) -> PolicyService:
         raise web.HTTPServiceUnavailable(
             text=json.dumps({"reason": f"policy cache is {state}, not READY"}),
             content_type="application/json",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     return svc
 
@@ -75,11 +80,16 @@ async def health(request: web.Request) -> web.Response:
     state = "STARTING" if svc is None else svc.cache.state.value
     body: dict[str, Any] = {"state": state, "brokerId": sidecar.config.broker_id}
     ready = state == "READY"
-    if sidecar.cluster is not None:
+    if CLUSTER_KEY in request.app:
         # With lookups on, the sidecar is ready only when it can also answer who owns what.
-        lookup = sidecar.cluster.state.value
+        # Read the *current* service: the supervisor replaces a failed one (issue 11: the
+        # first instance, closed by the supervisor, kept /health at 503 for good).
+        cluster = request.app[CLUSTER_KEY].service
+        lookup = cluster.state.value
         body["lookup"] = lookup
-        ready = ready and lookup == "READY"
+        member = cluster.member.state
+        body["ownership"] = member.value
+        ready = ready and lookup == "READY" and member is MemberState.ACTIVE
     if sidecar.last_failure:
         body["lastFailure"] = sidecar.last_failure
     body["writer"] = _writer_status(request.app, svc)
@@ -160,7 +170,10 @@ def _ready(app: web.Application) -> bool:
     svc = app[SIDECAR_KEY].service
     if svc is None or svc.cache.state is not CacheState.READY:
         return False
-    return CLUSTER_KEY not in app or app[CLUSTER_KEY].service.state is ServiceState.READY
+    if CLUSTER_KEY not in app:
+        return True
+    cluster = app[CLUSTER_KEY].service
+    return cluster.state is ServiceState.READY and cluster.member.state is MemberState.ACTIVE
 
 
 async def _freeze_heap_when_ready(app: web.Application) -> None:
@@ -179,13 +192,23 @@ async def _freeze_heap_when_ready(app: web.Application) -> None:
     logger.info("sidecar ready: %d start-up objects frozen out of GC", gc.get_freeze_count())
 
 
-def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
+def build_app(
+    sidecar: Sidecar,
+    *,
+    freeze_heap: bool = True,
+    ownership: TopicOwnership | None = None,
+    broker_socket: socket.socket | None = None,
+) -> web.Application:
     """The aiohttp application of one sidecar (the service is started on startup).
 
     ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
+    ``ownership``: who serves a topic (default: the cluster's bundle ownership, or every
+    topic here without a cluster).
+    ``broker_socket``: an already bound socket for the binary protocol (else
+    ``sidecar.config.broker_port`` is bound on start, if set).
     """
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
     app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
     if sidecar.cluster is not None:
@@ -229,6 +252,9 @@ def build_app(sidecar: Sidecar, *, freeze_heap: bool = True) -> web.Application:
     app.on_cleanup.append(on_cleanup)
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
-    ownership = LookupOwnership(app[CLUSTER_KEY]) if sidecar.cluster is not None else None
-    add_ws_routes(app, sidecar, ownership=ownership)
+    if ownership is None and sidecar.cluster is not None:
+        ownership = LookupOwnership(app[CLUSTER_KEY])
+    engine = add_ws_routes(app, sidecar, ownership=ownership)
+    if sidecar.config.broker_port is not None or broker_socket is not None:
+        add_binary_listener(app, sidecar, engine, sock=broker_socket)
     return app

@@ -36,6 +36,9 @@ class SidecarConfig:
     bootstrap_servers: str
     host: str = "127.0.0.1"
     broker_url: str | None = None
+    #: Port of the Pulsar binary protocol (``broker-shim run`` defaults to 6650); None:
+    #: no binary listener (the advertised URL then says 6650, as before).
+    broker_port: int | None = None
     cluster: str = "standalone"
     topic: str = "__change_events"
     state_dir: Path | None = None
@@ -52,7 +55,9 @@ class SidecarConfig:
 
     @property
     def advertised_broker_url(self) -> str:
-        return self.broker_url or f"pulsar://{self.host}:6650"
+        if self.broker_url:
+            return self.broker_url
+        return f"pulsar://{self.host}:{self.broker_port or 6650}"
 
     @property
     def http_url(self) -> str:

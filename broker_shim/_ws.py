@@ -8,7 +8,8 @@ serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`
     producer, or ``RoundRobinPartition``), ``hashingScheme`` (``JavaStringHash`` default
     or ``Murmur3_32Hash``), ``batchingEnabled`` (default false), ``batchingMaxPublishDelay``
     (ms), ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
-    Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?}``;
+    Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?,
+    "sequenceId"?}`` (``sequenceId`` with ``producerName``: deduplication);
     server → ``{"result": "ok", "messageId", "context"?}`` or
     ``{"result": "send-error:<code>", "errorMsg", "context"?}`` with Pulsar's codes
     (3 bad JSON, 7 bad payload encoding, 8 anything else, e.g. ``maxMessageSize``).
@@ -66,7 +67,7 @@ import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
-from sync import CacheStateError, PolicyService, PolicySyncError, TopicName
+from sync import CacheStateError, PolicyService, PolicySyncError, TopicName, UnavailableError
 from sync.errors import (
     ConsumerBusyError,
     InvalidInputError,
@@ -96,6 +97,7 @@ from sync.messaging import (
 from sync.routing import HashingScheme, MessageRoutingMode
 from sync.transport import Transport
 
+from ._input import unavailable
 from ._sidecar import Sidecar
 
 logger = logging.getLogger(__name__)
@@ -122,6 +124,8 @@ ERR_UNKNOWN = 8
 #: Close code for an undecodable frame: 4000 + Pulsar's FailedToDeserializeFromJSON.
 CLOSE_BAD_FRAME = 4003
 _MAX_FRAME_BYTES = 16 * 1024 * 1024
+#: A send held by a ``producer_request_hold`` backlog quota for longer than allowed.
+_HELD_TOO_LONG = "ProducerBlockedQuotaExceededError: backlog quota exceeded, send timed out"
 _MAX_CLOSE_REASON = 123
 #: Stop writing (and wait) while this much is queued in the socket's write buffer.
 _WRITE_BUFFER_HIGH = 1024 * 1024
@@ -250,8 +254,9 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
         return _refusal(403, f"{prefix}: {exc}")
     if isinstance(exc, MessagingError):
         return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, CacheStateError):
-        return _refusal(503, f"{prefix}: {exc}")
+    if isinstance(exc, CacheStateError | UnavailableError):
+        # Not ready yet, or the topic's bundle is moving: retry (issue 11: was a 500).
+        return unavailable(f"{prefix}: {exc}")
     logger.warning("%s: %s", prefix, exc)
     return _refusal(500, f"{prefix}: {exc}")
 
@@ -469,11 +474,15 @@ class _ProducerSession:
         try:
             async for msg in self.ws:
                 if msg.type is WSMsgType.TEXT:
-                    self._on_frame(msg.data)
+                    text = msg.data
                 elif msg.type is WSMsgType.BINARY:
-                    self._on_frame(msg.data.decode("utf-8", "replace"))
+                    text = msg.data.decode("utf-8", "replace")
                 else:
                     break
+                refuse = None
+                if self.handle.held and not await self.handle.wait_writable():
+                    refuse = _HELD_TOO_LONG
+                self._on_frame(text, refuse)
                 if len(self._pending) >= self.max_pending:
                     self._room.clear()
                     await self._room.wait()
@@ -505,7 +514,7 @@ class _ProducerSession:
         self._pending.append(_Send(self, context, _error_frame(code, message, context)))
         self._wake.set()
 
-    def _on_frame(self, text: str) -> None:
+    def _on_frame(self, text: str, refuse: str | None = None) -> None:
         try:
             obj = _json_loads(text)
         except ValueError as exc:
@@ -529,6 +538,7 @@ class _ProducerSession:
         key = obj.get("key")
         properties = obj.get("properties")
         event_time = obj.get("eventTime")
+        sequence_id = obj.get("sequenceId")
         if key is not None or properties is not None or event_time is not None:
             try:
                 if key is not None and not isinstance(key, str):
@@ -539,8 +549,18 @@ class _ProducerSession:
             except InvalidInputError as exc:
                 self._error(ERR_BAD_JSON, str(exc), context)
                 return
+        if sequence_id is not None and (
+            isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
+        ):
+            self._error(
+                ERR_BAD_JSON, f"sequenceId must be an integer >= 0: {sequence_id!r}", context
+            )
+            return
         if self.handle.closed:
             self._error(ERR_UNKNOWN, "Producer is closed", context)
+            return
+        if refuse is not None:
+            self._error(ERR_UNKNOWN, refuse, context)
             return
         send = _Send(self, context)
         try:
@@ -550,6 +570,7 @@ class _ProducerSession:
                 key=key,
                 properties=properties,
                 event_time_ms=event_time,
+                sequence_id=sequence_id,
             )
         except MessageTooLargeError as exc:
             self._error(ERR_UNKNOWN, f"Exceed maximum message size: {exc}", context)

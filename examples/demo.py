@@ -92,6 +92,8 @@ class Shim:
                 str(self.id),
                 "--http-port",
                 str(self.port),
+                "--broker-port",
+                "0",
                 "--bootstrap-servers",
                 self.bootstrap,
                 "--broker-url",

@@ -326,8 +326,7 @@ def _generate_record(
     body = [
         "def write_record(value, out):\n",
         "    if type(value) is not dict and not isinstance(value, Mapping):\n",
-        f"        raise CodecError('record {name} needs a mapping, got '"
-        " + type(value).__name__)\n",
+        f"        raise CodecError('record {name} needs a mapping, got ' + type(value).__name__)\n",
         "    get = value.get\n",
     ]
     for i, (raw, (fname, writer, nullable, has_default, default)) in enumerate(

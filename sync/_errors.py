@@ -165,6 +165,11 @@ class ProducerFencedError(TransportError):
     """Another producer with the same transactional id fenced this one; start over."""
 
 
+class FatalClientError(ProducerFencedError):
+    """The Kafka client reached a fatal state (librdkafka's fatal error): no call on it
+    can succeed again. Like a fenced producer, it is closed and replaced by a new one."""
+
+
 class GroupFencedError(TransportError):
     """The group coordinator refused our consumer-group generation (we were rebalanced out
     or our session expired): abort the transaction; its writes must not become visible."""
@@ -261,6 +266,16 @@ class MessagingError(PolicySyncError):
 
 class ProducerBusyError(MessagingError):
     """The topic already has ``maxProducerPerTopic`` producers."""
+
+
+class ProducerBlockedQuotaExceededError(MessagingError):
+    """The topic is over its backlog quota (``producer_request_hold`` /
+    ``producer_exception``): no producer may attach, or a held send timed out."""
+
+
+class DuplicateInFlightError(MessagingError):
+    """Deduplication: a message with this producer name and sequence id is still being
+    persisted (the client should retry; it is then acknowledged as a duplicate)."""
 
 
 class ConsumerBusyError(MessagingError):

@@ -13,6 +13,7 @@ from ._codec import Codec
 from ._errors import InvalidPolicyError, NotFoundError
 from ._names import NamespaceName, TopicName
 from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget
+from ._policy_rules import check_policy_rules
 from ._writer import PolicyWriter, WriterConfig, WriteResult
 from .transport import Transport
 
@@ -115,7 +116,7 @@ class PolicyService:
     def set(self, target: PolicyTarget, patch: Any) -> WriteResult:
         """Merge a validated partial document into one target (``null`` removes a field)."""
         fields = self.catalog.validate_patch(patch)
-        return self.writer.update(target, lambda current: (current or Policies()).merged(fields))
+        return self.writer.update(target, _merge_with(fields))
 
     def delete(self, target: PolicyTarget) -> WriteResult:
         """Remove every policy of one target (a tombstone); NotFoundError if none is set.
@@ -148,6 +149,8 @@ class PolicyService:
 def _merge_with(fields: Mapping[str, Any]) -> Callable[[Policies | None], Policies | None]:
     def merge(current: Policies | None) -> Policies | None:
         # Policies() drops null fields: the same as merging into an empty set.
-        return Policies(fields) if current is None else current.merged(fields)
+        merged = Policies(fields) if current is None else current.merged(fields)
+        check_policy_rules(merged, fields)  # before anything is written
+        return merged
 
     return merge

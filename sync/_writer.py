@@ -45,6 +45,7 @@ def _uuid4(bits: int) -> str:
     h = "%032x" % ((bits & _UUID_CLEAR) | _UUID_SET)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
+
 Update = Callable[[Policies | None], Policies | None]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from pathlib import Path
 
 from aiohttp import log as web_log
@@ -32,6 +33,34 @@ def _port(text: str) -> int:
     return port
 
 
+def _port_or_zero(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    return _port(text)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The binary protocol's listening socket, bound now so port 0 is known before the
+    sidecar advertises its URL."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigurationError(f"cannot resolve --listen-host {host!r}: {exc}") from exc
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} for the Pulsar binary protocol: {exc}"
+        ) from exc
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="broker-shim", description="policy-sync sidecar")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -39,12 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--broker-id", required=True)
     run.add_argument("--http-port", required=True, type=_port)
     add_bootstrap_flag(run)
-    run.add_argument("--broker-url", default=None, help="pulsar://HOST:PORT this broker serves")
+    run.add_argument(
+        "--broker-url",
+        default=None,
+        help="pulsar://HOST:PORT advertised to clients (default: pulsar://--host:--broker-port)",
+    )
+    run.add_argument(
+        "--broker-port",
+        type=_port_or_zero,
+        default=6650,
+        help="port of the Pulsar binary protocol (default 6650; 0: any free port)",
+    )
     run.add_argument("--cluster", default="standalone")
     run.add_argument("--host", default="127.0.0.1", help="address advertised to clients")
-    run.add_argument(
-        "--listen-host", default=None, help="address to bind (default: --host)"
-    )
+    run.add_argument("--listen-host", default=None, help="address to bind (default: --host)")
     run.add_argument("--topic", default="__change_events")
     run.add_argument(
         "--state-dir",
@@ -92,12 +129,15 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"--broker-url must be pulsar://HOST:PORT, got {args.broker_url!r}"
         )
+    bind = args.listen_host or args.host
+    broker_socket = _bind(bind, args.broker_port)
     config = SidecarConfig(
         broker_id=str(args.broker_id),
         http_port=args.http_port,
         bootstrap_servers=args.bootstrap_servers,
         host=args.host,
         broker_url=args.broker_url,
+        broker_port=int(broker_socket.getsockname()[1]),
         cluster=args.cluster,
         topic=args.topic,
         state_dir=_state_dir(args),
@@ -107,12 +147,16 @@ def _run(args: argparse.Namespace) -> int:
         holder_session_timeout_ms=int(args.holder_session_timeout_ms),
     )
     sidecar = Sidecar(config)
-    logger.info("broker-shim %s listening on %s", config.broker_id, config.http_url)
+    logger.info(
+        "broker-shim %s listening on %s and %s",
+        config.broker_id,
+        config.http_url,
+        config.advertised_broker_url,
+    )
     # run_app turns SIGTERM/SIGINT into a graceful shutdown that runs on_cleanup,
     # which closes the cache (writing its snapshot) before the process exits.
-    bind = args.listen_host or config.host
     web.run_app(
-        build_app(sidecar),
+        build_app(sidecar, broker_socket=broker_socket),
         host=bind,
         port=config.http_port,
         print=None,

@@ -144,9 +144,7 @@ def history_frame(
     action_code = F.expr(f"CASE action {codes} ELSE {_CODES[Action.NONE]} END")
     # A missing policy (first record, delete) compares exactly like "every field unset".
     comparable = F.expr(
-        "struct("
-        + ", ".join(f"{_comparable(f, types[f])} AS {ident(f)}" for f in fields)
-        + ")"
+        "struct(" + ", ".join(f"{_comparable(f, types[f])} AS {ident(f)}" for f in fields) + ")"
     )
     # The window copies every row it buffers: leave the wide policy struct behind.
     narrow = records.select(

@@ -40,11 +40,16 @@ Load spread: the assignor balances slot counts over live members, and bundles ha
 uniformly onto slots, so bundles spread evenly by count; an unloaded bundle is claimed
 again by its slot's owner (placement follows the slot, not per-bundle load reports).
 
-Known limit: if an owner dies with a transaction open (they last milliseconds), the new
-owner of those slots waits until Kafka aborts it -- ``transaction_timeout_ms`` plus the
-broker's abort sweep (``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
-10 s by default) -- unless the dead broker restarts first (its ``init_transactions``
-aborts it at once). Other slots are not held up (each slot activates on its own).
+If an owner dies with a transaction open (they last milliseconds), the new owner of those
+slots waits until Kafka aborts it: the transaction timeout plus the broker's abort sweep
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default; our
+brokers run it every second) -- unless the dead broker restarts first (its
+``init_transactions`` aborts it at once). So the transaction timeout is tied to the
+liveness timeout (half of it, at least librdkafka's minimum of 1 s): the dead owner's
+transaction is gone about when the group notices it died, and failover stays within 2x the
+liveness timeout given a sweep no longer than half of it (issue 11: 14.3 s with a 2 s
+liveness timeout and a fixed 5 s transaction timeout). Other slots are not held up (each
+slot activates on its own).
 
 A member that fails (e.g. fenced by another process using the same broker id) leaves the
 group without writing, so its slots move; the HTTP supervisor starts a new incarnation.
@@ -60,6 +65,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -139,13 +145,23 @@ class OwnershipConfig:
     reconcile_interval_s: float = 5.0
     #: A registration not in the group for this long (and not refreshed) is removed.
     registration_grace_s: float = 30.0
-    #: A dead owner's open transaction blocks its slots until Kafka aborts it after this.
-    transaction_timeout_ms: int = 5_000
+    #: A dead owner's open transaction blocks its slots until Kafka aborts it after this;
+    #: None: tied to the liveness timeout (see :attr:`effective_transaction_timeout_ms`).
+    transaction_timeout_ms: int | None = None
     #: How long one activation waits for a slot's offsets to become stable.
     activation_wait_s: float = 2.0
     poll_s: float = 0.02
+    #: A loop step that keeps failing is retried after poll_s, doubling up to this.
+    max_retry_delay_s: float = 1.0
     timeout_s: float = 30.0
     replication_factor: int = -1
+
+    @property
+    def effective_transaction_timeout_ms(self) -> int:
+        """Half the liveness timeout, at least librdkafka's minimum (1 s), unless set."""
+        if self.transaction_timeout_ms is not None:
+            return self.transaction_timeout_ms
+        return max(1_000, self.session_timeout_ms // 2)
 
     def __post_init__(self) -> None:
         if not 1 <= self.slots <= 10_000:
@@ -344,6 +360,8 @@ class OwnershipMember:
         self.fenced = 0
         self.requests_handled = 0
         self.membership_published = 0
+        self.step_failures = 0
+        self._retry_delay = config.poll_s
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -459,7 +477,7 @@ class OwnershipMember:
                 transactional_id=(
                     f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{self.cluster}.{self.broker_id}"
                 ),
-                transaction_timeout_ms=self.config.transaction_timeout_ms,
+                transaction_timeout_ms=self.config.effective_transaction_timeout_ms,
             )
             # Also fences a previous incarnation of this broker: its open transaction is
             # aborted now instead of after the transaction timeout.
@@ -494,7 +512,7 @@ class OwnershipMember:
 
     def _fail(self, exc: BaseException, what: str) -> None:
         self._failure = exc
-        if self._state is not MemberState.CLOSED:
+        if self._state not in (MemberState.CLOSED, MemberState.FAILED):
             logger.error("%s (broker %s): %s", what, self.broker_id, exc)
             self._transition(MemberState.FAILED)
         # Leave the group so our slots move to live members; write nothing on the way out
@@ -531,9 +549,20 @@ class OwnershipMember:
         except (GroupFencedError, TransportError) as exc:
             # Not fatal: a rebalance moved our generation on (the listener will tell us
             # what we still own), or Kafka hiccupped. Nothing we wrote became visible.
+            # Back off while it keeps failing (issue 11: "describe consumer group …
+            # NOT_COORDINATOR" was retried ~24 times a second for over a minute).
             self.fenced += isinstance(exc, GroupFencedError)
-            logger.info("ownership step of %s did not commit: %s", self.broker_id, exc)
-            time.sleep(self.config.poll_s)
+            self.step_failures += 1
+            logger.info(
+                "ownership step of %s did not commit: %s; next try in %.2fs",
+                self.broker_id,
+                exc,
+                self._retry_delay,
+            )
+            time.sleep(self._retry_delay * (0.5 + random.random()))  # noqa: S311 - jitter
+            self._retry_delay = min(self._retry_delay * 2, self.config.max_retry_delay_s)
+        else:
+            self._retry_delay = self.config.poll_s
 
     # -- RebalanceListener (called from inside consume/close) ---------------------------
     def on_assign(self, partitions: Sequence[int]) -> None:
@@ -630,17 +659,15 @@ class OwnershipMember:
         reason: str,
         now_ms: int,
     ) -> _Write:
-        broker = self.broker_id if state is BundleState.OWNED or current is None else current.broker
-        check_transition(bundle, current, state, broker)
+        ours = state is BundleState.OWNED or current is None
+        broker = self.broker_id if ours or current is None else current.broker
+        incarnation = self.incarnation if ours or current is None else current.incarnation
+        check_transition(bundle, current, state, broker, incarnation)
         record = OwnershipRecord(
             bundle=bundle,
             state=state,
             broker=broker,
-            incarnation=(
-                self.incarnation
-                if state is BundleState.OWNED or current is None
-                else current.incarnation
-            ),
+            incarnation=incarnation,
             version=(0 if current is None else current.version) + 1,
             generation=self.generation,
             slot=slot_of(bundle, self.config.slots),

@@ -90,12 +90,18 @@ def allowed_transitions(state: BundleState | None) -> frozenset[BundleState]:
 
 
 def check_transition(
-    bundle: str, old: OwnershipRecord | None, new: BundleState, broker: str
+    bundle: str,
+    old: OwnershipRecord | None,
+    new: BundleState,
+    broker: str,
+    incarnation: str | None = None,
 ) -> None:
     """Refuse an ownership write that the state machine does not allow.
 
     Also refuses a no-op (``OWNED`` by the same incarnation again), so every record in the
-    ownership topic is a real change.
+    ownership topic is a real change. A *new* incarnation of the same broker id (a sidecar
+    killed and restarted) takes over what its dead incarnation owned: that is a change.
+    ``incarnation`` None compares broker ids only.
 
     Raises:
         ConflictError: the transition is not allowed.
@@ -107,7 +113,7 @@ def check_transition(
             "this is a bug in the ownership writer"
         )
     if old is not None and new is BundleState.OWNED and state is BundleState.OWNED:
-        if old.broker == broker:
+        if old.broker == broker and incarnation in (None, old.incarnation):
             raise ConflictError(f"bundle {bundle} is already owned by {broker}")
 
 

@@ -32,6 +32,7 @@ from ._auth import AuthConfig, Authorizer
 from ._lookup import LookupConfig, LookupService
 from ._metadata import MetadataStore, MetadataWriter, registry_spec
 from ._ownership import (
+    MemberState,
     OwnershipConfig,
     OwnershipMember,
     OwnershipTable,
@@ -284,6 +285,13 @@ class ClusterService:
             raise UnavailableError(
                 f"lookup service of broker {self.identity.broker_id} is {self._state.value}, "
                 "not READY" + (f": {self._failure}" if self._failure else "")
+            )
+        if self.member.state is MemberState.FAILED:
+            # Its ownership member is gone: it cannot decide anything until the supervisor
+            # has started a new incarnation.
+            raise UnavailableError(
+                f"ownership member of broker {self.identity.broker_id} FAILED "
+                f"({self.member.failure}); restarting"
             )
 
     def close(self, *, graceful: bool = True) -> None:

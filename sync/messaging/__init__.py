@@ -8,6 +8,8 @@ One file per behaviour:
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;
 * ``_selectors.py`` – Failover's active consumer and Key_Shared's hash ring;
 * ``_ratelimit.py`` – dispatch-rate token buckets;
+* ``_backlog.py`` – backlog measurement and backlog-quota decisions;
+* ``_topic_config.py`` – policies applied as the Kafka topic's own config;
 * ``_policy.py`` – the policies messaging reads;
 * ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
 * ``_ownership.py`` – the seam to bundle ownership;
@@ -21,11 +23,14 @@ The front ends on top of this (WebSocket today) live in :mod:`broker_shim`.
 
 from .._errors import (
     ConsumerBusyError,
+    DuplicateInFlightError,
     MessagingError,
     NotAllowedError,
+    ProducerBlockedQuotaExceededError,
     ProducerBusyError,
     SubscriptionBusyError,
 )
+from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogQuotas
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
@@ -54,6 +59,10 @@ from ._types import (
 )
 
 __all__ = [
+    "BACKLOG_EXCEEDED",
+    "BacklogAction",
+    "BacklogQuotas",
+    "DuplicateInFlightError",
     "MessageId",
     "PartitionedProducer",
     "ProducerClient",
@@ -72,6 +81,7 @@ __all__ = [
     "MessagingError",
     "NotAllowedError",
     "OwnerInfo",
+    "ProducerBlockedQuotaExceededError",
     "ProducerBusyError",
     "ProducerHandle",
     "ProducerState",

@@ -51,6 +51,17 @@ class MessagingConfig:
         policy_check_s: how often live topics re-read their policies even without a
             change notification (and the policy service is looked up again).
         ownership_check_s: how often live topics ask whether they are still owned here.
+        message_expiry_check_s: how often buffered messages are checked against
+            ``messageTTLInSeconds`` (they are also checked as they are dispatched;
+            Pulsar's ``messageExpiryCheckIntervalInMinutes`` is 5 minutes).
+        backlog_check_s: how often live topics with a backlog quota measure their backlog
+            (Pulsar's ``backlogQuotaCheckIntervalInSeconds`` is 60).
+        backlog_hold_timeout_s: how long a send waits under ``producer_request_hold``
+            before it fails (Pulsar's client ``sendTimeout`` default is 30 s).
+        dedup_snapshot_s: how often a topic's deduplication state is snapshotted when
+            ``deduplicationSnapshotIntervalSeconds`` is not set (Pulsar's default is 120).
+        topic_config_sweep_s: how often every owned topic's Kafka config is compared with
+            its policies even without a change notification.
     """
 
     default_receiver_queue_size: int = 1000
@@ -70,6 +81,11 @@ class MessagingConfig:
     gc_young_threshold: int = 10_000
     policy_check_s: float = 5.0
     ownership_check_s: float = 5.0
+    message_expiry_check_s: float = 5.0
+    backlog_check_s: float = 2.0
+    backlog_hold_timeout_s: float = 30.0
+    dedup_snapshot_s: float = 120.0
+    topic_config_sweep_s: float = 30.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

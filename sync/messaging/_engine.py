@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import itertools
 import logging
@@ -47,8 +48,11 @@ from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
 from sync._errors import (
     CacheStateError,
     ConsumerBusyError,
+    DuplicateInFlightError,
     InvalidInputError,
     NotAllowedError,
+    PolicySyncError,
+    ProducerBlockedQuotaExceededError,
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
@@ -57,6 +61,7 @@ from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync._policies import Policies
 from sync.messaging._producer import (
+    MessageId,
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
@@ -64,12 +69,15 @@ from sync.messaging._producer import (
 )
 from sync.transport import Admin, Transport
 
+from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_backlog
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
+from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
 from ._subscription import Subscription, subscription_group
+from ._topic_config import TopicConfigReconciler
 from ._types import InitialPosition, ProducerState, SubscriptionType, transition
 
 logger = logging.getLogger(__name__)
@@ -94,8 +102,10 @@ class ProducerHandle:
         producer: PartitionedProducer,
         partitions: frozenset[int],
         on_queued: Callable[[], None] = lambda: None,
+        hold_timeout_s: float = 30.0,
     ) -> None:
         self.seq = next(_SEQ)
+        self.hold_timeout_s = hold_timeout_s
         self.topic_state = topic_state
         self.producer = producer
         self.partitions = partitions
@@ -122,24 +132,66 @@ class ProducerHandle:
         key: str | None = None,
         properties: dict[str, str] | None = None,
         event_time_ms: int | None = None,
+        sequence_id: int | None = None,
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
         ``callback`` runs on the engine's event loop once Kafka acknowledged the message
-        (or refused it).
+        (or refused it). With ``deduplicationEnabled``, a named producer and a
+        ``sequence_id``, a duplicate is answered at once with the message id of the
+        producer's last persisted message and not written (see ``_dedup``).
 
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
+            DuplicateInFlightError: the same sequence id is still being persisted.
         """
+        ts = self.topic_state
+        dedup = ts.dedup if ts.limits.dedup_enabled else None
+        name = self.producer.config.producer_name
+        reserved = None
+        if dedup is not None and name and sequence_id is not None:
+            if len(payload) > ts.limits.max_message_size:
+                dedup = None  # refused below, before the sequence counts as sent
+            else:
+                verdict, last = dedup.check(name, sequence_id)
+                if verdict is Verdict.DUPLICATE:
+                    if last is None:
+                        raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
+                    asyncio.get_running_loop().call_soon(callback, last, None)
+                    return
+                if verdict is Verdict.IN_FLIGHT:
+                    raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
+                reserved = dedup.headers(name, sequence_id)
+                callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
         self.producer.send_callback(
             payload,
             callback,
             key=key,
             properties=properties,
             event_time_ms=event_time_ms,
-            max_message_size=self.topic_state.limits.max_message_size,
+            max_message_size=ts.limits.max_message_size,
+            reserved_headers=reserved,
         )
+        ts.published_msgs += 1
+        ts.published_bytes += len(payload)
         self._on_queued()
+
+    @property
+    def held(self) -> bool:
+        """Sends must wait: the topic is over a ``producer_request_hold`` backlog quota."""
+        return not self.topic_state.writable.is_set()
+
+    async def wait_writable(self, timeout_s: float | None = None) -> bool:
+        """Wait while sends are held by a backlog quota (at most ``timeout_s``, default the
+        engine's ``backlog_hold_timeout_s``); False if still held at the end."""
+        if not self.held:
+            return True
+        timeout = self.hold_timeout_s if timeout_s is None else timeout_s
+        try:
+            await asyncio.wait_for(self.topic_state.writable.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     def mark_closed(self, reason: CloseReason | None) -> None:
         """Enter CLOSED (idempotent) and wake whoever waits for it."""
@@ -160,6 +212,21 @@ class ProducerHandle:
         return f"ProducerHandle({self.producer.topic}, {self.state.value})"
 
 
+def _dedup_report(
+    dedup: Deduplicator,
+    name: str,
+    sequence_id: int,
+    callback: SendCallback,
+    message_id: MessageId | None,
+    error: PolicySyncError | None,
+) -> None:
+    if message_id is not None and error is None:
+        dedup.persisted(name, sequence_id, message_id)
+    else:
+        dedup.failed(name, sequence_id)
+    callback(message_id, error)
+
+
 _SEQ = itertools.count(1)
 _T = TypeVar("_T")
 
@@ -176,6 +243,19 @@ class TopicState:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
     producers: dict[int, ProducerHandle] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Clear while a ``producer_request_hold`` backlog quota holds the sends.
+    writable: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The backlog action in force (None: within every quota).
+    backlog_state: BacklogAction | None = None
+    backlog: BacklogMeasure | None = None
+    backlog_checking: bool = False
+    published_msgs: int = 0
+    published_bytes: int = 0
+    #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
+    dedup: Deduplicator | None = None
+
+    def __post_init__(self) -> None:
+        self.writable.set()
 
     @property
     def partitioned(self) -> bool:
@@ -248,6 +328,10 @@ class MessagingEngine:
         self._remove_listener: Callable[[], None] | None = None
         self._live_keys: frozenset[str] = frozenset()
         self._closing = False
+        #: Keeps the Kafka topic config of owned topics equal to their policies.
+        self.topic_configs = TopicConfigReconciler(
+            transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -258,10 +342,12 @@ class MessagingEngine:
             gc.set_threshold(self.config.gc_young_threshold, *older)
         if self._watcher is None:
             self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
+        await self.topic_configs.start()
 
     async def close(self) -> None:
         """Close every connection (cause SHUTDOWN), commit every subscription, flush producers."""
         self._closing = True
+        await self.topic_configs.close()
         if self._watcher is not None:
             self._watcher.cancel()
             self._watcher = None
@@ -409,6 +495,11 @@ class MessagingEngine:
                     gone.add(h.seq)
         for sub in ts.subscriptions.values():
             sub.apply_limits(limits)
+        if limits.dedup_enabled and ts.dedup is None and ts.producers:
+            self._spawn(self._load_dedup_quietly(ts), "dedup-load")
+        elif not limits.dedup_enabled and ts.dedup is not None:
+            dedup, ts.dedup = ts.dedup, None  # Pulsar forgets the state when disabled
+            self._spawn(self._snapshot_dedup_of(dedup), "dedup-final-snapshot")
 
     def _evict(self, consumer: Consumer, reason: str) -> None:
         logger.info(
@@ -420,7 +511,7 @@ class MessagingEngine:
 
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
-        last_policy = last_owner = time.monotonic()
+        last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -438,6 +529,21 @@ class MessagingEngine:
                     last_policy = now
                     for ts in list(self._topics.values()):
                         self.refresh_policies(ts)
+                for ts in list(self._topics.values()):
+                    if ts.dedup is not None:
+                        self._spawn(self._snapshot_dedup(ts), "dedup-snapshot")
+                if now - last_expiry >= self.config.message_expiry_check_s:
+                    last_expiry = now
+                    for ts in list(self._topics.values()):
+                        for sub in list(ts.subscriptions.values()):
+                            sub.expire_messages()
+                if now - last_backlog >= self.config.backlog_check_s:
+                    last_backlog = now
+                    for ts in list(self._topics.values()):
+                        if (ts.limits.backlog.active or ts.backlog_state) and not (
+                            ts.backlog_checking
+                        ):
+                            self._spawn(self._check_backlog_quietly(ts), "backlog-check")
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -446,6 +552,103 @@ class MessagingEngine:
             except Exception:
                 logger.exception("messaging watch loop failed; continuing")
             await asyncio.sleep(min(0.5, self.config.policy_check_s))
+
+    # -- backlog quotas ----------------------------------------------------------------
+    async def _check_backlog_quietly(self, ts: TopicState) -> None:
+        try:
+            await self.check_backlog(ts)
+        except Exception:
+            logger.exception("backlog check of %s failed; keeping its state", ts.topic)
+
+    async def check_backlog(self, ts: TopicState) -> BacklogMeasure | None:
+        """Measure the topic's backlog and apply its backlog quotas (see ``_backlog``)."""
+        quotas = ts.limits.backlog
+        if not quotas.active:
+            self._set_backlog_state(ts, None)
+            return None
+        ts.backlog_checking = True
+        try:
+            prefix = subscription_group(ts.kafka_topic, "")
+            admin = self._admin_client()
+            groups = await asyncio.to_thread(admin.list_groups, prefix)
+            groups = sorted(set(groups) | {s.group_id for s in ts.subscriptions.values()})
+            avg = ts.published_bytes / ts.published_msgs if ts.published_msgs else 0.0
+            measure = await asyncio.to_thread(
+                measure_backlog, admin, ts.kafka_topic, ts.num_partitions, groups, quotas, avg
+            )
+        finally:
+            ts.backlog_checking = False
+        ts.backlog = measure
+        state: BacklogAction | None = None
+        for over, action in (
+            (measure.over_size(quotas), quotas.size_action),
+            (measure.over_time(quotas), quotas.time_action),
+        ):
+            if over and action is not BacklogAction.consumer_backlog_eviction:
+                if state is not BacklogAction.producer_exception:
+                    state = action
+        evict = measure.eviction_targets(quotas)
+        for group, offsets in evict.items():
+            name = group[len(prefix) :]
+            sub = ts.subscriptions.get(name)
+            if sub is not None and sub.attached:
+                sub.skip_to(offsets)
+            else:
+                await asyncio.to_thread(admin.alter_group_offsets, group, ts.kafka_topic, offsets)
+                logger.info("%s: group %s moved to %s (backlog eviction)", ts.topic, group, offsets)
+        self._set_backlog_state(ts, state)
+        return measure
+
+    def _set_backlog_state(self, ts: TopicState, state: BacklogAction | None) -> None:
+        if state is not ts.backlog_state:
+            logger.info("%s: backlog quota state %s -> %s", ts.topic, ts.backlog_state, state)
+        ts.backlog_state = state
+        if state is BacklogAction.producer_request_hold:
+            ts.writable.clear()
+        else:
+            ts.writable.set()
+        if state is BacklogAction.producer_exception:
+            for handle in list(ts.producers.values()):
+                self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
+
+    # -- deduplication -----------------------------------------------------------------
+    async def _load_dedup(self, ts: TopicState) -> None:
+        dedup = Deduplicator(ts.kafka_topic, ts.num_partitions, ts.partitioned)
+        await asyncio.to_thread(dedup.load, self.transport)
+        if ts.dedup is None:
+            ts.dedup = dedup
+
+    async def _load_dedup_quietly(self, ts: TopicState) -> None:
+        async with ts.lock:
+            if ts.dedup is not None or not ts.limits.dedup_enabled:
+                return
+            try:
+                await self._load_dedup(ts)
+            except Exception:
+                logger.exception("loading the deduplication state of %s failed", ts.topic)
+
+    async def _snapshot_dedup(self, ts: TopicState, *, force: bool = False) -> None:
+        dedup = ts.dedup
+        if dedup is None:
+            return
+        period = ts.limits.dedup_snapshot_s or self.config.dedup_snapshot_s
+        if not force and time.monotonic() - dedup.last_snapshot < period:
+            return
+        try:
+            await asyncio.to_thread(dedup.snapshot, self.transport)
+        except Exception:
+            logger.exception("deduplication snapshot of %s failed; retried later", ts.topic)
+
+    async def _snapshot_dedup_of(self, dedup: Deduplicator) -> None:
+        try:
+            await asyncio.to_thread(dedup.snapshot, self.transport)
+        except Exception:
+            logger.exception("final deduplication snapshot of %s failed", dedup.kafka_topic)
+
+    def _admin_client(self) -> Admin:
+        if self._admin is None:
+            self._admin = self.transport.admin()
+        return self._admin
 
     async def _check_ownership(self) -> None:
         for ts in list(self._topics.values()):
@@ -524,6 +727,8 @@ class MessagingEngine:
         ):
             del self._topics[ts.topic]
             self._update_live_keys()
+            if ts.dedup is not None:
+                self._spawn(self._snapshot_dedup_of(ts.dedup), "dedup-final-snapshot")
 
     @contextlib.asynccontextmanager
     async def _locked(self, topic: TopicName, limits: TopicLimits) -> AsyncIterator[TopicState]:
@@ -543,6 +748,11 @@ class MessagingEngine:
         for handle in list(ts.producers.values()):
             handle.mark_closed(reason)
         ts.producers.clear()
+        if ts.dedup is not None:
+            client = self._client
+            if client is not None:
+                await self._drain_reports(client, timeout_s=10.0)
+            await self._snapshot_dedup(ts, force=True)
         subs = list(ts.subscriptions.values())
         ts.subscriptions.clear()
         results = await asyncio.gather(*(s.close(reason) for s in subs), return_exceptions=True)
@@ -702,6 +912,42 @@ class MessagingEngine:
         groups = await asyncio.to_thread(self._admin.list_groups, prefix)
         return {g[len(prefix) :] for g in groups} | set(ts.subscriptions)
 
+    async def reset_cursor(self, consumer: Consumer, offsets: dict[int, int]) -> None:
+        """Move the consumer's subscription to ``offsets`` (Kafka partition → the offset
+        delivered next; other partitions keep their position), as Pulsar's seek does: every
+        consumer of the subscription is disconnected (cause UNLOADED: reconnect) and
+        resumes there, with no individual acknowledgements above the new position.
+
+        Raises:
+            ConsumerBusyError: the consumer's subscription is not served here any more.
+            TransportError: Kafka refused the new position.
+        """
+        sub = consumer.subscription
+        ts = self._topics.get(sub.topic)
+        if ts is None or ts.subscriptions.get(sub.name) is not sub:
+            raise ConsumerBusyError(
+                "Subscription is not served here any more", topic=str(sub.topic)
+            )
+        async with ts.lock:
+            if ts.subscriptions.get(sub.name) is sub:
+                del ts.subscriptions[sub.name]
+            # Under the lock: a consumer reconnecting now loads the new position.
+            await sub.close(
+                CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
+            )
+            positions = {p: (o, "") for p, o in offsets.items()}
+
+            def commit() -> None:
+                kafka = self.transport.consumer(group_id=sub.group_id)
+                try:
+                    kafka.commit(ts.kafka_topic, positions)
+                finally:
+                    kafka.close()
+
+            await asyncio.to_thread(commit)
+        logger.info("subscription %s reset to %s", sub.label, offsets)
+        self._maybe_drop(ts)
+
     async def unsubscribe(self, consumer: Consumer) -> None:
         """Delete the consumer's subscription (its Kafka group too); closes the consumer.
 
@@ -761,6 +1007,12 @@ class MessagingEngine:
                 len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
             ):
                 raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
+            if limits.dedup_enabled and ts.dedup is None:
+                await self._load_dedup(ts)
+            if limits.backlog.active or ts.backlog_state is not None:
+                await self.check_backlog(ts)
+                if ts.backlog_state is not None:
+                    raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
             if self._client is None:
                 self._client = await asyncio.to_thread(
                     ProducerClient,
@@ -774,7 +1026,13 @@ class MessagingEngine:
             producer = PartitionedProducer(
                 self._client, topic, config, num_partitions=ts.num_partitions
             )
-            handle = ProducerHandle(ts, producer, parts, self._reports_queued)
+            handle = ProducerHandle(
+                ts,
+                producer,
+                parts,
+                self._reports_queued,
+                hold_timeout_s=self.config.backlog_hold_timeout_s,
+            )
             ts.producers[handle.seq] = handle
             logger.info("producer %d opened on %s", handle.seq, topic)
             return handle

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._backlog import BacklogQuotas
 from ._types import SubscriptionType
 
 __all__ = ["RateSpec", "TopicLimits"]
@@ -63,6 +64,13 @@ class TopicLimits:
     max_message_size: int = 1_000_000
     dispatch_rate: RateSpec = RateSpec()
     subscription_dispatch_rate: RateSpec = RateSpec()
+    #: ``messageTTLInSeconds``: older messages are acknowledged for every subscription.
+    message_ttl_s: int = 0
+    #: ``backLogQuotaMap``.
+    backlog: BacklogQuotas = BacklogQuotas()
+    #: ``deduplicationEnabled`` and ``deduplicationSnapshotIntervalSeconds`` (0: default).
+    dedup_enabled: bool = False
+    dedup_snapshot_s: int = 0
 
     @classmethod
     def from_policies(
@@ -84,6 +92,10 @@ class TopicLimits:
             subscription_dispatch_rate=RateSpec.from_policy(
                 policies.get("subscriptionDispatchRate")
             ),
+            message_ttl_s=max(0, int(policies.get("messageTTLInSeconds") or 0)),
+            backlog=BacklogQuotas.from_policy(policies.get("backLogQuotaMap")),
+            dedup_enabled=bool(policies.get("deduplicationEnabled")),
+            dedup_snapshot_s=int(policies.get("deduplicationSnapshotIntervalSeconds") or 0),
         )
 
     def type_enabled(self, sub_type: SubscriptionType) -> bool:

@@ -572,11 +572,14 @@ class PartitionedProducer:
         properties: Mapping[str, str] | None = None,
         event_time_ms: int | None = None,
         max_message_size: int | None = None,
+        reserved_headers: list[Header] | None = None,
     ) -> int:
         """Queue one message; ``callback(message_id, error)`` runs when Kafka answers.
 
         ``max_message_size`` overrides the configured limit for this message (the sidecar
-        passes the topic's live ``maxMessageSize``). Returns the chosen partition.
+        passes the topic's live ``maxMessageSize``). ``reserved_headers`` (``__pulsar.``
+        names, e.g. the deduplication sequence) are added as given. Returns the chosen
+        partition.
 
         Raises:
             MessageTooLargeError: the payload is over the limit (nothing was queued).
@@ -600,6 +603,8 @@ class PartitionedProducer:
             if properties is None and event_time_ms is None
             else encode_headers(properties, event_time_ms)
         )
+        if reserved_headers:
+            headers = (headers or []) + reserved_headers
         topic = self.kafka_topic
         # A partial, not a closure: a message in flight holds 2 objects instead of 6, and
         # thousands in flight otherwise keep the garbage collector busy.

@@ -154,6 +154,8 @@ class Subscription:
         self.consumers: dict[int, Consumer] = {}
         self.dropped_ack_ranges = 0
         self.commits = 0
+        #: Messages acknowledged on the subscription's behalf by ``messageTTLInSeconds``.
+        self.expired = 0
         self._transport = transport
         self._topic_limiters = list(topic_limiters)
         self._limits = limits
@@ -260,6 +262,12 @@ class Subscription:
     def consumers_on(self, partition: int) -> list[Consumer]:
         """Consumers attached to a partition and not closed, in connection order."""
         return [c for c in self._parts[partition].consumers if not c.closed]
+
+    def active_consumer(self, partition: int) -> Consumer | None:
+        """Exclusive/Failover: the consumer ``partition`` dispatches to now (if any)."""
+        if not 0 <= partition < len(self._parts):
+            return None
+        return self._parts[partition].active
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer (the engine has checked types and limits)."""
@@ -466,11 +474,16 @@ class Subscription:
         self.dispatch()
 
     def _next(self, part: _Part) -> Entry | None:
+        cutoff = self._ttl_cutoff_ms()
         replay = part.replay
         while replay:
             entry = replay[0]
             if entry.acked or entry.holder is not None or entry.nacked:
                 heapq.heappop(replay)
+                continue
+            if entry.publish_ms <= cutoff:
+                heapq.heappop(replay)
+                self._expire(part, entry)
                 continue
             return entry
         pending = part.pending
@@ -479,8 +492,70 @@ class Subscription:
             if entry.acked or entry.holder is not None:
                 pending.popleft()
                 continue
+            if entry.publish_ms <= cutoff:
+                pending.popleft()
+                self._expire(part, entry)
+                continue
             return entry
         return None
+
+    # -- message TTL -------------------------------------------------------------------
+    def _ttl_cutoff_ms(self) -> int:
+        """Messages published at or before this time are expired (-1: no TTL)."""
+        ttl = self._limits().message_ttl_s
+        if ttl <= 0:
+            return -1
+        return int(time.time() * 1000) - ttl * 1000
+
+    def _expire(self, part: _Part, entry: Entry) -> None:
+        # Pulsar's expiry: the subscription acknowledges the message without delivering it.
+        if part.cursor.ack(entry.offset) is not None:
+            self.expired += 1
+            self._dirty = True
+
+    def skip_to(self, offsets: dict[int, int]) -> int:
+        """Move the position of some partitions forward (backlog eviction): every message
+        below the offset is acknowledged, read or not; returns how many were in memory."""
+        skipped = 0
+        for p, target in offsets.items():
+            if not 0 <= p < len(self._parts):
+                continue
+            part = self._parts[p]
+            for entry in list(part.cursor.entries.values()):
+                if entry.offset >= target:
+                    break
+                if part.cursor.ack(entry.offset) is not None:
+                    self._release(part, entry)
+                    skipped += 1
+            part.cursor.read_pos = max(part.cursor.read_pos, target)  # unread: dropped
+            part.pending = deque(e for e in part.pending if not e.acked)
+            self._dirty = True
+        if offsets:
+            logger.info("%s: positions moved forward to %s (backlog eviction)", self.label, offsets)
+            self._flow_control()
+            self.schedule_dispatch()
+        return skipped
+
+    def expire_messages(self) -> int:
+        """Acknowledge every buffered message older than ``messageTTLInSeconds`` that is
+        not out with a consumer (the periodic check); returns how many."""
+        cutoff = self._ttl_cutoff_ms()
+        if cutoff < 0 or not self.attached:
+            return 0
+        before = self.expired
+        for part in self._parts:
+            expired = self.expired
+            for entry in list(part.cursor.entries.values()):
+                if entry.holder is None and entry.publish_ms <= cutoff:
+                    self._expire(part, entry)
+            if self.expired != expired:  # the buffer shrinks: reading may resume
+                part.pending = deque(e for e in part.pending if not e.acked)
+        count = self.expired - before
+        if count:
+            logger.info("%s: %d message(s) expired by messageTTLInSeconds", self.label, count)
+            self._flow_control()
+            self.schedule_dispatch()
+        return count
 
     def _take(self, part: _Part, entry: Entry) -> None:
         if part.replay and part.replay[0] is entry:
@@ -533,12 +608,22 @@ class Subscription:
         limiters = (part.topic_limiter, part.limiter)
         replay = sorted(e for e in part.replay if not (e.acked or e.holder or e.nacked))
         part.replay = []
+        cutoff = self._ttl_cutoff_ms()
+        if cutoff >= 0:
+            for entry in replay:
+                if entry.publish_ms <= cutoff:
+                    self._expire(part, entry)
+            replay = [e for e in replay if not e.acked]
         scanned: list[Entry] = []
         pending = part.pending
         while pending and len(scanned) < self.config.key_shared_lookahead:
             entry = pending.popleft()
-            if not (entry.acked or entry.holder is not None):
-                scanned.append(entry)
+            if entry.acked or entry.holder is not None:
+                continue
+            if entry.publish_ms <= cutoff:
+                self._expire(part, entry)
+                continue
+            scanned.append(entry)
         kept_replay: list[Entry] = []
         kept_pending: list[Entry] = []
         blocked: set[int] = set()

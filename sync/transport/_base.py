@@ -9,7 +9,7 @@ contract test suite runs against both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
@@ -104,6 +104,7 @@ class TopicDescription:
     partitions: int
     config: Mapping[str, str]
     topic_id: str
+    replication_factor: int = -1  # replicas of partition 0; -1: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,8 +271,45 @@ class Admin(Protocol):
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
         """The group's state and members (state ``Dead`` with no members if unknown)."""
         ...
+
     def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]: ...
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None: ...
+    def list_topics(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
+        """Names of the topics starting with ``prefix``, sorted."""
+        ...
+
+    def topic_overrides(self, topic: str, timeout_s: float = 30.0) -> dict[str, str] | None:
+        """The topic's own (dynamic, per-topic) configuration entries; None: no such topic."""
+        ...
+
+    def alter_topic_config(
+        self,
+        topic: str,
+        set_: Mapping[str, str],
+        delete: Collection[str] = (),
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Set some per-topic entries and remove others (back to the broker default),
+        incrementally: entries not named are left alone."""
+        ...
+
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], at: int | str, timeout_s: float = 30.0
+    ) -> dict[int, int]:
+        """Per partition: ``at="earliest"`` the log start, ``"latest"`` the end (high
+        watermark), or an epoch-ms timestamp: the first offset whose record is at least
+        that recent (the end offset when none is)."""
+        ...
+
+    def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        """The offsets ``group`` committed on ``topic`` (partitions without one omitted)."""
+        ...
+
+    def alter_group_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
+    ) -> None:
+        """Move a group's committed offsets (the group must have no active members)."""
+        ...
 
 
 class Transport(Protocol):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast
 
 from confluent_kafka import (
     Consumer as _RdConsumer,
 )
 from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -20,11 +21,18 @@ from confluent_kafka import (
     Producer as _RdProducer,
 )
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._config import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from .._errors import (
+    FatalClientError,
     GroupFencedError,
     ProducerFencedError,
     TopicConfigurationMismatch,
@@ -42,7 +50,8 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
-from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer, describe_group
+from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
+from ._kafka_isolated import IsolatedAdmin
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging, not straight to stderr.
@@ -77,6 +86,10 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and err.code() in _FENCED_CODES:
         return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
+    if isinstance(err, KafkaError) and err.fatal():
+        # Any further call on this client fails (or, in librdkafka, may misbehave): the
+        # owner must close it and create a new one, as for a fence.
+        return FatalClientError(f"{what}: the Kafka client is in a fatal state ({err.str()})")
     if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
@@ -390,6 +403,9 @@ class KafkaAdmin:
         }
         conf.update(config.extra)
         self._admin = AdminClient(conf)
+        self._config = config
+        #: Coordinator-routed calls go through a worker process (see _kafka_isolated).
+        self._isolated: IsolatedAdmin | None = None
 
     def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None:
         futures = self._admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
@@ -413,6 +429,7 @@ class KafkaAdmin:
             partitions=len(desc.partitions),
             config=config,
             topic_id=str(desc.topic_id),
+            replication_factor=len(desc.partitions[0].replicas) if desc.partitions else -1,
         )
 
     def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription:
@@ -463,6 +480,11 @@ class KafkaAdmin:
         except KafkaException as exc:
             raise _translate(exc, f"delete topic {topic}") from exc
 
+    def _coordinator_calls(self) -> IsolatedAdmin:
+        if self._isolated is None:
+            self._isolated = IsolatedAdmin(self._config)
+        return self._isolated
+
     def grow_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
         new = NewPartitions(topic, partitions)
         try:
@@ -479,7 +501,8 @@ class KafkaAdmin:
             time.sleep(0.05)
 
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
-        return describe_group(self._admin, group_id, timeout_s)
+        # Never in this process: librdkafka aborts it if the coordinator dies meanwhile.
+        return self._coordinator_calls().describe_group(group_id, timeout_s)
 
     def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
         try:
@@ -489,13 +512,114 @@ class KafkaAdmin:
         return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
 
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
+        self._coordinator_calls().delete_group(group, timeout_s)
+
+    def close(self) -> None:
+        """Stop the coordinator-call worker, if one was started."""
+        if self._isolated is not None:
+            self._isolated.close()
+            self._isolated = None
+
+    def list_topics(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
         try:
-            self._admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
+            meta = self._admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise _translate(exc, "list topics") from exc
+        return sorted(t for t in meta.topics if t.startswith(prefix))
+
+    def topic_overrides(self, topic: str, timeout_s: float = 30.0) -> dict[str, str] | None:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
+                resource
+            ].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise _translate(exc, f"describe configs of {topic}") from exc
+        dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        return {
+            name: str(entry.value)
+            for name, entry in entries.items()
+            if entry.source == dynamic and entry.value is not None
+        }
+
+    def alter_topic_config(
+        self,
+        topic: str,
+        set_: Mapping[str, str],
+        delete: Collection[str] = (),
+        timeout_s: float = 30.0,
+    ) -> None:
+        if not set_ and not delete:
+            return
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        try:
+            self._admin.incremental_alter_configs([resource], request_timeout=timeout_s)[
+                resource
+            ].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"alter configs of {topic}") from exc
+
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], at: int | str, timeout_s: float = 30.0
+    ) -> dict[int, int]:
+        if at == "earliest":
+            spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        elif at == "latest":
+            spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        elif isinstance(at, int):
+            spec = OffsetSpec.for_timestamp(at)
+        else:
+            raise ValueError(f"list_offsets: at must be earliest, latest or a timestamp: {at!r}")
+        request = {TopicPartition(topic, p): spec for p in partitions}
+        if not request:
+            return {}
+        try:
+            futures = self._admin.list_offsets(request, request_timeout=timeout_s)
+            found = {tp.partition: f.result().offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise _translate(exc, f"list offsets of {topic}") from exc
+        if isinstance(at, int) and any(o < 0 for o in found.values()):
+            ends = self.list_offsets(topic, [p for p, o in found.items() if o < 0], "latest")
+            found.update(ends)  # no record that recent: the end
+        return found
+
+    def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        try:
+            futures = self._admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
+            )
+            result = futures[group].result()
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return
-            raise _translate(exc, f"delete consumer group {group!r}") from exc
+                return {}
+            raise _translate(exc, f"offsets of group {group!r}") from exc
+        return {
+            tp.partition: tp.offset
+            for tp in result.topic_partitions or []
+            if tp.topic == topic and tp.offset >= 0
+        }
+
+    def alter_group_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
+    ) -> None:
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
+        )
+        try:
+            self._admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[
+                group
+            ].result()
+        except KafkaException as exc:
+            raise _translate(exc, f"alter offsets of group {group!r}") from exc
 
 
 class KafkaTransport:

@@ -14,7 +14,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._errors import ProducerFencedError, TopicConfigurationMismatch, TransportError
@@ -475,6 +475,13 @@ class MemoryConsumer:
         self._topic_name = None
 
 
+#: What a twin topic reports without being configured (Kafka's defaults for these keys).
+_MEMORY_DEFAULTS: Mapping[str, str] = {
+    "cleanup.policy": "delete",
+    "delete.retention.ms": "86400000",
+}
+
+
 class MemoryAdmin:
     """Admin twin."""
 
@@ -487,13 +494,13 @@ class MemoryAdmin:
             t = self._broker._topics.get(topic)  # noqa: SLF001
             if t is None:
                 return None
-            return TopicDescription(topic, len(t.partitions), dict(t.config), t.topic_id)
+            return TopicDescription(topic, len(t.partitions), dict(t.config), t.topic_id, 1)
 
     def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription:
         with self._broker._lock:  # noqa: SLF001
             self._broker._check()  # noqa: SLF001
             if spec.name not in self._broker._topics:  # noqa: SLF001
-                config = {"cleanup.policy": "delete", "delete.retention.ms": "86400000"}
+                config = dict(_MEMORY_DEFAULTS)
                 config.update(spec.config)
                 self._broker._topics[spec.name] = _Topic(  # noqa: SLF001
                     [_Partition() for _ in range(spec.partitions)], config, str(uuid.uuid4())
@@ -531,6 +538,72 @@ class MemoryAdmin:
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
         with self._broker._lock:  # noqa: SLF001
             self._broker._groups.pop(group, None)  # noqa: SLF001
+
+    def list_topics(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            return sorted(t for t in self._broker._topics if t.startswith(prefix))  # noqa: SLF001
+
+    def topic_overrides(self, topic: str, timeout_s: float = 30.0) -> dict[str, str] | None:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            t = self._broker._topics.get(topic)  # noqa: SLF001
+            if t is None:
+                return None
+            return {k: v for k, v in t.config.items() if k not in _MEMORY_DEFAULTS}
+
+    def alter_topic_config(
+        self,
+        topic: str,
+        set_: Mapping[str, str],
+        delete: Collection[str] = (),
+        timeout_s: float = 30.0,
+    ) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            t = self._broker._topics.get(topic)  # noqa: SLF001
+            if t is None:
+                raise TransportError(f"alter configs of {topic}: unknown topic")
+            for k in delete:
+                t.config.pop(k, None)
+            t.config.update(set_)
+
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], at: int | str, timeout_s: float = 30.0
+    ) -> dict[int, int]:
+        with self._broker._lock:  # noqa: SLF001
+            self._broker._check()  # noqa: SLF001
+            t = self._broker._topic(topic)  # noqa: SLF001
+            out: dict[int, int] = {}
+            for p in partitions:
+                part = t.partitions[p]
+                if at == "earliest":
+                    out[p] = part.start_offset
+                elif at == "latest":
+                    out[p] = part.next_offset
+                else:
+                    out[p] = next(
+                        (
+                            e.offset
+                            for e in part.entries
+                            if e.state is _State.COMMITTED and e.timestamp_ms >= int(at)
+                        ),
+                        part.next_offset,
+                    )
+            return out
+
+    def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        with self._broker._lock:  # noqa: SLF001
+            stored = self._broker._groups.get(group, {})  # noqa: SLF001
+            return {p: o for (t, p), (o, _m) in stored.items() if t == topic}
+
+    def alter_group_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
+    ) -> None:
+        with self._broker._lock:  # noqa: SLF001
+            stored = self._broker._groups.setdefault(group, {})  # noqa: SLF001
+            for p, o in offsets.items():
+                stored[(topic, p)] = (o, "")
 
 
 class MemoryTransport:

@@ -107,6 +107,8 @@ class ProcessSidecar:
             f"p-{uuid.uuid4().hex[:6]}",
             "--http-port",
             str(self.port),
+            "--broker-port",
+            "0",
             "--bootstrap-servers",
             bootstrap,
             "--state-dir",

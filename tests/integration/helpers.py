@@ -92,6 +92,8 @@ class Sidecar:
                 broker_id,
                 "--http-port",
                 str(port),
+                "--broker-port",
+                "0",
                 "--bootstrap-servers",
                 bootstrap,
                 "--topic",

@@ -292,6 +292,7 @@ def test_concurrent_admins_lose_no_update(
         "maxSubscriptionsPerTopic",
         "maxUnackedMessagesOnConsumer",
     ]
+
     def work(svc: PolicyService, field: str) -> None:
         for i in range(1, 6):
             svc.set(ORDERS, {field: i})
@@ -325,6 +326,7 @@ def test_bulk_writes_span_transactions_and_lose_nothing(
     admins = [services(small) for _ in range(3)]
     fields = ["maxSubscriptionsPerTopic", "maxUnackedMessagesOnConsumer", "maxConsumerPerTopic"]
     targets = [PolicyTarget.parse(f"persistent://acme/bulk/t{i}") for i in range(30)]
+
     def work(svc: PolicyService, field: str) -> None:
         for round_ in range(1, 4):
             svc.set_many([(t, {field: round_}) for t in targets])

@@ -247,4 +247,3 @@ def test_lookups_are_authorized_like_pulsar_topic_lookup(
                 refused_client.get_topic_partitions(topic)
         finally:
             refused_client.close()
-

@@ -59,6 +59,7 @@ class ShimProcess:
                     str(BIN / "broker-shim"), "run",
                     "--broker-id", self.broker_id,
                     "--http-port", str(self.port),
+                    "--broker-port", "0",
                     "--bootstrap-servers", self.bootstrap,
                     "--cluster", self.cluster,
                     "--broker-url", f"pulsar://127.0.0.1:{self.port + 10000}",

@@ -49,7 +49,6 @@ def sidecar(
         yield s
 
 
-
 def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
     q = "&".join(f"{k}={v}" for k, v in query.items())
     return f"{s.ws_url}/producer/{path_of(topic)}?{q}"

@@ -37,7 +37,6 @@ def sidecar(
         yield s
 
 
-
 def producer_url(s: ThreadSidecar, topic: TopicName) -> str:
     return f"{s.ws_url}/producer/{path_of(topic)}"
 

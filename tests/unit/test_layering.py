@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OUTSIDE = ("broker_shim", "examples", "bench")
+OUTSIDE = ("broker_shim", "examples", "bench", "chaos")
 
 
 def _imports(path: Path) -> Iterator[tuple[int, str]]:

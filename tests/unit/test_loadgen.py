@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._loadgen import _phase, main
+from bench._loadgen import _Phase, _phase, main
 
 _BODY = b'{"brokerUrl":"pulsar://127.0.0.1:6650"}'
 _ANSWER = (
@@ -33,6 +33,8 @@ class _Server:
         self.answered = 0
         self._stall_at: float | None = None
         self._stall_s = 0.0
+        #: (start, end) of the freeze, as the server's clock saw it.
+        self.stalled: tuple[float, float] | None = None
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = int(sock.getsockname()[1])
@@ -56,7 +58,9 @@ class _Server:
                     _, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
                     if server._stall_at is not None and time.perf_counter() >= server._stall_at:
                         server._stall_at = None
+                        frozen = time.perf_counter()
                         time.sleep(server._stall_s)  # the whole server freezes
+                        server.stalled = (frozen, time.perf_counter())
                     server.answered += 1
                     self.transport.write(_ANSWER)
 
@@ -85,33 +89,50 @@ def _requests(n: int = 10) -> list[bytes]:
 
 
 def test_open_loop_counts_a_stall_for_every_request_scheduled_during_it(server: _Server) -> None:
-    rate, seconds, stall = 1000.0, 1.2, 0.2
+    # Behaviour, not speed (issue 11 item 6): every figure below holds on a machine of any
+    # speed or load; the time figures themselves belong to `make bench`.
+    rate, seconds = 1000.0, 1.2
 
-    async def run() -> list[float]:
-        server.stall(time.perf_counter() + 0.5, stall)
+    async def run() -> _Phase:
+        server.stall(time.perf_counter() + 0.5, 0.2)
         phase, elapsed = await _phase("127.0.0.1", server.port, _requests(), 8, seconds, rate, True)
         assert elapsed >= seconds - 2 / rate  # the last request is due just before the end
-        return phase.latencies
+        return phase
 
-    latencies = asyncio.run(run())
-    assert len(latencies) == pytest.approx(rate * seconds, abs=2)  # the schedule was kept
-    assert max(latencies) >= stall * 0.9
-    # ~200 requests fell due during the stall; their latency counts from their schedule,
-    # so about half of them waited more than half of it. Measured from the moment a
-    # connection was free (coordinated omission), only the 8 in flight would.
-    assert sum(1 for lat in latencies if lat > stall / 2) >= 60
+    phase = asyncio.run(run())
+    # The schedule is kept whatever the server does: request k is due at start + k/rate.
+    assert abs(len(phase.latencies) - rate * seconds) <= 1
+    assert server.stalled is not None
+    frozen, thawed = server.stalled
+    due_during = [
+        (due, lat) for due, lat in zip(phase.schedules, phase.latencies, strict=True)
+        if frozen <= due <= thawed
+    ]  # fmt: skip
+    assert due_during, "requests fell due while the server was frozen"
+    # No coordinated omission: a request due during the freeze is answered after it, and its
+    # latency counts from when it was due, not from when a connection became free.
+    assert all(due + lat >= thawed for due, lat in due_during)
 
 
 def test_closed_loop_slows_down_with_the_server(server: _Server) -> None:
-    async def run() -> list[float]:
-        server.stall(time.perf_counter() + 0.3, 0.2)
-        phase, _ = await _phase("127.0.0.1", server.port, _requests(), 4, 0.8, 0.0, True)
-        return phase.latencies
+    connections = 4
 
-    latencies = asyncio.run(run())
-    # Only the requests in flight during the stall saw it: why the open loop is the figure.
-    assert sum(1 for lat in latencies if lat > 0.15) <= 4
-    assert max(latencies) >= 0.18
+    async def run() -> _Phase:
+        server.stall(time.perf_counter() + 0.3, 0.2)
+        phase, _ = await _phase(
+            "127.0.0.1", server.port, _requests(), connections, 0.8, 0.0, True
+        )
+        return phase
+
+    phase = asyncio.run(run())
+    assert server.stalled is not None
+    frozen, thawed = server.stalled
+    spans = list(zip(phase.schedules, phase.latencies, strict=True))
+    # Only the requests in flight saw the freeze (one per connection at most), and nothing
+    # new was sent while the server was frozen: why the open loop is the figure.
+    saw_it = [due for due, lat in spans if due <= frozen and due + lat >= thawed]
+    assert 1 <= len(saw_it) <= connections
+    assert sum(1 for due, _ in spans if frozen < due < thawed) <= connections
 
 
 def test_cli_prints_one_json_object(
@@ -124,7 +145,7 @@ def test_cli_prints_one_json_object(
     out = json.loads(capsys.readouterr().out)
     assert out["errors"] == 0
     assert out["requests"] == 200
-    assert out["rate"] == pytest.approx(500, rel=0.1)
+    assert out["offered_rate"] == 500
     assert 0 < out["p50_ms"] <= out["p99_ms"] <= out["max_ms"]
     assert 1 <= out["peak_in_flight"] <= 4
     assert out["send_lag_p99_ms"] >= 0

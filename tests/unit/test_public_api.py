@@ -64,6 +64,8 @@ def test_messaging_exports() -> None:
 
     assert sorted(sync.messaging.__all__) == sorted(
         [
+            "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
+            "ProducerBlockedQuotaExceededError",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
             "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",

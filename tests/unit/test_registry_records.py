@@ -80,6 +80,16 @@ def test_check_transition_refuses_illegal_moves_and_no_op_claims() -> None:
     check_transition(bundle, _owned("b1"), BundleState.OWNED, "b2")  # failover
 
 
+def test_a_restarted_broker_takes_back_what_its_dead_incarnation_owned() -> None:
+    # issue 11: "bundle … is already owned by 21" (its own dead incarnation) wedged a
+    # sidecar restarted with the same broker id.
+    bundle = "t/ns/0x00000000_0x40000000"
+    old = _owned("b1")
+    check_transition(bundle, old, BundleState.OWNED, "b1", "a-new-incarnation")
+    with pytest.raises(ConflictError, match="already owned by b1"):
+        check_transition(bundle, old, BundleState.OWNED, "b1", old.incarnation)
+
+
 def test_broker_registration_round_trip_and_web_address() -> None:
     reg = BrokerRegistration(
         cluster="standalone", broker_id="b1", broker_name="broker-a", replica_id=0,

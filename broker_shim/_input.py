@@ -1,0 +1,86 @@
+"""One place where malformed requests become 4xx answers, and "not now" becomes 503.
+
+Every route of the sidecar (policies, lookups, admin, WebSocket upgrades) runs inside
+:func:`malformed_input`. Whatever a handler does with the request (``request.text()``,
+``json.loads``, Pulsar's strict policy parser), a request that cannot be decoded is the
+client's fault and gets ``{"reason": ...}`` with a 4xx, never aiohttp's bare 500
+"Server got itself in trouble" (issue 11: deeply nested JSON, invalid UTF-8, random
+bytes, a bogus charset in the Content-Type):
+
+* a charset Python does not know (``Content-Type: application/json; charset=bogus``):
+  415 Unsupported Media Type, before the handler runs;
+* a body that is not valid in its charset: 400;
+* JSON nested deeper than the parser's recursion limit: 400;
+* JSON that does not parse (a handler that forgot to map it): 400.
+
+A 503 (not ready, bundle being moved, no owner yet) always carries ``Retry-After``, so
+Pulsar clients and load balancers retry instead of giving up.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RETRY_AFTER_S", "malformed_input", "unavailable"]
+
+#: Seconds a client should wait before retrying a 503 (a bundle moves in about a second).
+RETRY_AFTER_S = 1
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _reason(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+def unavailable(reason: str, retry_after_s: int = RETRY_AFTER_S) -> web.Response:
+    """A 503 that tells the client when to try again."""
+    return web.json_response(
+        {"reason": reason}, status=503, headers={"Retry-After": str(retry_after_s)}
+    )
+
+
+def _bad_charset(request: web.Request) -> str | None:
+    try:
+        charset = request.charset
+    except (ValueError, LookupError):  # an unparsable Content-Type header
+        return f"unparsable Content-Type {request.headers.get('Content-Type', '')!r}"
+    if charset is None:
+        return None
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        return f"unsupported charset {charset!r} in Content-Type; send UTF-8"
+    return None
+
+
+@web.middleware
+async def malformed_input(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Map undecodable requests to 4xx and give every 503 a ``Retry-After``."""
+    refused = _bad_charset(request) if request.body_exists else None
+    if refused is not None:
+        return _reason(415, refused)
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        if exc.status == 503 and "Retry-After" not in exc.headers:
+            exc.headers["Retry-After"] = str(RETRY_AFTER_S)
+        raise
+    except UnicodeDecodeError as exc:
+        return _reason(
+            400, f"request body is not valid {request.charset or 'UTF-8'} text: {exc.reason}"
+        )
+    except RecursionError:
+        return _reason(400, "request body nests too deeply to be parsed")
+    except json.JSONDecodeError as exc:
+        return _reason(400, f"request body is not valid JSON: {exc}")
+    if response.status == 503 and "Retry-After" not in response.headers:
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response

@@ -1,0 +1,48 @@
+"""Pulsar's binary protocol (``pulsar://``) on the sidecar, over :mod:`broker_shim.messaging`.
+
+Unmodified Pulsar clients (Java, Python, Go, C++) look up, produce and consume through
+the same messaging engine as the WebSocket API, on Kafka, governed by the synchronized
+policies.
+
+* ``PulsarApi.proto`` – the subset of Pulsar's protocol served (Pulsar's field numbers);
+  ``PulsarApi_pb2.py`` is generated from it by ``make proto``;
+* ``_framing.py`` – frames, checksums, compression, batches;
+* ``_connection.py`` – one connection: its state machine and every command;
+* ``_errors.py`` – the two tables: exceptions → ``ServerError``, engine closes → commands;
+* ``_server.py`` – the asyncio listener, the command trace, Kafka look-ups.
+
+The message mapping is the WebSocket API's (:mod:`sync.producer`), so a message written by
+either API (or a plain Kafka producer with the same layout) is read the same by both:
+
+* one Pulsar message = one Kafka record; a producer's batch is unpacked on SEND, after
+  decompression (NONE, LZ4, ZLIB, ZSTD, SNAPPY), every message checked before the first
+  is queued (a batch is stored whole or refused whole);
+* Kafka key = the partition key (UTF-8), value = the payload, headers = the properties
+  (``__pulsar.eventTime`` = the event time), timestamp = the publish time (when the
+  sidecar stored it, as for WebSocket sends);
+* message id = ``(ledgerId 0, entryId = Kafka offset, partition)``; a SEND_RECEIPT carries
+  the id of the batch's first message (the client numbers the batch indexes itself);
+* delivered messages are unbatched MESSAGE commands, one per record, with
+  ``redelivery_count``; the producer name and sequence id of a stored message are not
+  kept (consumers see producer ``policy-sync`` and the offset as sequence id).
+"""
+
+from ._connection import BinaryConfig, Connection, ConnectionState
+from ._errors import CloseAction, close_action_of, server_error_of
+from ._framing import ChecksumError, FrameError, parse_frame, unpack_messages
+from ._server import BinaryServer, CommandTrace
+
+__all__ = [
+    "BinaryConfig",
+    "BinaryServer",
+    "ChecksumError",
+    "CloseAction",
+    "CommandTrace",
+    "Connection",
+    "ConnectionState",
+    "FrameError",
+    "close_action_of",
+    "parse_frame",
+    "server_error_of",
+    "unpack_messages",
+]

@@ -1,0 +1,952 @@
+"""One client connection of Pulsar's binary protocol, as Pulsar's ``ServerCnx`` serves it.
+
+State machine (every move goes through :meth:`Connection._move`)::
+
+    AWAITING_CONNECT ──CONNECT accepted──▶ CONNECTED ──peer gone / bad frame / shutdown──▶ CLOSED
+    AWAITING_CONNECT ──anything else, bad auth, bad frame──▶ CLOSED
+
+A command other than CONNECT before CONNECTED, a second CONNECT, an unparsable or oversized
+frame, a SEND for an unknown producer, or an unsupported command type closes the
+connection (Pulsar's decoder does the same); refusals of a well-formed request are answered
+with Pulsar's ``ServerError`` codes and texts (:mod:`._errors`). Nothing a bad frame carried
+is ever written to Kafka: a SEND is unpacked completely before its first message is queued.
+
+Producers and consumers are the messaging engine's (:mod:`broker_shim.messaging`), exactly
+as the WebSocket API uses them; this module only translates. See :mod:`broker_shim.binary`
+for the message mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sync import NamespaceName, TopicName
+from sync.errors import (
+    AuthenticationError,
+    ConsumerBusyError,
+    InvalidInputError,
+    PolicySyncError,
+    UnavailableError,
+)
+from sync.messaging import (
+    Consumer,
+    Delivery,
+    InitialPosition,
+    MessageId,
+    MessagingEngine,
+    ProducerConfig,
+    ProducerHandle,
+    SubscriptionType,
+    decode_properties,
+)
+from sync.routing import MessageRoutingMode
+
+from . import PulsarApi_pb2 as api
+from ._errors import CloseAction, close_action_of, server_error_of
+from ._framing import (
+    MAX_FRAME_SIZE,
+    ChecksumError,
+    FrameError,
+    encode_command,
+    encode_payload_command,
+    parse_frame,
+    unpack_messages,
+)
+
+if TYPE_CHECKING:
+    from sync.cluster import ClusterService
+
+    from ._server import CommandTrace, LastMessageIds
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BinaryConfig", "Connection", "ConnectionState", "ServerContext"]
+
+#: Pulsar answers broker-initiated commands with request id -1 (an unsigned 64-bit field).
+_NO_REQUEST = (1 << 64) - 1
+_T = api.BaseCommand
+_SUB_TYPES = {
+    api.CommandSubscribe.Exclusive: SubscriptionType.Exclusive,
+    api.CommandSubscribe.Shared: SubscriptionType.Shared,
+    api.CommandSubscribe.Failover: SubscriptionType.Failover,
+    api.CommandSubscribe.Key_Shared: SubscriptionType.Key_Shared,
+}
+#: Pulsar's ``MessageId.earliest`` / ``latest`` as the wire carries them.
+_EARLIEST_LEDGER = (1 << 64) - 1
+_LATEST_LEDGER = (1 << 63) - 1
+_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+
+
+class ConnectionState(enum.Enum):
+    """Life of one binary-protocol connection."""
+
+    AWAITING_CONNECT = "AWAITING_CONNECT"
+    CONNECTED = "CONNECTED"
+    CLOSED = "CLOSED"
+
+
+_MOVES: dict[ConnectionState, frozenset[ConnectionState]] = {
+    ConnectionState.AWAITING_CONNECT: frozenset(
+        {ConnectionState.CONNECTED, ConnectionState.CLOSED}
+    ),
+    ConnectionState.CONNECTED: frozenset({ConnectionState.CLOSED}),
+    ConnectionState.CLOSED: frozenset(),
+}
+
+
+class ProtocolViolation(InvalidInputError):
+    """The client broke the protocol: the connection is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryConfig:
+    """Settings of the binary-protocol listener.
+
+    Attributes:
+        keepalive_s: send a PING after this long without traffic; a peer that answered
+            nothing for two intervals is dropped (Pulsar's ``keepAliveIntervalSeconds``).
+        server_version: the CONNECTED ``server_version``.
+        protocol_version: the highest protocol version served (negotiated down to the
+            client's).
+        max_message_size: announced in CONNECTED (Pulsar's ``maxMessageSize``).
+        close_drain_s: how long closing a producer waits for its sends in flight.
+    """
+
+    keepalive_s: float = 30.0
+    server_version: str = "policy-sync-0.1.0"
+    protocol_version: int = 21
+    max_message_size: int = 5 * 1024 * 1024
+    close_drain_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerContext:
+    """What every connection of one listener shares."""
+
+    engine: MessagingEngine
+    cluster: Callable[[], ClusterService | None]
+    advertised_url: str
+    producer_name_prefix: str
+    config: BinaryConfig
+    trace: CommandTrace
+    last_ids: LastMessageIds
+    names: itertools.count[int] = field(default_factory=lambda: itertools.count(0))
+
+
+class _Send:
+    """One SEND in flight: answered once every message of its batch is stored."""
+
+    __slots__ = ("error", "first", "highest", "producer", "remaining", "sequence_id")
+
+    def __init__(self, producer: _Producer, sequence_id: int, highest: int, count: int) -> None:
+        self.producer = producer
+        self.sequence_id = sequence_id
+        self.highest = highest
+        self.remaining = count
+        self.first: MessageId | None = None
+        self.error: tuple[int, str] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.remaining <= 0 or self.error is not None
+
+    def answer(self, message_id: MessageId | None, error: PolicySyncError | None) -> None:
+        """Delivery callback of one message of the batch (runs on the loop)."""
+        self.remaining -= 1
+        if error is not None:
+            if self.error is None:
+                self.error = (server_error_of(error), str(error))
+        elif message_id is not None and (self.first is None or message_id < self.first):
+            self.first = message_id
+        if self.remaining <= 0:
+            self.producer.flush()
+
+
+class _Producer:
+    """A producer of this connection: the engine's handle and its receipts, in send order."""
+
+    def __init__(self, conn: Connection, producer_id: int, name: str, handle: ProducerHandle):
+        self.conn = conn
+        self.producer_id = producer_id
+        self.name = name
+        self.handle = handle
+        self.pending: deque[_Send] = deque()
+        self.drained = asyncio.Event()
+        self.drained.set()
+        self.watcher: asyncio.Task[None] | None = None
+
+    def flush(self) -> None:
+        """Write the answers at the head of the queue whose messages are all stored."""
+        pending = self.pending
+        while pending and pending[0].done:
+            send = pending.popleft()
+            cmd = _T(type=_T.SEND_ERROR if send.error else _T.SEND_RECEIPT)
+            if send.error is not None:
+                err = cmd.send_error
+                err.producer_id = self.producer_id
+                err.sequence_id = send.sequence_id
+                err.error = send.error[0]  # type: ignore[assignment]
+                err.message = send.error[1]
+            else:
+                receipt = cmd.send_receipt
+                receipt.producer_id = self.producer_id
+                receipt.sequence_id = send.sequence_id
+                receipt.highest_sequence_id = send.highest
+                mid = send.first or MessageId(-1, 0)
+                receipt.message_id.ledgerId = 0
+                receipt.message_id.entryId = mid.offset
+                receipt.message_id.partition = mid.partition
+            self.conn.write_command(cmd)
+        if not pending:
+            self.drained.set()
+
+
+class _Consumer:
+    """A consumer of this connection: the engine's consumer and its dispatch task."""
+
+    def __init__(self, consumer_id: int, consumer: Consumer, *, durable: bool, skip_below: int):
+        self.consumer_id = consumer_id
+        self.consumer = consumer
+        self.durable = durable
+        #: A reader's start position: messages before this offset are acknowledged unseen.
+        self.skip_below = skip_below
+        self.task: asyncio.Task[None] | None = None
+        self.closed_by_client = False
+
+    def message_id(self, data: api.MessageIdData) -> MessageId:
+        """The engine's id of a message this consumer received."""
+        sub = self.consumer.subscription
+        part = next(iter(self.consumer.partitions)) if len(self.consumer.partitions) == 1 else None
+        if part is None:
+            part = data.partition if data.partition >= 0 else 0
+        return MessageId(part if sub.partitioned else -1, data.entryId)
+
+
+class Connection:
+    """Serves one TCP connection (create one per accepted socket, then :meth:`serve`)."""
+
+    def __init__(
+        self,
+        ctx: ServerContext,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.ctx = ctx
+        self.reader = reader
+        self.writer = writer
+        self.state = ConnectionState.AWAITING_CONNECT
+        self.peer = str(writer.get_extra_info("peername"))
+        self.role: str | None = None
+        self.protocol_version = 0
+        self.producers: dict[int, _Producer] = {}
+        self.consumers: dict[int, _Consumer] = {}
+        self._last_read = time.monotonic()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- state -----------------------------------------------------------------------
+    def _move(self, new: ConnectionState) -> None:
+        if new not in _MOVES[self.state]:
+            raise ProtocolViolation(f"connection {self.peer}: {self.state.value} → {new.value}")
+        self.state = new
+
+    @property
+    def closed(self) -> bool:
+        return self.state is ConnectionState.CLOSED
+
+    # -- writing -----------------------------------------------------------------------
+    def write_command(self, cmd: api.BaseCommand) -> None:
+        """Queue one simple command (dropped once the connection is closed)."""
+        if self.closed or self.writer.is_closing():
+            return
+        self.ctx.trace.sent(cmd.type)
+        self.writer.write(encode_command(cmd))
+
+    def _error(self, request_id: int, exc: BaseException) -> None:
+        cmd = _T(type=_T.ERROR)
+        cmd.error.request_id = request_id
+        cmd.error.error = server_error_of(exc)  # type: ignore[assignment]
+        cmd.error.message = str(exc)
+        self.write_command(cmd)
+
+    def _success(self, request_id: int) -> None:
+        cmd = _T(type=_T.SUCCESS)
+        cmd.success.request_id = request_id
+        self.write_command(cmd)
+
+    # -- the loop ----------------------------------------------------------------------
+    async def serve(self) -> None:
+        """Read and serve frames until the peer leaves or breaks the protocol."""
+        keepalive = asyncio.create_task(self._keepalive(), name=f"binary-keepalive {self.peer}")
+        try:
+            while not self.closed:
+                header = await self.reader.readexactly(4)
+                size = int.from_bytes(header, "big")
+                if size < 4 or size > MAX_FRAME_SIZE:
+                    raise FrameError(f"frame size {size} is outside 4..{MAX_FRAME_SIZE} bytes")
+                body = await self.reader.readexactly(size)
+                self._last_read = time.monotonic()
+                await self._on_body(body)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except InvalidInputError as exc:
+            logger.info("closing binary connection %s: %s", self.peer, exc)
+        finally:
+            keepalive.cancel()
+            await self.close()
+
+    async def _on_body(self, body: bytes) -> None:
+        try:
+            frame = parse_frame(body)
+        except ChecksumError as exc:
+            if exc.command.type == _T.SEND and exc.command.HasField("send"):
+                self._send_refused(exc.command.send, exc)
+                return
+            raise
+        cmd = frame.command
+        self.ctx.trace.received(cmd.type)
+        if self.state is ConnectionState.AWAITING_CONNECT:
+            if cmd.type != _T.CONNECT:
+                raise ProtocolViolation(
+                    f"{_T.Type.Name(cmd.type)} before CONNECT (connection {self.peer})"
+                )
+            await self._connect(cmd.connect)
+            return
+        entry = _TABLE.get(cmd.type)
+        if entry is None:
+            raise ProtocolViolation(f"unsupported command {_name(cmd.type)} from {self.peer}")
+        handler, field_name = entry
+        if field_name and not cmd.HasField(field_name):
+            raise ProtocolViolation(f"{_name(cmd.type)} without its {field_name} command")
+        if handler is None:  # SEND: synchronous, carries a payload
+            self._send(cmd.send, frame.metadata, frame.payload)
+        else:
+            await handler(self, cmd)
+
+    async def _keepalive(self) -> None:
+        interval = self.ctx.config.keepalive_s
+        while not self.closed:
+            await asyncio.sleep(interval)
+            idle = time.monotonic() - self._last_read
+            if idle >= 2 * interval:
+                logger.info("binary connection %s: no traffic for %.0fs; dropping", self.peer, idle)
+                self.writer.close()
+                return
+            if idle >= interval and self.state is ConnectionState.CONNECTED:
+                cmd = _T(type=_T.PING)
+                cmd.ping.SetInParent()
+                self.write_command(cmd)
+
+    async def close(self) -> None:
+        """Close the socket and release every producer and consumer (idempotent)."""
+        if self.closed:
+            return
+        self._move(ConnectionState.CLOSED)
+        for task in list(self._tasks):
+            task.cancel()
+        for prod in list(self.producers.values()):
+            self._drop_producer(prod)
+        for cons in list(self.consumers.values()):
+            await self._drop_consumer(cons)
+        self.producers.clear()
+        self.consumers.clear()
+        self.writer.close()
+
+    def _spawn(self, coro: Coroutine[object, object, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- CONNECT / PING ----------------------------------------------------------------
+    async def _connect(self, c: api.CommandConnect) -> None:
+        svc = self.ctx.cluster()
+        auth = None if svc is None else svc.auth
+        if auth is not None:
+            method = c.auth_method_name if c.HasField("auth_method_name") else "none"
+            try:
+                if method != "token":
+                    raise AuthenticationError(
+                        f"Unsupported authentication method: [{method}] (use token)"
+                    )
+                token = c.auth_data.decode("utf-8", "replace")
+                self.role = auth.authenticate(f"Bearer {token}")
+            except AuthenticationError as exc:
+                logger.info("binary connection %s: authentication failed: %s", self.peer, exc)
+                self._error(_NO_REQUEST, exc)
+                raise ProtocolViolation(str(exc)) from None
+        self.protocol_version = min(c.protocol_version, self.ctx.config.protocol_version)
+        self._move(ConnectionState.CONNECTED)
+        cmd = _T(type=_T.CONNECTED)
+        cmd.connected.server_version = self.ctx.config.server_version
+        cmd.connected.protocol_version = self.protocol_version
+        cmd.connected.max_message_size = self.ctx.config.max_message_size
+        self.write_command(cmd)
+        logger.debug("binary connection %s: CONNECTED (%s)", self.peer, c.client_version)
+
+    async def on_ping(self, _cmd: api.BaseCommand) -> None:
+        cmd = _T(type=_T.PONG)
+        cmd.pong.SetInParent()
+        self.write_command(cmd)
+
+    async def on_pong(self, _cmd: api.BaseCommand) -> None:
+        return  # any frame counts as life (``_last_read``)
+
+    async def on_unexpected_connect(self, _cmd: api.BaseCommand) -> None:
+        raise ProtocolViolation(f"second CONNECT on connection {self.peer}")
+
+    # -- lookups -----------------------------------------------------------------------
+    def _check_lookup(self, topic: TopicName) -> None:
+        svc = self.ctx.cluster()
+        if svc is not None and svc.auth is not None and self.role is not None:
+            svc.auth.check_lookup(self.role, topic.tenant)
+
+    async def on_partitioned_metadata(self, cmd: api.BaseCommand) -> None:
+        m = cmd.partitionMetadata
+        out = _T(type=_T.PARTITIONED_METADATA_RESPONSE)
+        resp = out.partitionMetadataResponse
+        resp.request_id = m.request_id
+        try:
+            topic = _topic(m.topic)
+            self._check_lookup(topic)
+            svc = self.ctx.cluster()
+            if svc is not None:
+                svc.require_ready()
+                partitions = await svc.lookups.partitions_fresh(topic)
+            else:
+                partitions = await self._kafka_partitions(topic)
+            resp.partitions = partitions
+            resp.response = api.CommandPartitionedTopicMetadataResponse.Success
+        except PolicySyncError as exc:
+            resp.response = api.CommandPartitionedTopicMetadataResponse.Failed
+            resp.error = server_error_of(exc)  # type: ignore[assignment]
+            resp.message = str(exc)
+        self.write_command(out)
+
+    async def _kafka_partitions(self, topic: TopicName) -> int:
+        """Without a cluster registry: Kafka's partition count (1 means not partitioned)."""
+        if topic.is_partition:
+            return 0
+        count = await self.ctx.last_ids.partitions(topic)
+        return count if count is not None and count > 1 else 0
+
+    async def on_lookup(self, cmd: api.BaseCommand) -> None:
+        m = cmd.lookupTopic
+        out = _T(type=_T.LOOKUP_RESPONSE)
+        resp = out.lookupTopicResponse
+        resp.request_id = m.request_id
+        try:
+            topic = _topic(m.topic)
+            self._check_lookup(topic)
+            svc = self.ctx.cluster()
+            if svc is None:
+                url, local = self.ctx.advertised_url, True
+            else:
+                svc.require_ready()
+                await svc.lookups.layout_fresh(topic.namespace_name)
+                live = await svc.lookups.owner_of(topic)
+                local = (
+                    live.broker_id == svc.identity.broker_id
+                    and live.incarnation == svc.incarnation
+                )
+                reg = live.registration
+                url = reg.service_url
+                listener = m.advertised_listener_name
+                if listener and listener in reg.advertised_listeners:
+                    url = reg.advertised_listeners[listener].service_url or url
+            resp.brokerServiceUrl = url
+            resp.response = (
+                api.CommandLookupTopicResponse.Connect
+                if local
+                else api.CommandLookupTopicResponse.Redirect
+            )
+            resp.authoritative = True
+            resp.proxy_through_service_url = False
+        except PolicySyncError as exc:
+            resp.response = api.CommandLookupTopicResponse.Failed
+            resp.error = server_error_of(exc)  # type: ignore[assignment]
+            resp.message = str(exc)
+        self.write_command(out)
+
+    async def on_topics_of_namespace(self, cmd: api.BaseCommand) -> None:
+        m = cmd.getTopicsOfNamespace
+        try:
+            namespace = NamespaceName.parse(m.namespace)
+            svc = self.ctx.cluster()
+            if svc is None:
+                raise UnavailableError(
+                    "GET_TOPICS_OF_NAMESPACE needs the cluster registry: run the sidecar "
+                    "with lookups enabled"
+                )
+            svc.require_ready()
+            await svc.lookups.refresh()
+            prefix = f"/{namespace.tenant}/{namespace.namespace}/"
+            names = [t for t in svc.admin.topics() if prefix in t]
+            if m.mode == api.CommandGetTopicsOfNamespace.PERSISTENT:
+                names = [t for t in names if t.startswith("persistent://")]
+            elif m.mode == api.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+                names = [t for t in names if t.startswith("non-persistent://")]
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        out = _T(type=_T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+        out.getTopicsOfNamespaceResponse.request_id = m.request_id
+        out.getTopicsOfNamespaceResponse.topics.extend(names)
+        self.write_command(out)
+
+    async def on_get_schema(self, cmd: api.BaseCommand) -> None:
+        out = _T(type=_T.GET_SCHEMA_RESPONSE)
+        out.getSchemaResponse.request_id = cmd.getSchema.request_id
+        out.getSchemaResponse.error_code = api.TopicNotFound
+        out.getSchemaResponse.error_message = "Topic not found or no-schema"
+        self.write_command(out)
+
+    async def _require_owned(self, topic: TopicName) -> None:
+        owner = await self.ctx.engine.owner_of(topic)
+        if not owner.local:
+            raise UnavailableError(
+                f"Namespace bundle for topic ({topic}) not served by this instance. "
+                "Please redo the lookup."
+            )
+
+    # -- producers ---------------------------------------------------------------------
+    async def on_producer(self, cmd: api.BaseCommand) -> None:
+        m = cmd.producer
+        existing = self.producers.get(m.producer_id)
+        if existing is not None:  # a retried request: same answer
+            self._producer_success(m.request_id, existing.name)
+            return
+        try:
+            topic = _topic(m.topic)
+            self._check_lookup(topic)
+            await self._require_owned(topic)
+            if m.encrypted:
+                raise InvalidInputError("Encrypted messages are not supported by policy-sync")
+            name = m.producer_name if m.HasField("producer_name") and m.producer_name else (
+                f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}"
+            )
+            handle = await self.ctx.engine.create_producer(
+                topic,
+                ProducerConfig(
+                    routing_mode=MessageRoutingMode.SinglePartition,
+                    batching_enabled=False,
+                    producer_name=name,
+                ),
+            )
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        if self.closed:
+            self.ctx.engine.close_producer(handle)
+            return
+        prod = _Producer(self, m.producer_id, name, handle)
+        self.producers[m.producer_id] = prod
+        prod.watcher = self._spawn(self._watch_producer(prod), f"binary-producer {name}")
+        self._producer_success(m.request_id, name)
+
+    def _producer_success(self, request_id: int, name: str) -> None:
+        out = _T(type=_T.PRODUCER_SUCCESS)
+        out.producer_success.request_id = request_id
+        out.producer_success.producer_name = name
+        out.producer_success.last_sequence_id = -1
+        out.producer_success.producer_ready = True
+        self.write_command(out)
+
+    async def _watch_producer(self, prod: _Producer) -> None:
+        await prod.handle.wait_closed()
+        if self.producers.get(prod.producer_id) is not prod:
+            return  # closed by the client
+        del self.producers[prod.producer_id]
+        action = close_action_of(prod.handle.close_reason)
+        if action is CloseAction.CLOSE_CONNECTION:
+            self.writer.close()
+        elif action is CloseAction.NOTIFY_CLIENT:
+            out = _T(type=_T.CLOSE_PRODUCER)
+            out.close_producer.producer_id = prod.producer_id
+            out.close_producer.request_id = _NO_REQUEST
+            self.write_command(out)
+
+    def _send_refused(self, send: api.CommandSend, exc: BaseException) -> None:
+        prod = self.producers.get(send.producer_id)
+        if prod is None:
+            raise ProtocolViolation(f"SEND for unknown producer {send.producer_id}")
+        pending = _Send(prod, send.sequence_id, send.highest_sequence_id, 0)
+        pending.error = (server_error_of(exc), str(exc))
+        prod.pending.append(pending)
+        prod.drained.clear()
+        prod.flush()
+
+    def _send(
+        self, send: api.CommandSend, metadata: api.MessageMetadata | None, payload: bytes
+    ) -> None:
+        prod = self.producers.get(send.producer_id)
+        if prod is None:
+            # Pulsar: "Received message, but the producer is not ready. Closing the connection."
+            raise ProtocolViolation(f"SEND for unknown producer {send.producer_id}")
+        if metadata is None:
+            raise ProtocolViolation("SEND without message metadata")
+        try:
+            if send.is_chunk or metadata.HasField("chunk_id"):
+                raise InvalidInputError("Chunked messages are not supported by policy-sync")
+            if metadata.encryption_keys:
+                raise InvalidInputError("Encrypted messages are not supported by policy-sync")
+            messages = unpack_messages(metadata, payload)
+        except FrameError as exc:
+            raise ProtocolViolation(f"producer {prod.name}: {exc}") from None
+        except InvalidInputError as exc:
+            self._send_refused(send, exc)
+            return
+        highest = send.highest_sequence_id or metadata.highest_sequence_id or send.sequence_id
+        pending = _Send(prod, send.sequence_id, highest, len(messages))
+        prod.pending.append(pending)
+        prod.drained.clear()
+        if prod.handle.closed:
+            pending.error = (api.ServiceNotReady, "Producer is closed")
+        else:
+            # Every message is checked before the first one is queued: a batch is stored
+            # whole or refused whole (nothing written).
+            limit = prod.handle.max_message_size
+            for msg in messages:
+                if len(msg.payload) > limit:
+                    pending.error = (
+                        api.NotAllowedError,
+                        f"Message size {len(msg.payload)} is larger than the topic's "
+                        f"maxMessageSize {limit}",
+                    )
+                    break
+            else:
+                for msg in messages:
+                    try:
+                        prod.handle.send(
+                            msg.payload,
+                            pending.answer,
+                            key=msg.key,
+                            properties=msg.properties or None,
+                            event_time_ms=msg.event_time_ms,
+                        )
+                    except PolicySyncError as exc:
+                        pending.answer(None, exc)
+        prod.flush()
+
+    async def on_close_producer(self, cmd: api.BaseCommand) -> None:
+        m = cmd.close_producer
+        prod = self.producers.pop(m.producer_id, None)
+        if prod is not None:
+            try:
+                await asyncio.wait_for(prod.drained.wait(), self.ctx.config.close_drain_s)
+            except TimeoutError:
+                logger.warning("producer %s closed with sends in flight", prod.name)
+            self._drop_producer(prod)
+        self._success(m.request_id)
+
+    def _drop_producer(self, prod: _Producer) -> None:
+        if prod.watcher is not None:
+            prod.watcher.cancel()
+        self.ctx.engine.close_producer(prod.handle)
+
+    # -- consumers ---------------------------------------------------------------------
+    async def on_subscribe(self, cmd: api.BaseCommand) -> None:
+        m = cmd.subscribe
+        existing = self.consumers.get(m.consumer_id)
+        if existing is not None:
+            self._success(m.request_id)
+            return
+        try:
+            topic = _topic(m.topic)
+            self._check_lookup(topic)
+            await self._require_owned(topic)
+            sub_type = _SUB_TYPES.get(m.subType)
+            if sub_type is None:
+                raise InvalidInputError(f"unknown subscription type {m.subType}")
+            initial = (
+                InitialPosition.Earliest
+                if m.initialPosition == api.CommandSubscribe.Earliest
+                else InitialPosition.Latest
+            )
+            skip_below = 0
+            if m.HasField("start_message_id"):
+                start = m.start_message_id
+                if start.ledgerId == _EARLIEST_LEDGER:
+                    initial = InitialPosition.Earliest
+                elif start.ledgerId >= _LATEST_LEDGER:
+                    initial = InitialPosition.Latest
+                else:
+                    initial = InitialPosition.Earliest
+                    skip_below = start.entryId
+            consumer = await self.ctx.engine.subscribe(
+                topic,
+                m.subscription,
+                sub_type=sub_type,
+                consumer_name=m.consumer_name or None,
+                pull_mode=True,
+                initial_position=initial,
+                negative_ack_delay_s=0.0,  # the client waits its nack delay itself
+            )
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        if self.closed:
+            await consumer.close()
+            return
+        cons = _Consumer(m.consumer_id, consumer, durable=m.durable, skip_below=skip_below)
+        self.consumers[m.consumer_id] = cons
+        self._success(m.request_id)
+        cons.task = self._spawn(self._dispatch(cons), f"binary-consumer {consumer.name}")
+
+    async def _dispatch(self, cons: _Consumer) -> None:
+        consumer = cons.consumer
+        trace = self.ctx.trace
+        active: bool | None = None
+        while True:
+            if consumer.sub_type is SubscriptionType.Failover:
+                now_active = self._is_active(consumer)
+                if now_active != active:
+                    active = now_active
+                    out = _T(type=_T.ACTIVE_CONSUMER_CHANGE)
+                    out.active_consumer_change.consumer_id = cons.consumer_id
+                    out.active_consumer_change.is_active = now_active
+                    self.write_command(out)
+            batch = await consumer.receive_batch()
+            if not batch:
+                break
+            frames: list[bytes] = []
+            for delivery in batch:
+                if delivery.message_id.offset < cons.skip_below:
+                    consumer.ack(delivery.message_id)
+                    consumer.add_permits(1)
+                    continue
+                frames.append(_message_frame(cons.consumer_id, delivery))
+            if frames and not self.closed:
+                trace.sent(_T.MESSAGE, len(frames))
+                self.writer.write(b"".join(frames))
+                if self.writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
+                    await self.writer.drain()  # a client that stops reading stops dispatch
+        if self.consumers.get(cons.consumer_id) is not cons or cons.closed_by_client:
+            return
+        del self.consumers[cons.consumer_id]
+        action = close_action_of(consumer.close_reason)
+        if action is CloseAction.CLOSE_CONNECTION:
+            self.writer.close()
+        elif action is CloseAction.NOTIFY_CLIENT:
+            out = _T(type=_T.CLOSE_CONSUMER)
+            out.close_consumer.consumer_id = cons.consumer_id
+            out.close_consumer.request_id = _NO_REQUEST
+            self.write_command(out)
+
+    @staticmethod
+    def _is_active(consumer: Consumer) -> bool:
+        """Failover: whether the subscription currently dispatches to ``consumer``."""
+        sub = consumer.subscription
+        return any(sub.active_consumer(p) is consumer for p in consumer.partitions)
+
+    def _consumer(self, consumer_id: int) -> _Consumer | None:
+        return self.consumers.get(consumer_id)
+
+    async def on_flow(self, cmd: api.BaseCommand) -> None:
+        cons = self._consumer(cmd.flow.consumer_id)
+        if cons is not None:
+            cons.consumer.add_permits(cmd.flow.messagePermits)
+
+    async def on_ack(self, cmd: api.BaseCommand) -> None:
+        m = cmd.ack
+        cons = self._consumer(m.consumer_id)
+        if cons is not None:
+            consumer = cons.consumer
+            if m.ack_type == api.CommandAck.Cumulative:
+                for data in m.message_id:
+                    upto = cons.message_id(data)
+                    part = upto.kafka_partition
+                    for p, offset in sorted(consumer.delivered):
+                        if p == part and offset <= upto.offset:
+                            consumer.ack(MessageId(upto.partition, offset))
+            else:
+                for data in m.message_id:
+                    consumer.ack(cons.message_id(data))
+        if m.HasField("request_id"):
+            out = _T(type=_T.ACK_RESPONSE)
+            out.ackResponse.consumer_id = m.consumer_id
+            out.ackResponse.request_id = m.request_id
+            if cons is None:
+                out.ackResponse.error = api.ConsumerNotFound
+                out.ackResponse.message = f"Consumer {m.consumer_id} not found"
+            self.write_command(out)
+
+    async def on_redeliver(self, cmd: api.BaseCommand) -> None:
+        m = cmd.redeliverUnacknowledgedMessages
+        cons = self._consumer(m.consumer_id)
+        if cons is None:
+            return
+        consumer = cons.consumer
+        if m.message_ids:
+            ids = [cons.message_id(d) for d in m.message_ids]
+        else:
+            pid = cons.consumer.subscription.partitioned
+            ids = [MessageId(p if pid else -1, o) for p, o in sorted(consumer.delivered)]
+        for mid in ids:
+            consumer.nack(mid)
+
+    async def on_unsubscribe(self, cmd: api.BaseCommand) -> None:
+        m = cmd.unsubscribe
+        cons = self._consumer(m.consumer_id)
+        if cons is None:
+            self._error(m.request_id, ConsumerBusyError(f"Consumer {m.consumer_id} not found"))
+            return
+        try:
+            await self.ctx.engine.unsubscribe(cons.consumer)
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        cons.closed_by_client = True
+        self.consumers.pop(m.consumer_id, None)
+        self._success(m.request_id)
+
+    async def on_close_consumer(self, cmd: api.BaseCommand) -> None:
+        m = cmd.close_consumer
+        cons = self.consumers.pop(m.consumer_id, None)
+        if cons is not None:
+            cons.closed_by_client = True
+            await self._drop_consumer(cons)
+        self._success(m.request_id)
+
+    async def _drop_consumer(self, cons: _Consumer) -> None:
+        cons.closed_by_client = True
+        if not cons.durable:
+            # A reader's subscription lives as long as the reader (Pulsar: non-durable).
+            try:
+                await self.ctx.engine.unsubscribe(cons.consumer)
+                return
+            except PolicySyncError as exc:
+                logger.info("reader subscription not deleted: %s", exc)
+        await cons.consumer.close()
+
+    async def on_seek(self, cmd: api.BaseCommand) -> None:
+        """Pulsar's seek: the subscription moves, its consumers are disconnected
+        (CLOSE_CONSUMER) and resume at the new position when they reconnect."""
+        m = cmd.seek
+        cons = self._consumer(m.consumer_id)
+        try:
+            if cons is None:
+                raise ConsumerBusyError(f"Consumer {m.consumer_id} not found")
+            if not m.HasField("message_id"):
+                raise InvalidInputError(
+                    "SEEK by publish time is not supported by policy-sync; seek to a message id"
+                )
+            consumer = cons.consumer
+            parts = sorted(consumer.partitions)
+            kafka_topic = consumer.subscription.kafka_topic
+            target = m.message_id
+            if target.ledgerId == _EARLIEST_LEDGER:
+                offsets = await self.ctx.last_ids.start_offsets(kafka_topic, parts)
+            elif target.ledgerId >= _LATEST_LEDGER:
+                offsets = await self.ctx.last_ids.end_offsets(kafka_topic, parts)
+            else:
+                mid = cons.message_id(target)
+                offsets = {mid.kafka_partition: mid.offset}
+            await self.ctx.engine.reset_cursor(consumer, offsets)
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        self._success(m.request_id)
+
+    async def on_last_message_id(self, cmd: api.BaseCommand) -> None:
+        m = cmd.getLastMessageId
+        cons = self._consumer(m.consumer_id)
+        if cons is None:
+            self._error(m.request_id, ConsumerBusyError(f"Consumer {m.consumer_id} not found"))
+            return
+        sub = cons.consumer.subscription
+        parts = sorted(cons.consumer.partitions)
+        try:
+            ends = await self.ctx.last_ids.end_offsets(sub.kafka_topic, parts)
+        except PolicySyncError as exc:
+            self._error(m.request_id, exc)
+            return
+        out = _T(type=_T.GET_LAST_MESSAGE_ID_RESPONSE)
+        resp = out.getLastMessageIdResponse
+        resp.request_id = m.request_id
+        last = resp.last_message_id
+        best = max(((ends.get(p, 0), p) for p in parts), default=(0, 0))
+        if best[0] <= 0:
+            last.ledgerId = _EARLIEST_LEDGER
+            last.entryId = _EARLIEST_LEDGER
+        else:
+            last.ledgerId = 0
+            last.entryId = best[0] - 1
+            last.partition = best[1] if sub.partitioned else -1
+        self.write_command(out)
+
+
+@functools.lru_cache(maxsize=65_536)  # clients repeat the same few names on every request
+def _topic(text: str) -> TopicName:
+    return TopicName.parse(text)
+
+
+def _name(kind: int) -> str:
+    try:
+        return _T.Type.Name(kind)
+    except ValueError:
+        return str(kind)
+
+
+def _message_frame(consumer_id: int, delivery: Delivery) -> bytes:
+    """A MESSAGE: one Kafka record as one (unbatched) Pulsar message."""
+    entry = delivery.entry
+    cmd = _T(type=_T.MESSAGE)
+    msg = cmd.message
+    msg.consumer_id = consumer_id
+    msg.message_id.ledgerId = 0
+    msg.message_id.entryId = delivery.message_id.offset
+    msg.message_id.partition = delivery.message_id.partition
+    if delivery.redelivery_count:
+        msg.redelivery_count = delivery.redelivery_count
+    meta = api.MessageMetadata()
+    meta.producer_name = "policy-sync"
+    meta.sequence_id = entry.offset
+    meta.publish_time = entry.publish_ms
+    if entry.headers:
+        properties, event_time = decode_properties(entry.headers)
+        for k, v in properties.items():
+            kv = meta.properties.add()
+            kv.key = k
+            kv.value = v
+        if event_time:
+            meta.event_time = event_time
+    if entry.key is not None:
+        meta.partition_key = entry.key
+    return encode_payload_command(cmd, meta, entry.payload)
+
+
+_Handler = Callable[[Connection, api.BaseCommand], Awaitable[None]]
+
+#: Command type → (handler, the BaseCommand field it needs); SEND is served inline.
+_TABLE: dict[int, tuple[_Handler | None, str]] = {
+    _T.CONNECT: (Connection.on_unexpected_connect, ""),
+    _T.PING: (Connection.on_ping, ""),
+    _T.PONG: (Connection.on_pong, ""),
+    _T.PARTITIONED_METADATA: (Connection.on_partitioned_metadata, "partitionMetadata"),
+    _T.LOOKUP: (Connection.on_lookup, "lookupTopic"),
+    _T.GET_TOPICS_OF_NAMESPACE: (Connection.on_topics_of_namespace, "getTopicsOfNamespace"),
+    _T.GET_SCHEMA: (Connection.on_get_schema, "getSchema"),
+    _T.PRODUCER: (Connection.on_producer, "producer"),
+    _T.SEND: (None, "send"),
+    _T.CLOSE_PRODUCER: (Connection.on_close_producer, "close_producer"),
+    _T.SUBSCRIBE: (Connection.on_subscribe, "subscribe"),
+    _T.FLOW: (Connection.on_flow, "flow"),
+    _T.ACK: (Connection.on_ack, "ack"),
+    _T.REDELIVER_UNACKNOWLEDGED_MESSAGES: (
+        Connection.on_redeliver,
+        "redeliverUnacknowledgedMessages",
+    ),
+    _T.UNSUBSCRIBE: (Connection.on_unsubscribe, "unsubscribe"),
+    _T.CLOSE_CONSUMER: (Connection.on_close_consumer, "close_consumer"),
+    _T.SEEK: (Connection.on_seek, "seek"),
+    _T.GET_LAST_MESSAGE_ID: (Connection.on_last_message_id, "getLastMessageId"),
+}

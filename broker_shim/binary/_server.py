@@ -1,0 +1,191 @@
+"""The asyncio server of Pulsar's binary protocol, and what its connections share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter as PromCounter
+
+from sync import TopicName, kafka_topic_of
+from sync.messaging import MessagingEngine
+from sync.transport import Admin, Consumer, Transport
+
+from . import PulsarApi_pb2 as api
+from ._connection import BinaryConfig, Connection, ServerContext
+
+if TYPE_CHECKING:
+    from sync.cluster import ClusterService
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BinaryServer", "CommandTrace", "LastMessageIds"]
+
+
+class CommandTrace:
+    """Counts the commands served, by type and direction (the demo prints them; the
+    sidecar's ``/metrics`` shows them as ``pulsar_binary_commands_total``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.received_counts: Counter[str] = Counter()
+        self.sent_counts: Counter[str] = Counter()
+        #: Received command types in first-seen order (CONNECT … CLOSE_CONSUMER).
+        self.order: list[str] = []
+        self._metric: PromCounter | None = None
+        if registry is not None:
+            self._metric = PromCounter(
+                "pulsar_binary_commands",
+                "Pulsar binary-protocol commands served, by direction and type",
+                ["direction", "command"],
+                registry=registry,
+            )
+
+    @staticmethod
+    def _name(kind: int) -> str:
+        try:
+            return api.BaseCommand.Type.Name(kind)
+        except ValueError:
+            return f"UNKNOWN_{kind}"
+
+    def received(self, kind: int) -> None:
+        name = self._name(kind)
+        if name not in self.received_counts:
+            self.order.append(name)
+        self.received_counts[name] += 1
+        if self._metric is not None:
+            self._metric.labels("in", name).inc()
+
+    def sent(self, kind: int, count: int = 1) -> None:
+        name = self._name(kind)
+        self.sent_counts[name] += count
+        if self._metric is not None:
+            self._metric.labels("out", name).inc(count)
+
+
+class LastMessageIds:
+    """Kafka facts the protocol asks for: partition counts and end offsets (blocking
+    Kafka calls run in a thread, one at a time, on one reused client)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._admin: Admin | None = None
+
+    async def partitions(self, topic: TopicName) -> int | None:
+        """Kafka partitions of ``topic`` (None: no such topic)."""
+
+        def describe() -> int | None:
+            with self._lock:
+                if self._admin is None:
+                    self._admin = self._transport.admin()
+                desc = self._admin.describe_topic(kafka_topic_of(topic.base))
+            return None if desc is None else desc.partitions
+
+        return await asyncio.to_thread(describe)
+
+    async def end_offsets(self, kafka_topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """High watermarks of ``partitions``."""
+        return await self._offsets(kafka_topic, partitions, earliest=False)
+
+    async def start_offsets(self, kafka_topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """First offsets still stored in ``partitions``."""
+        return await self._offsets(kafka_topic, partitions, earliest=True)
+
+    async def _offsets(
+        self, kafka_topic: str, partitions: Sequence[int], *, earliest: bool
+    ) -> dict[int, int]:
+        def query() -> dict[int, int]:
+            with self._lock:
+                if self._consumer is None:
+                    self._consumer = self._transport.consumer()
+                if earliest:
+                    return self._consumer.start_offsets(kafka_topic, list(partitions))
+                return self._consumer.end_offsets(kafka_topic, list(partitions))
+
+        return await asyncio.to_thread(query)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+
+class BinaryServer:
+    """Serves Pulsar's binary protocol over the messaging engine.
+
+    Args:
+        engine: the same engine the WebSocket API uses.
+        cluster: the current cluster service (lookups, auth), or None without one.
+        advertised_url: this sidecar's ``pulsar://host:port`` (lookup answers).
+        producer_name_prefix: generated producer names are ``<prefix>-<n>``.
+    """
+
+    def __init__(
+        self,
+        engine: MessagingEngine,
+        *,
+        cluster: Callable[[], ClusterService | None],
+        advertised_url: str,
+        producer_name_prefix: str,
+        config: BinaryConfig | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.trace = CommandTrace(registry)
+        self.last_ids = LastMessageIds(engine.transport)
+        self.ctx = ServerContext(
+            engine=engine,
+            cluster=cluster,
+            advertised_url=advertised_url,
+            producer_name_prefix=producer_name_prefix,
+            config=config or BinaryConfig(),
+            trace=self.trace,
+            last_ids=self.last_ids,
+        )
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self.port: int | None = None
+
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, *, sock: socket.socket | None = None
+    ) -> int:
+        """Listen (on ``sock`` if given, else ``host:port``); returns the bound port."""
+        if sock is not None:
+            self._server = await asyncio.start_server(self._accept, sock=sock)
+        else:
+            self._server = await asyncio.start_server(self._accept, host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        logger.info("Pulsar binary protocol listening on port %d", self.port)
+        return self.port
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self.ctx, reader, writer)
+        self.connections.add(conn)
+        try:
+            await conn.serve()
+        except Exception:
+            logger.exception("binary connection %s failed", conn.peer)
+            await conn.close()
+        finally:
+            self.connections.discard(conn)
+
+    async def close(self) -> None:
+        """Stop listening and close every connection."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            await conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        await asyncio.to_thread(self.last_ids.close)

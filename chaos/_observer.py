@@ -1,0 +1,222 @@
+"""Watchers: /health of each sidecar, and who each sidecar says owns each bundle.
+
+The health poller keeps a timeline of (time, sidecar, healthy) samples; recovery after a
+fault is the time from the fault's end to the first healthy sample. The ownership
+observer asks every sidecar at once (``GET /policy-sync/v1/ownership``) every
+``interval`` seconds; a *double owner* is a round in which two healthy sidecars name
+different owners (state ``Owned``) for one bundle. A *failover* starts when an owner is
+killed or frozen and ends at the first round in which every other answering sidecar names,
+for every bundle that owner held, a live owner other than the dead incarnation.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._procs import SidecarProc, http_status
+from ._world import World
+
+FAILOVER_GIVE_UP_S = 120.0
+
+
+class HealthPoller:
+    def __init__(self, world: World, interval: float = 0.25) -> None:
+        self.world = world
+        self.interval = interval
+        #: (soak time, broker id, healthy)
+        self.samples: list[tuple[float, str, bool]] = []
+        self.last_unhealthy_body: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="health", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _one(self, s: SidecarProc) -> None:
+        status, body = s.health(timeout=1.0) if s.serving() else (0, b"")
+        ok = status == 200
+        self.samples.append((self.world.now(), s.broker_id, ok))
+        if ok:
+            self.world.healthy.add(s.url)
+        else:
+            self.world.healthy.discard(s.url)
+            if status:
+                self.last_unhealthy_body[s.broker_id] = body.decode(errors="replace")[:300]
+
+    def _run(self) -> None:
+        with ThreadPoolExecutor(max_workers=len(self.world.sidecars)) as pool:
+            while not self._stop.wait(self.interval):
+                list(pool.map(self._one, list(self.world.sidecars)))
+
+    def recovery(self, broker_id: str, since: float) -> float | None:
+        """Seconds from ``since`` to the first healthy sample of a sidecar (None: never)."""
+        for at, who, ok in list(self.samples):
+            if who == broker_id and ok and at >= since:
+                return at - since
+        return None
+
+    def unhealthy_seconds(self, broker_id: str) -> float:
+        total, prev = 0.0, None
+        for at, who, ok in list(self.samples):
+            if who != broker_id:
+                continue
+            if prev is not None and not prev[1]:
+                total += at - prev[0]
+            prev = (at, ok)
+        return total
+
+
+@dataclass
+class Failover:
+    victim: str
+    incarnation: dict[str, str]  # bundle -> incarnation the victim held it with
+    started: float
+    how: str
+    took: float | None = None
+
+
+@dataclass
+class OwnershipStats:
+    rounds: int = 0
+    double_owner_rounds: int = 0
+    double_owners: list[str] = field(default_factory=list)
+    bundles_seen: set[str] = field(default_factory=set)
+    failovers: list[Failover] = field(default_factory=list)
+    errors: int = 0
+
+
+class OwnershipObserver:
+    def __init__(self, world: World, interval: float = 0.25) -> None:
+        self.world = world
+        self.interval = interval
+        self.stats = OwnershipStats()
+        #: the last round's views: broker id -> bundle -> record
+        self.last: dict[str, dict[str, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._open: list[Failover] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="observer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        with self._lock:
+            for f in self._open:
+                self.stats.failovers.append(f)  # never completed: took stays None
+            self._open.clear()
+
+    def owner_died(self, victim: SidecarProc, how: str) -> None:
+        """Called by the fault injector right after it killed or froze ``victim``."""
+        with self._lock:
+            held = {
+                b: str(r.get("incarnation", ""))
+                for view in self.last.values()
+                for b, r in view.items()
+                if r.get("state") == "Owned" and r.get("broker") == victim.broker_id
+            }
+            if held:
+                self._open.append(Failover(victim.broker_id, held, self.world.now(), how))
+
+    def _view(self, s: SidecarProc) -> tuple[str, dict[str, dict[str, Any]] | None]:
+        if not s.serving():
+            return s.broker_id, None
+        status, body = http_status(s.url + "/policy-sync/v1/ownership", timeout=2.0)
+        if status != 200:
+            return s.broker_id, None
+        try:
+            return s.broker_id, dict(json.loads(body)["bundles"])
+        except (ValueError, KeyError, TypeError):
+            return s.broker_id, None
+
+    def _run(self) -> None:
+        with ThreadPoolExecutor(max_workers=len(self.world.sidecars)) as pool:
+            while not self._stop.wait(self.interval):
+                healthy = set(self.world.healthy)
+                sidecars = list(self.world.sidecars)
+                views = dict(pool.map(self._view, sidecars))
+                urls = {s.broker_id: s.url for s in sidecars}
+                live = {s.broker_id for s in sidecars if s.serving()}
+                self._round(
+                    {b: v for b, v in views.items() if v is not None},
+                    {b for b in views if urls[b] in healthy},
+                    live,
+                )
+
+    def _round(
+        self,
+        views: dict[str, dict[str, dict[str, Any]]],
+        healthy: set[str],
+        live: set[str],
+    ) -> None:
+        now = self.world.now()
+        self.stats.rounds += 1
+        owners: dict[str, dict[str, str]] = {}
+        for who, view in views.items():
+            for bundle, rec in view.items():
+                self.stats.bundles_seen.add(bundle)
+                if who in healthy and rec.get("state") == "Owned":
+                    owners.setdefault(bundle, {})[who] = str(rec.get("broker"))
+        doubles = [
+            f"{now:.1f}s {bundle}: {named}"
+            for bundle, named in owners.items()
+            if len(set(named.values())) > 1
+        ]
+        if doubles:
+            self.stats.double_owner_rounds += 1
+            self.stats.double_owners.extend(doubles)
+        with self._lock:
+            self.last = views
+            still = []
+            for f in self._open:
+                if self._settled(f, views, live):
+                    f.took = now - f.started
+                    self.stats.failovers.append(f)
+                elif now - f.started > FAILOVER_GIVE_UP_S:
+                    self.stats.failovers.append(f)
+                else:
+                    still.append(f)
+            self._open = still
+
+    @staticmethod
+    def _settled(
+        f: Failover, views: dict[str, dict[str, dict[str, Any]]], live: set[str]
+    ) -> bool:
+        survivors = {
+            who: view
+            for who, view in views.items()
+            if who != f.victim or f.victim in live  # a restarted victim is a survivor
+        }
+        if not survivors:
+            return False
+        for bundle, dead_incarnation in f.incarnation.items():
+            named = set()
+            for view in survivors.values():
+                rec = view.get(bundle)
+                if rec is None or rec.get("state") != "Owned":
+                    return False
+                broker, inc = str(rec.get("broker")), str(rec.get("incarnation", ""))
+                if broker not in live or (broker == f.victim and inc == dead_incarnation):
+                    return False
+                named.add((broker, inc))
+            if len(named) != 1:
+                return False
+        return True
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    return ordered[rank]

@@ -1,0 +1,224 @@
+"""The processes a soak runs: the 3-broker Kafka cluster and ``broker-shim run`` sidecars."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
+CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"
+BIN = Path(sys.executable).parent
+NODE_IDS = (1, 2, 3)
+CLUSTER_UP_TIMEOUT_S = 300.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_status(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    """(status, body) of a GET; 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read()
+    except (OSError, ValueError):
+        return 0, b""
+
+
+class KafkaCluster:
+    """``kafkactl.py cluster-up`` / ``cluster-down``, and kill -9 of one node."""
+
+    def __init__(self) -> None:
+        self.bootstrap = ""
+        self.down_nodes: set[int] = set()
+        self._lock = threading.Lock()
+
+    def _ctl(self, *args: str, timeout: float = CLUSTER_UP_TIMEOUT_S) -> str:
+        out = subprocess.run(
+            [sys.executable, str(KAFKACTL), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"kafkactl {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+        return out.stdout.strip()
+
+    def up(self) -> str:
+        with self._lock:
+            self.bootstrap = self._ctl("cluster-up").splitlines()[-1]
+            self.down_nodes.clear()
+        return self.bootstrap
+
+    def kill(self, node_id: int) -> None:
+        pid_file = CLUSTER_STATE / f"node-{node_id}" / "kafka.pid"
+        with self._lock:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+            self.down_nodes.add(node_id)
+
+    def down(self) -> None:
+        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+            self._ctl("cluster-down", "--purge", timeout=120)
+
+
+@dataclass
+class Exit:
+    """How one sidecar process ended."""
+
+    broker_id: str
+    pid: int
+    returncode: int
+    expected: bool
+    at_s: float
+    log_tail: str
+
+    @property
+    def how(self) -> str:
+        if self.returncode < 0:
+            return f"signal {signal.Signals(-self.returncode).name}"
+        return f"exit {self.returncode}"
+
+
+class SidecarProc:
+    """One ``broker-shim run`` process, restartable on the same port, broker id and state."""
+
+    def __init__(
+        self,
+        broker_id: str,
+        bootstrap: str,
+        workdir: Path,
+        session_timeout_ms: int,
+        *,
+        lookup: bool = True,
+    ) -> None:
+        self.broker_id = broker_id
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+        self.bootstrap = bootstrap
+        self.state_dir = workdir / f"state-{broker_id}"
+        self.log_path = workdir / f"sidecar-{broker_id}.log"
+        self.session_timeout_ms = session_timeout_ms
+        self.lookup = lookup
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stopped = False  # SIGSTOPped, waiting for SIGCONT
+        self.lock = threading.RLock()
+        self._expect_exit = False
+        self._log_offset = 0
+
+    def start(self) -> None:
+        with self.lock:
+            args = [
+                str(BIN / "broker-shim"), "run",
+                "--broker-id", self.broker_id,
+                "--http-port", str(self.port),
+                "--bootstrap-servers", self.bootstrap,
+                "--state-dir", str(self.state_dir),
+                "--session-timeout-ms", str(self.session_timeout_ms),
+                "--broker-url", f"pulsar://127.0.0.1:{6650 + self.port % 1000}",
+            ]  # fmt: skip
+            if not self.lookup:
+                args.append("--no-lookup")
+            with self.log_path.open("ab") as log:
+                self._log_offset = log.tell()
+                log.write(f"\n===== chaos: start {time.time():.3f} =====\n".encode())
+                self.proc = subprocess.Popen(  # noqa: S603 - our own program
+                    args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
+            self.stopped = False
+            self._expect_exit = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else -1
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def serving(self) -> bool:
+        """Alive and not frozen by SIGSTOP."""
+        return self.alive() and not self.stopped
+
+    def signal(self, sig: int) -> None:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                return
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                self._expect_exit = True
+            self.proc.send_signal(sig)
+            if sig == signal.SIGSTOP:
+                self.stopped = True
+            elif sig == signal.SIGCONT:
+                self.stopped = False
+
+    def reap(self, t0: float, timeout: float = 60.0) -> Exit | None:
+        """Wait for the process to end (after a signal); its Exit record."""
+        with self.lock:
+            if self.proc is None:
+                return None
+            if self.stopped:
+                self.proc.send_signal(signal.SIGCONT)
+                self.stopped = False
+            try:
+                code = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                code = self.proc.wait(30)
+            return self._exit(code, t0)
+
+    def check_crash(self, t0: float) -> Exit | None:
+        """The Exit of a process that ended on its own (a crash), else None."""
+        with self.lock:
+            if self.proc is None or self._expect_exit:
+                return None
+            code = self.proc.poll()
+            if code is None:
+                return None
+            return self._exit(code, t0)
+
+    def _exit(self, code: int, t0: float) -> Exit:
+        assert self.proc is not None
+        ended = Exit(
+            self.broker_id, self.proc.pid, code, self._expect_exit, time.monotonic() - t0,
+            self.log_tail(),
+        )
+        self.proc = None
+        return ended
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(max(self._log_offset, fh.seek(0, os.SEEK_END) - chars))
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def health(self, timeout: float = 1.5) -> tuple[int, bytes]:
+        return http_status(self.url + "/health", timeout)
+
+    def wait_healthy(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                return False
+            if self.health()[0] == 200:
+                return True
+            time.sleep(0.2)
+        return False

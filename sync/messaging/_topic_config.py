@@ -1,0 +1,271 @@
+"""The topic config reconciler: policies that live in the Kafka topic's own configuration.
+
+Which policy maps to which Kafka topic config (``None``: the per-topic override is removed
+and the broker default applies again):
+
+======================== ====================== ==============================================
+policy                   Kafka topic config     mapping
+======================== ====================== ==============================================
+retentionPolicies        ``retention.ms``       minutes × 60 000; ``-1`` infinite; ``0`` none
+  .retentionTimeInMinutes
+retentionPolicies        ``retention.bytes``    MB × 1 MiB per partition; ``-1`` infinite;
+  .retentionSizeInMB                            ``0`` none
+maxMessageSize           ``max.message.bytes``  size + 16 KiB record overhead, only above
+                                                Kafka's default (1 048 588): smaller sizes are
+                                                enforced by the engine per send, because a
+                                                smaller Kafka limit refuses whole batches
+persistence              ``min.insync.replicas`` the ack quorum (write quorum and ensemble must
+                                                not exceed the topic's replication factor:
+                                                refused when written, see ``_policy_rules``)
+======================== ====================== ==============================================
+
+Pulsar keeps a message for the retention time *after* every subscription acknowledged it,
+and never deletes unacknowledged messages for retention; Kafka deletes a segment once it
+is older (or the partition larger) than the limit, acknowledged or not. Retention ``0``
+(Pulsar: delete as soon as acknowledged) has no Kafka equivalent and keeps the broker
+default. The reconciler runs in every sidecar and applies a topic's config only where the
+topic's bundle is owned (``TopicOwnership``): on every policy change of the topic, of its
+global policies or of its namespace, and by a periodic sweep over every mapped Kafka topic
+(which also repairs a config changed behind its back, and applies what changed while no
+sidecar owned the bundle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from sync import CacheState, PolicyService, PolicyTarget
+from sync._errors import InvalidTopicNameError
+from sync._kafka_names import kafka_topic_of, pulsar_topic_of
+from sync._names import TopicName
+from sync.transport import Admin, Transport
+
+from ._ownership import TopicOwnership
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "KAFKA_DEFAULT_MAX_MESSAGE_BYTES",
+    "MANAGED_KEYS",
+    "RECORD_OVERHEAD_BYTES",
+    "TopicConfigReconciler",
+    "desired_topic_config",
+]
+
+#: The Kafka topic configs the reconciler owns (every other key is left alone).
+MANAGED_KEYS: Final = (
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "min.insync.replicas",
+)
+#: Kafka's default ``max.message.bytes`` (a record batch, after compression).
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES: Final = 1_048_588
+#: Room for the key, the properties (headers) and the batch header of a maximal message.
+RECORD_OVERHEAD_BYTES: Final = 16_384
+_MINUTE_MS: Final = 60_000
+_MB: Final = 1024 * 1024
+
+
+def desired_topic_config(policies: Mapping[str, Any]) -> dict[str, str | None]:
+    """Every managed key's wanted per-topic value (``None``: no override), from effective
+    policies."""
+    out: dict[str, str | None] = dict.fromkeys(MANAGED_KEYS)
+    retention = policies.get("retentionPolicies")
+    if retention:
+        minutes = int(retention.get("retentionTimeInMinutes") or 0)
+        size_mb = int(retention.get("retentionSizeInMB") or 0)
+        if minutes != 0:
+            out["retention.ms"] = "-1" if minutes < 0 else str(minutes * _MINUTE_MS)
+        if size_mb != 0:
+            out["retention.bytes"] = "-1" if size_mb < 0 else str(size_mb * _MB)
+    size = int(policies.get("maxMessageSize") or 0)
+    if size > 0 and size + RECORD_OVERHEAD_BYTES > KAFKA_DEFAULT_MAX_MESSAGE_BYTES:
+        out["max.message.bytes"] = str(size + RECORD_OVERHEAD_BYTES)
+    persistence = policies.get("persistence")
+    if persistence:
+        ack = int(persistence.get("bookkeeperAckQuorum") or 0)
+        if ack > 0:
+            out["min.insync.replicas"] = str(ack)
+    return out
+
+
+def _plan(
+    desired: Mapping[str, str | None], overrides: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    set_ = {k: v for k, v in desired.items() if v is not None and overrides.get(k) != v}
+    delete = [k for k, v in desired.items() if v is None and k in overrides]
+    return set_, delete
+
+
+PolicySource = Callable[[], PolicyService | None]
+
+
+class TopicConfigReconciler:
+    """Keeps the Kafka topic config of every locally owned topic equal to its policies.
+
+    Args:
+        transport: the Kafka seam (its admin client alters configs).
+        policies: returns the current policy service (or None while starting).
+        ownership: whether a topic's bundle is owned here.
+        sweep_s: period of the full sweep over every mapped Kafka topic.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        policies: PolicySource,
+        ownership: TopicOwnership,
+        *,
+        sweep_s: float = 30.0,
+    ) -> None:
+        self._transport = transport
+        self._policies = policies
+        self._ownership = ownership
+        self._sweep_s = sweep_s
+        self._admin: Admin | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[str] = set()
+        self._wake = asyncio.Event()
+        self._service: PolicyService | None = None
+        self._remove_listener: Callable[[], None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: How many config changes were applied (for tests and metrics).
+        self.applied = 0
+
+    async def start(self) -> None:
+        """Start reconciling (call on the serving event loop)."""
+        self._loop = asyncio.get_running_loop()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="topic-config-reconciler")
+
+    async def close(self) -> None:
+        """Stop reconciling."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+
+    def _listener(self, key: str, _value: object) -> None:
+        # Cache listener thread.
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._key_changed, key)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    def _key_changed(self, key: str) -> None:
+        self._pending.add(key)
+        self._wake.set()
+
+    def _admin_client(self) -> Admin:
+        if self._admin is None:
+            self._admin = self._transport.admin()
+        return self._admin
+
+    async def _run(self) -> None:
+        last_sweep = 0.0
+        while True:
+            try:
+                svc = self._policies()
+                if svc is not self._service:
+                    if self._remove_listener is not None:
+                        self._remove_listener()
+                        self._remove_listener = None
+                    self._service = svc
+                    if svc is not None:
+                        self._remove_listener = svc.cache.add_listener(self._listener)
+                    last_sweep = 0.0
+                if svc is not None and svc.cache.state is CacheState.READY:
+                    keys, self._pending = self._pending, set()
+                    for key in keys:
+                        for topic in await self._topics_of_key(key):
+                            await self.reconcile(topic)
+                    if time.monotonic() - last_sweep >= self._sweep_s:
+                        last_sweep = time.monotonic()
+                        for topic in await self._mapped_topics(""):
+                            await self.reconcile(topic)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("topic config reconciler failed; continuing")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+
+    async def _mapped_topics(self, prefix: str) -> list[TopicName]:
+        names = await asyncio.to_thread(self._admin_client().list_topics, prefix)
+        out = []
+        for name in names:
+            if not name.startswith("p."):
+                continue  # internal topics, non-persistent topics
+            try:
+                out.append(pulsar_topic_of(name))
+            except InvalidTopicNameError:
+                continue
+        return out
+
+    async def _topics_of_key(self, key: str) -> list[TopicName]:
+        try:
+            target = PolicyTarget.from_key(key)
+        except Exception:
+            return []
+        if target.topic is not None:
+            return [target.topic]
+        # Every topic of the namespace: the mapped Kafka names share this prefix.
+        probe = kafka_topic_of(
+            TopicName.parse(f"persistent://{target.tenant}/{target.namespace}/x")
+        )
+        return await self._mapped_topics(probe[: -len("x")])
+
+    async def reconcile(self, topic: TopicName) -> bool:
+        """Apply ``topic``'s policies to its Kafka topic if owned here; True if changed."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return False
+        try:
+            if not (await self._ownership.owner_of(topic)).local:
+                return False
+        except Exception:
+            logger.exception("ownership lookup of %s failed; not reconciling it", topic)
+            return False
+        desired = desired_topic_config(svc.applied(topic.base))
+        kafka_topic = kafka_topic_of(topic)
+        admin = self._admin_client()
+        overrides = await asyncio.to_thread(admin.topic_overrides, kafka_topic)
+        if overrides is None:
+            return False  # no Kafka topic (yet): applied by the sweep once it exists
+        set_, delete = _plan(desired, overrides)
+        if not set_ and not delete:
+            return False
+        min_isr = set_.get("min.insync.replicas")
+        if min_isr is not None:
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            rf = -1 if desc is None else desc.replication_factor
+            if 0 < rf < int(min_isr):
+                # Every acks=all write would fail: keep the topic writable, say why.
+                logger.error(
+                    "%s: persistence ack quorum %s exceeds the replication factor %d; "
+                    "min.insync.replicas not changed",
+                    kafka_topic,
+                    min_isr,
+                    rf,
+                )
+                del set_["min.insync.replicas"]
+                if not set_ and not delete:
+                    return False
+        await asyncio.to_thread(admin.alter_topic_config, kafka_topic, set_, delete)
+        self.applied += 1
+        logger.info("%s: topic config set %s, reset %s", kafka_topic, set_, delete)
+        return True

@@ -1,0 +1,162 @@
+"""Issue 11 on the in-memory twin: malformed input is a 4xx with a reason, 503s say when to
+retry, and /health follows the supervised cluster service (the same behaviour is checked
+on real Kafka in tests/integration/test_faults.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from broker_shim._http import build_app
+from broker_shim._lookup_http import CLUSTER_KEY
+from broker_shim._sidecar import Sidecar, SidecarConfig
+from sync.cluster import ClusterService, ClusterSettings, LookupConfig, OwnershipConfig
+from sync.transport import MemoryTransport
+
+Scenario = Callable[[TestClient[Any, Any], web.Application], Awaitable[None]]
+
+
+def _break(service: ClusterService) -> None:
+    """Make the ownership member's next loop step fail as an unexpected error would."""
+
+    def step() -> None:
+        raise RuntimeError("injected fault")
+
+    service.member._step = step  # type: ignore[method-assign]  # noqa: SLF001
+
+
+def _sidecar() -> Sidecar:
+    cluster = "f" + uuid.uuid4().hex[:8]
+    config = SidecarConfig(
+        broker_id="b0",
+        http_port=8080,
+        bootstrap_servers="unused:9092",
+        cluster=cluster,
+        topic=f"__change_events.{cluster}",
+        lookup=ClusterSettings(
+            ownership=OwnershipConfig(
+                slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
+            ),
+            lookup=LookupConfig(lookup_timeout_s=5.0, request_retry_s=0.5),
+        ),
+    )
+    return Sidecar(config, transport=MemoryTransport())
+
+
+async def _until_health(client: TestClient[Any, Any], status: int, limit_s: float = 60) -> Any:
+    """Poll /health until it answers ``status`` (a liveness deadline, not a timing check)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while True:
+        resp = await client.get("/health")
+        body = await resp.json()
+        if resp.status == status:
+            return body
+        assert loop.time() < deadline, f"/health never became {status}: {body}"
+        await asyncio.sleep(0.05)
+
+
+def _serve(scenario: Scenario) -> None:
+    sidecar = _sidecar()
+
+    async def main() -> None:
+        app = build_app(sidecar, freeze_heap=False)
+        client: TestClient[Any, Any] = TestClient(TestServer(app))
+        await client.start_server()
+        try:
+            await _until_health(client, 200)
+            await scenario(client, app)
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+POLICY = "/admin/v2/persistent/public/default/orders/maxConsumers"
+NAMESPACE = "/admin/v2/namespaces/public/fresh"
+
+
+def test_malformed_bodies_get_4xx_with_a_reason_never_500() -> None:
+    cases: list[tuple[str, str, bytes, str]] = [
+        ("POST", POLICY, b"[" * 100_000 + b"]" * 100_000, "application/json"),
+        ("POST", POLICY, b'{"a": "\xff\xfe"}', "application/json"),
+        ("POST", POLICY, bytes(range(256)) * 4, "application/octet-stream"),
+        ("POST", POLICY, b"5", "application/json; charset=bogus-charset"),
+        ("POST", POLICY, b"{not json", "application/json"),
+        ("PUT", NAMESPACE, b"[" * 100_000, "application/json"),
+        ("PUT", NAMESPACE, b"\xc3\x28", "application/json"),
+        ("PUT", NAMESPACE, b"{}", "application/json; charset=x-no-such"),
+        ("PUT", "/registry/v1/kv/ns/key", b"\xff\xff", "text/plain"),
+    ]
+
+    async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        created = await client.put("/admin/v2/persistent/public/default/orders")
+        assert created.status == 204, await created.text()
+        before = await client.get(POLICY)
+        assert before.status == 200 and await before.read() == b""  # unset, as Pulsar
+        for method, path, body, content_type in cases:
+            resp = await client.request(
+                method, path, data=body, headers={"Content-Type": content_type}
+            )
+            text = await resp.text()
+            assert 400 <= resp.status < 500, (method, path, content_type, resp.status, text)
+            reason = (await resp.json())["reason"]
+            assert reason, (method, path)
+        # Nothing was written by any of them.
+        resp = await client.get(POLICY)
+        assert resp.status == 200 and await resp.read() == b""
+
+    _serve(scenario)
+
+
+def test_health_follows_the_service_the_supervisor_started() -> None:
+    # issue 11: after the supervisor replaced a failed cluster service, /health kept
+    # reading the first (closed) one and said {"state": "READY", "lookup": "CLOSED"}.
+    async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        current = app[CLUSTER_KEY]
+        first = current.service
+        _break(first)
+        body = await _until_health(client, 503)
+        assert body["ownership"] == "FAILED" or body["lookup"] != "READY"
+        body = await _until_health(client, 200)
+        assert current.service is not first and current.restarts == 1
+        assert {k: body[k] for k in ("state", "brokerId", "lookup", "ownership")} == {
+            "state": "READY",
+            "brokerId": "b0",
+            "lookup": "READY",
+            "ownership": "ACTIVE",
+        }
+
+    _serve(scenario)
+
+
+def test_unavailable_answers_carry_retry_after() -> None:
+    async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        current = app[CLUSTER_KEY]
+        _break(current.service)
+        while (health := await client.get("/health")).status == 200:
+            await asyncio.sleep(0.02)
+        assert health.status == 503
+        assert health.headers["Retry-After"] == "1"
+        # The supervisor waits 2 s before it starts the next incarnation: still failed.
+        resp = await client.get("/lookup/v2/topic/persistent/public/default/orders")
+        assert resp.status == 503
+        assert resp.headers["Retry-After"] == "1"
+        assert (await resp.json())["reason"]
+
+    _serve(scenario)
+
+
+def test_ownership_transactions_time_out_with_the_liveness_timeout() -> None:
+    # issue 11: a dead owner's open transaction held its slots 7x the liveness timeout.
+    assert OwnershipConfig(session_timeout_ms=6_000).effective_transaction_timeout_ms == 3_000
+    assert OwnershipConfig(session_timeout_ms=2_000).effective_transaction_timeout_ms == 1_000
+    # librdkafka refuses transaction.timeout.ms below 1000.
+    assert OwnershipConfig(session_timeout_ms=1_000).effective_transaction_timeout_ms == 1_000
+    pinned = OwnershipConfig(session_timeout_ms=6_000, transaction_timeout_ms=9_000)
+    assert pinned.effective_transaction_timeout_ms == 9_000
