@@ -12,6 +12,7 @@ own heartbeat records (``broker/…``, ``members/…``), never a tenant, namespa
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 import uuid
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import websockets
 
 from sync._constants import REGISTRY_TOPIC
 from sync.transport import KafkaConfig, KafkaTransport
@@ -65,7 +67,11 @@ class CompatSidecar:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text(errors="replace")[-4000:]
             try:
-                if http("GET", self.url + "/health", timeout=2).status == 200:
+                # Ready, and its own registration is live (Pulsar's readiness: it lists
+                # its cluster and brokers).
+                if http("GET", self.url + "/health", timeout=2).status == 200 and http(
+                    "GET", self.url + "/admin/v2/brokers", timeout=2
+                ).body not in ("", "[]"):
                     return
             except OSError:
                 pass
@@ -170,3 +176,18 @@ def test_sidecar_answers_like_the_recorded_pulsar(
     agreeing = [c for c in CASES if c.name not in listed]
     assert len(agreeing) >= 500
     assert sum(recorded[c.name].status >= 400 for c in agreeing) >= 200
+
+
+def test_websocket_pingpong(sidecar: CompatSidecar) -> None:
+    """Pulsar's ``/ws/pingpong``: every ping is answered with a pong; text is echoed."""
+
+    async def scenario() -> None:
+        url = sidecar.url.replace("http://", "ws://") + "/ws/pingpong"
+        async with websockets.connect(url, open_timeout=30) as ws:
+            for _ in range(3):
+                pong = await ws.ping()
+                await asyncio.wait_for(pong, 30)
+            await ws.send("hello")
+            assert await asyncio.wait_for(ws.recv(), 30) == "hello"
+
+    asyncio.run(scenario())
