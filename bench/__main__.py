@@ -13,13 +13,22 @@ from . import policy
 from ._kafka import bench_broker, machine
 
 # Benchmarks of the other capabilities; each module exposes run(bootstrap) -> dict.
-OPTIONAL = ("bench.lookup", "bench.messaging", "bench.audit")
+OPTIONAL = (
+    "bench.lookup",
+    "bench.messaging",
+    "bench.binary",
+    "bench.policy_effect",
+    "bench.audit",
+    "bench.writes",
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--policies", type=int, default=1_000_000)
-    parser.add_argument("--only", default=None, help="policy|lookup|messaging|audit")
+    parser.add_argument(
+        "--only", default=None, help="policy|lookup|messaging|binary|policy_effect|audit|writes"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     results: dict[str, Any] = {"machine": machine()}

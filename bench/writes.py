@@ -54,13 +54,30 @@ def _health(url: str) -> dict[str, Any] | None:
         return None
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` so far (Linux ``/proc``), in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+class Cluster(list[str]):
+    """The sidecars' base URLs, and their process ids."""
+
+    pids: list[int]
+
+
 @contextlib.contextmanager
-def sidecars(bootstrap: str, n: int = 3, extra: tuple[str, ...] = ()) -> Iterator[list[str]]:
+def sidecars(bootstrap: str, n: int = 3, extra: tuple[str, ...] = ()) -> Iterator[Cluster]:
     """``n`` sidecars on one fresh change-events topic; yields their base URLs."""
     topic = f"bench-ce-{uuid.uuid4().hex[:8]}"
     shim = str(Path(sys.executable).parent / "broker-shim")
     procs: list[subprocess.Popen[bytes]] = []
-    urls: list[str] = []
+    urls = Cluster()
     with tempfile.TemporaryDirectory(prefix="bench-writes-") as tmp:
         try:
             for i in range(n):
@@ -70,7 +87,8 @@ def sidecars(bootstrap: str, n: int = 3, extra: tuple[str, ...] = ()) -> Iterato
                     subprocess.Popen(  # noqa: S603 - our own CLI
                         [shim, "run", "--broker-id", str(i), "--http-port", str(port),
                          "--bootstrap-servers", bootstrap, "--topic", topic,
-                         "--state-dir", str(Path(tmp) / f"state-{i}"), *extra],
+                         "--state-dir", str(Path(tmp) / f"state-{i}"),
+                         "--broker-port", "0", *extra],
                         stdout=log, stderr=subprocess.STDOUT,
                     )  # fmt: skip
                 )
@@ -84,8 +102,14 @@ def sidecars(bootstrap: str, n: int = 3, extra: tuple[str, ...] = ()) -> Iterato
                     if "--no-forward-writes" in extra or None not in holders:
                         break
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"sidecars not ready: {views}")
+                    tails = [
+                        (Path(tmp) / f"shim-{i}.log").read_text(errors="replace")[-1500:]
+                        for i, v in enumerate(views)
+                        if v is None
+                    ]
+                    raise RuntimeError(f"sidecars not ready: {views}\n" + "\n".join(tails))
                 time.sleep(0.2)
+            urls.pids = [p.pid for p in procs]
             yield urls
         finally:
             for proc in procs:
@@ -130,7 +154,7 @@ def pulsar() -> Iterator[str | None]:
 
 
 def _load(targets: list[str], writers: int, duration: float, base: int,
-          visible: str | None = None) -> dict[str, Any]:  # fmt: skip
+          visible: str | None = None, pids: list[int] | None = None) -> dict[str, Any]:  # fmt: skip
     cmd = [
         sys.executable, "-m", "bench._writeload", "--targets", ",".join(targets),
         "--writers", str(writers), "--duration", str(duration), "--base", str(base),
@@ -138,10 +162,17 @@ def _load(targets: list[str], writers: int, duration: float, base: int,
     ]  # fmt: skip
     if visible:
         cmd += ["--visible", visible]
+    before = cpu_seconds(pids) if pids else 0.0
     out = subprocess.run(  # noqa: S603
         cmd, check=True, capture_output=True, text=True, timeout=duration + 300, cwd=ROOT
     )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    if pids:
+        # Includes the warm-up second: CPU per write of the servers, whatever the load.
+        used = cpu_seconds(pids) - before
+        done = max(1.0, result["writes"] * (1 + 1 / duration))
+        result["server_cpu_ms_per_write"] = round(used * 1000 / done, 2)
+    return result
 
 
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -155,14 +186,16 @@ def run(bootstrap: str, *, duration: float = 8.0, rounds: int = 2) -> dict[str, 
     with pulsar() as pulsar_url, sidecars(bootstrap) as urls:
         if pulsar_url is None:
             result["pulsar"] = "no launcher (docker/pulsar/pulsarctl.py or $PULSARCTL)"
-        else:
-            for k in range(max(WRITERS)):  # Pulsar sets policies on existing topics only
-                _http("PUT", f"{pulsar_url}{PREFIX}-{k}")
+        for base_url in [urls[0]] + ([pulsar_url] if pulsar_url else []):
+            for k in range(max(WRITERS)):  # policies are set on existing topics only
+                _http("PUT", f"{base_url}{PREFIX}-{k}")
         runs: dict[str, dict[int, list[dict[str, Any]]]] = {"policy-sync": {}, "pulsar": {}}
         for _ in range(rounds):
             for n in WRITERS:
                 base += 1_000
-                runs["policy-sync"].setdefault(n, []).append(_load(urls, n, duration, base))
+                runs["policy-sync"].setdefault(n, []).append(
+                    _load(urls, n, duration, base, pids=urls.pids)
+                )
                 if pulsar_url is not None:
                     runs["pulsar"].setdefault(n, []).append(
                         _load([pulsar_url], n, duration, base)
@@ -183,6 +216,16 @@ def run(bootstrap: str, *, duration: float = 8.0, rounds: int = 2) -> dict[str, 
             )
         statuses = [_health(u) for u in urls]
         result["sidecar writers"] = [None if s is None else s["writer"] for s in statuses]
+    # The same cluster without forwarding: every sidecar takes the fence for its own writes
+    # (group commit inside each sidecar; the fence moves between them).
+    with sidecars(bootstrap, extra=("--no-forward-writes",)) as urls:
+        for k in range(max(WRITERS)):
+            _http("PUT", f"{urls[0]}{PREFIX}-{k}")
+        for n in WRITERS[1:]:
+            base += 1_000
+            result[f"policy-sync {n} writers, no forwarding"] = _load(
+                urls, n, duration, base, pids=urls.pids
+            )
     if pulsar_url is not None:
         for n in WRITERS:
             ours, theirs = result[f"policy-sync {n} writers"], result[f"pulsar {n} writers"]

@@ -29,6 +29,7 @@ from sync import (
     InvalidPolicyError,
     NotFoundError,
     PolicyService,
+    PolicySyncError,
     PolicyTarget,
 )
 from sync.constants import SIDECAR_WRITE_PATH
@@ -43,6 +44,10 @@ FORWARDED_HEADER = "X-Policy-Sync-Forwarded"
 #: asyncio's default pool (cores + 4) would cap a group commit at a handful of writes.
 WRITE_THREADS = 256
 
+#: Forwarded writes per request to the holder, and requests in flight at once.
+FORWARD_BATCH = 256
+FORWARD_IN_FLIGHT = 2
+
 T = TypeVar("T")
 
 
@@ -54,6 +59,8 @@ class WriteForwarder:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=1.0)
         self._session: aiohttp.ClientSession | None = None
         self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="policy-write")
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = []
+        self._in_flight = 0
         self.forwarded = 0
         self.written_here = 0
         self.fallbacks = 0
@@ -93,26 +100,58 @@ class WriteForwarder:
         self, address: str, target: PolicyTarget, fields: dict[str, Any]
     ) -> dict[int, int] | None:
         """The holder's applied offsets after it wrote, or None if it could not (then we
-        write ourselves). Raises the holder's refusal of bad input."""
+        write ourselves). Raises the holder's refusal of bad input.
+
+        Writes forwarded while a request to the holder is in flight go together in the
+        next one (at most ``FORWARD_BATCH``), as the holder's group commit does with them.
+        """
+        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+        self._pending.append(({"key": target.key, "fields": fields}, future))
+        if self._in_flight < FORWARD_IN_FLIGHT:
+            self._in_flight += 1
+            asyncio.get_running_loop().create_task(self._send(address))
+        outcome = await future
+        if outcome is None:
+            return None
+        if "positions" in outcome:
+            return {int(p): int(o) for p, o in outcome["positions"].items()}
+        reason = str(outcome.get("reason", ""))
+        if outcome.get("status") == 412:
+            raise InvalidPolicyError(reason)
+        if outcome.get("status") == 404:
+            raise NotFoundError(reason)
+        logger.info("fence holder %s refused a write (%s); writing here", address, reason)
+        return None
+
+    async def _send(self, address: str) -> None:
+        try:
+            while self._pending:
+                batch = self._pending[:FORWARD_BATCH]
+                del self._pending[:FORWARD_BATCH]
+                outcomes = await self._post(address, [w for w, _ in batch])
+                for i, (_, future) in enumerate(batch):
+                    if not future.done():
+                        future.set_result(None if outcomes is None else outcomes[i])
+        finally:
+            self._in_flight -= 1
+
+    async def _post(
+        self, address: str, writes: list[dict[str, Any]]
+    ) -> list[dict[str, Any]] | None:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
             async with self._session.post(
                 address + SIDECAR_WRITE_PATH,
-                json={"key": target.key, "fields": fields},
+                json={"writes": writes},
                 headers={FORWARDED_HEADER: "1"},
             ) as resp:
                 body = await resp.json(content_type=None)
-                if resp.status == 200:
-                    return {int(p): int(o) for p, o in body["positions"].items()}
-                reason = str(body.get("reason", "")) if isinstance(body, dict) else ""
-                if resp.status == 412:
-                    raise InvalidPolicyError(reason)
-                if resp.status == 404:
-                    raise NotFoundError(reason)
+                if resp.status == 200 and len(body["results"]) == len(writes):
+                    return list(body["results"])
                 logger.info("fence holder %s answered %d (%s); writing here", address,
-                            resp.status, reason)  # fmt: skip
-        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
+                            resp.status, str(body)[:200])  # fmt: skip
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
             logger.info("fence holder %s unreachable (%s); writing here", address, exc)
         if self.holder is not None:
             self.holder.forget()
@@ -122,13 +161,29 @@ class WriteForwarder:
 async def receive_write(
     request: web.Request, svc: PolicyService, forwarder: WriteForwarder
 ) -> web.Response:
-    """The holder's side: write a forwarded patch here, answer the applied offsets."""
+    """The holder's side: write forwarded patches here (each on its own: one refused
+    write does not fail the others), answer each one's applied offsets or refusal."""
     try:
         body = await request.json()
     except ValueError as exc:
-        raise InvalidInputError(f"forwarded write is not JSON: {exc}") from exc
-    if not isinstance(body, dict) or not isinstance(body.get("fields"), dict):
-        raise InvalidInputError("forwarded write needs {'key': ..., 'fields': {...}}")
-    target = PolicyTarget.from_key(str(body.get("key")))
-    result = await forwarder.blocking(svc.set, target, body["fields"])
-    return web.json_response({"positions": {str(p): o for p, o in result.positions.items()}})
+        raise InvalidInputError(f"forwarded writes are not JSON: {exc}") from exc
+    writes = body.get("writes") if isinstance(body, dict) else None
+    if not isinstance(writes, list) or not all(
+        isinstance(w, dict) and isinstance(w.get("fields"), dict) for w in writes
+    ):
+        raise InvalidInputError("forwarded writes need {'writes': [{'key', 'fields'}, ...]}")
+
+    def one(write: dict[str, Any]) -> dict[str, Any]:
+        try:
+            target = PolicyTarget.from_key(str(write.get("key")))
+            result = svc.set(target, write["fields"])
+        except InvalidInputError as exc:
+            return {"status": 412, "reason": str(exc)}
+        except NotFoundError as exc:
+            return {"status": 404, "reason": str(exc)}
+        except PolicySyncError as exc:
+            return {"status": 500, "reason": str(exc)}
+        return {"positions": {str(p): o for p, o in result.positions.items()}}
+
+    results = await asyncio.gather(*(forwarder.blocking(one, w) for w in writes))
+    return web.json_response({"results": results})

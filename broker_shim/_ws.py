@@ -9,7 +9,8 @@ serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`
     or ``Murmur3_32Hash``), ``batchingEnabled`` (default false), ``batchingMaxPublishDelay``
     (ms), ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
     Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?,
-    "sequenceId"?}`` (``sequenceId`` with ``producerName``: deduplication);
+    "sequenceId"?, "deliverAt"?, "deliverAfterMs"?}`` (``sequenceId`` with
+    ``producerName``: deduplication; ``deliverAt`` epoch ms: delayed delivery);
     server → ``{"result": "ok", "messageId", "context"?}`` or
     ``{"result": "send-error:<code>", "errorMsg", "context"?}`` with Pulsar's codes
     (3 bad JSON, 7 bad payload encoding, 8 anything else, e.g. ``maxMessageSize``).
@@ -59,6 +60,7 @@ import json
 import logging
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -338,6 +340,18 @@ def _iso(epoch_ms: int) -> str:
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _parse_deliver_at(at: Any, after: Any) -> int | None:
+    """``deliverAt`` (epoch ms) or ``deliverAfterMs`` (a delay) as an epoch-ms due time."""
+    for name, value in (("deliverAt", at), ("deliverAfterMs", after)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise InvalidInputError(f"{name} must be an integer >= 0, got {value!r}")
+    if at is not None:
+        return int(at)
+    return int(time.time() * 1000) + int(after)
+
+
 def _parse_event_time(value: Any) -> int | None:
     if value is None:
         return None
@@ -502,6 +516,9 @@ class _ProducerSession:
                 if self.handle.held and not await self.handle.wait_writable():
                     refuse = _HELD_TOO_LONG
                 self._on_frame(text, refuse)
+                wait = self.handle.publish_wait_s()
+                if wait > 0.0:
+                    await asyncio.sleep(wait)  # publishRate: stop reading this producer
                 if len(self._pending) >= self.max_pending:
                     self._room.clear()
                     await self._room.wait()
@@ -558,6 +575,14 @@ class _ProducerSession:
         properties = obj.get("properties")
         event_time = obj.get("eventTime")
         sequence_id = obj.get("sequenceId")
+        deliver_at = obj.get("deliverAt")
+        deliver_after = obj.get("deliverAfterMs")
+        if deliver_at is not None or deliver_after is not None:
+            try:
+                deliver_at = _parse_deliver_at(deliver_at, deliver_after)
+            except InvalidInputError as exc:
+                self._error(ERR_BAD_JSON, str(exc), context)
+                return
         if key is not None or properties is not None or event_time is not None:
             try:
                 if key is not None and not isinstance(key, str):
@@ -590,6 +615,7 @@ class _ProducerSession:
                 properties=properties,
                 event_time_ms=event_time,
                 sequence_id=sequence_id,
+                deliver_at_ms=deliver_at,
             )
         except MessageTooLargeError as exc:
             self._error(ERR_UNKNOWN, f"Exceed maximum message size: {exc}", context)

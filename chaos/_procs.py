@@ -129,6 +129,7 @@ class SidecarProc:
                 str(BIN / "broker-shim"), "run",
                 "--broker-id", self.broker_id,
                 "--http-port", str(self.port),
+                "--broker-port", "0",
                 "--bootstrap-servers", self.bootstrap,
                 "--state-dir", str(self.state_dir),
                 "--session-timeout-ms", str(self.session_timeout_ms),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ._demo_audit import audit_demo
+from ._demo_binary import binary_demo
 from ._demo_messaging import messaging_demo
 from ._demo_registry import lookup_failover_demo
 
@@ -78,6 +79,9 @@ class Shim:
         self.id = broker_id
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        #: Pulsar's binary protocol (pulsar://), advertised in lookups.
+        self.broker_port = free_port()
+        self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
         self.bootstrap = bootstrap
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None
@@ -93,11 +97,9 @@ class Shim:
                 "--http-port",
                 str(self.port),
                 "--broker-port",
-                "0",
+                str(self.broker_port),
                 "--bootstrap-servers",
                 self.bootstrap,
-                "--broker-url",
-                f"pulsar://127.0.0.1:{6650 + self.id}",
                 "--state-dir",
                 str(self.workdir / f"state-{self.id}"),
                 # liveness: a silent sidecar leaves the ownership group after 2 s
@@ -212,6 +214,8 @@ def main() -> None:
 
         say("6. Pulsar WebSocket messaging on a partitioned topic, governed by live policies")
         messaging_demo(shims[0].url)
+        say("6b. The official Pulsar client over pulsar:// (the binary protocol), same engine")
+        binary_demo(shims[0].broker_url, [s.url for s in shims])
 
         say("7. Topic lookup from every sidecar; kill -9 an owner; time re-ownership")
         topics = [f"persistent://acme/ops/lookup-{i}" for i in range(6)]

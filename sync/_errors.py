@@ -28,6 +28,9 @@
     │   └── DeliveryError                Kafka did not confirm a produced message
     ├── MessagingError                   a producer, consumer or subscription was refused
     │   ├── ProducerBusyError            too many producers (maxProducerPerTopic)
+    │   ├── ProducerBlockedQuotaExceededError  over a backlog quota (hold)
+    │   │   └── ProducerBlockedQuotaExceededException  … (producer_exception)
+    │   ├── DuplicateInFlightError       dedup: the same sequence id is still in flight
     │   ├── ConsumerBusyError            exclusive sub taken, or a consumer limit reached
     │   ├── SubscriptionBusyError        the subscription exists with another type
     │   └── NotAllowedError              a policy forbids it (type disabled, max subscriptions)
@@ -73,6 +76,9 @@ __all__ = [
     "MessagingError",
     "NotAllowedError",
     "NotFoundError",
+    "DuplicateInFlightError",
+    "ProducerBlockedQuotaExceededError",
+    "ProducerBlockedQuotaExceededException",
     "ProducerBusyError",
     "SidecarError",
     "SparkSetupError",
@@ -271,6 +277,11 @@ class ProducerBusyError(MessagingError):
 class ProducerBlockedQuotaExceededError(MessagingError):
     """The topic is over its backlog quota (``producer_request_hold`` /
     ``producer_exception``): no producer may attach, or a held send timed out."""
+
+
+class ProducerBlockedQuotaExceededException(ProducerBlockedQuotaExceededError):
+    """The topic is over a ``producer_exception`` backlog quota (Pulsar's terminal
+    ``ProducerBlockedQuotaExceededException``; the hold policy raises the parent class)."""
 
 
 class DuplicateInFlightError(MessagingError):

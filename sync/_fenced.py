@@ -49,9 +49,17 @@ from ._errors import (
     PolicySyncError,
     ProducerFencedError,
     TransportError,
+    UnavailableError,
     WriteConflictError,
 )
-from .transport import DeliveryReport, Header, Producer, Transport
+from .transport import (
+    DeliveryCallback,
+    DeliveryReport,
+    GroupMetadata,
+    Header,
+    Producer,
+    Transport,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +69,7 @@ __all__ = [
     "FencedLog",
     "FencedWriter",
     "Ticket",
-    "WriterClosedError",
-    "confirm",
+    "commit_records",
 ]
 
 V = TypeVar("V")
@@ -83,10 +90,6 @@ class FencedLog(Protocol):
     def positions(self) -> dict[int, int]:
         """Next offset to apply, per partition."""
         ...
-
-
-class WriterClosedError(PolicySyncError):
-    """The writer was closed before this write was decided; nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,22 +225,42 @@ class Ticket(Generic[R]):
 
 
 def _close_quietly(producer: Producer) -> None:
+    # A fenced librdkafka producer can fail its final flush in odd ways (KafkaException,
+    # or a SystemError out of a delivery callback); it is dropped either way.
     try:
         producer.close()
-    except PolicySyncError:
+    except Exception:
         logger.debug("closing a fenced or failed producer failed", exc_info=True)
 
 
-def confirm(reports: Sequence[DeliveryReport], log: FencedLog, timeout_s: float) -> None:
-    """Commit-and-confirm's second half: every record delivered, and applied by ``log``."""
-    failed = [r for r in reports if r.error]
-    if failed:
-        raise TransportError(f"{len(failed)} records were not written: {failed[0].error}")
-    wanted: dict[int, int] = {}
-    for r in reports:
-        wanted[r.partition] = max(wanted.get(r.partition, 0), r.offset + 1)
-    if wanted:
-        log.wait_for(wanted, max(1.0, timeout_s))
+#: One record to append: (topic, key, value or None for a tombstone, headers).
+Record = tuple[str, bytes, bytes | None, list[Header] | None]
+
+
+def commit_records(
+    producer: Producer,
+    records: Sequence[Record],
+    timeout_s: float,
+    *,
+    on_delivery: Callable[[int], DeliveryCallback] | None = None,
+    offsets: tuple[str, Mapping[int, int], GroupMetadata] | None = None,
+) -> None:
+    """The commit of commit-and-confirm: ``records`` (and, for group-fenced writers, the
+    consumed ``offsets`` as (topic, offsets, group metadata)) in one transaction.
+
+    ``on_delivery(i)`` gives the callback of record ``i``. Raises ProducerFencedError if
+    another producer took the transactional id, GroupFencedError if the group generation
+    is stale, TransportError otherwise (the caller aborts or drops the producer).
+    """
+    producer.begin_transaction()
+    for i, (topic, key, value, headers) in enumerate(records):
+        producer.produce(
+            topic, key, value, headers=headers,
+            on_delivery=None if on_delivery is None else on_delivery(i),
+        )  # fmt: skip
+    if offsets is not None:
+        producer.send_offsets_to_transaction(offsets[0], offsets[1], offsets[2], timeout_s)
+    producer.commit_transaction(timeout_s)
 
 
 class FencedWriter(Generic[V]):
@@ -286,7 +309,7 @@ class FencedWriter(Generic[V]):
         ticket: Ticket[R] = Ticket(decide, deadline, self._log, after)
         with self._lock:
             if self._closed:
-                raise WriterClosedError(f"the {self.config.name} writer is closed")
+                raise UnavailableError(f"the {self.config.name} writer is closed")
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"{self.config.name}-writer", daemon=True
@@ -328,10 +351,15 @@ class FencedWriter(Generic[V]):
                 self._commit_batch(batch)
             except BaseException as exc:  # never leave a caller waiting forever
                 logger.exception("%s writer: unexpected failure", self.config.name)
+                error = exc
+                if not isinstance(exc, PolicySyncError):
+                    error = TransportError(f"{self.config.name} write failed: {exc!r}")
+                    error.__cause__ = exc
+                self._lose_fence()
                 for ticket in batch:
                     if not ticket._done.is_set():  # noqa: SLF001 - same module
-                        ticket._fail(exc)  # noqa: SLF001
-        closed = WriterClosedError(f"the {self.config.name} writer was closed")
+                        ticket._fail(error)  # noqa: SLF001
+        closed = UnavailableError(f"the {self.config.name} writer was closed")
         while True:
             try:
                 left = self._queue.get_nowait()
@@ -512,12 +540,12 @@ class FencedWriter(Generic[V]):
 
             return on_delivery
 
-        producer.begin_transaction()
-        for i, rec in enumerate(records):
-            producer.produce(
-                topic, rec.key_bytes, rec.value, headers=rec.headers, on_delivery=collector(i)
-            )
-        producer.commit_transaction(timeout_s)
+        commit_records(
+            producer,
+            [(topic, rec.key_bytes, rec.value, rec.headers) for rec in records],
+            timeout_s,
+            on_delivery=collector,
+        )
         producer.poll(0)
         self.transactions += 1
         missing = [i for i, r in enumerate(reports) if r is None]

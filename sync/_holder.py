@@ -32,7 +32,7 @@ from ._constants import (
     WRITER_ELECTION_TOPIC,
 )
 from ._errors import CacheStateError, ConfigurationError, PolicySyncError
-from .transport import GroupConsumer, TopicSpec, Transport
+from .transport import Admin, GroupConsumer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,9 @@ class FenceHolder:
         self._thread: threading.Thread | None = None
         self._consumer: GroupConsumer | None = None
         self._known: tuple[float, str | None] = (0.0, None)
+        #: One admin client for the member's lifetime (a Kafka one runs its group calls in
+        #: a worker process: creating one per question would start a process each time).
+        self._admin: Admin | None = None
         self.failure: BaseException | None = None
         #: Times this member became the holder (tests and metrics).
         self.terms = 0
@@ -113,7 +116,8 @@ class FenceHolder:
         """Join the election (returns at once; membership follows on a thread)."""
         if not self._transition(HolderState.RUNNING):
             raise CacheStateError(f"fence holder election is {self._state.value}")
-        self._transport.admin().ensure_topic(
+        self._admin = self._transport.admin()
+        self._admin.ensure_topic(
             TopicSpec(
                 self.config.election_topic, 1, replication_factor=self.config.replication_factor
             )
@@ -154,8 +158,10 @@ class FenceHolder:
         self._known = (0.0, None)
 
     def _describe(self) -> str | None:
+        if self._admin is None:
+            self._admin = self._transport.admin()
         try:
-            desc = self._transport.admin().describe_group(self.config.group_id, 5.0)
+            desc = self._admin.describe_group(self.config.group_id, 5.0)
         except PolicySyncError as exc:
             logger.info("describing the writer election group failed: %s", exc)
             return None
@@ -185,6 +191,10 @@ class FenceHolder:
                 ):
                     self._known = (time.monotonic(), self._describe())
             consumer.close()
+            admin, self._admin = self._admin, None
+            close = getattr(admin, "close", None)
+            if close is not None:
+                close()
         except BaseException as exc:
             self.failure = exc
             self._holding = False

@@ -6,12 +6,14 @@ reason (HTTP 412 on the REST API) before anything is written:
 
 * a backlog quota at or above the retention (Pulsar's ``checkBacklogQuota``);
 * persistence quorums out of order (``Ensemble >= WriteQuorum >= AckQuorum``);
-* policies with no Kafka mapping on this cluster: ``replicationClusters`` (one Kafka
-  cluster, no replicator), ``schemaCompatibilityStrategy`` and
-  ``schemaValidationEnforced: true`` (no schema registry), ``shadowTopics`` (no shadow
-  topics) and a ``compactionThreshold`` above 0 (Kafka compaction rewrites the topic
-  itself and refuses messages without a key, while Pulsar's compacted view leaves the
-  topic untouched). Removing them (``null``) or setting their "off" value is accepted.
+* policies with no Kafka mapping on this cluster: ``replicationClusters`` naming more
+  than one cluster (one Kafka cluster, no replicator; the REST API has checked that a
+  single entry is the local cluster), ``schemaCompatibilityStrategy`` (no schema
+  registry), ``shadowTopics`` (no shadow topics) and a ``compactionThreshold`` above 0
+  (Kafka compaction rewrites the topic itself and refuses messages without a key, while
+  Pulsar's compacted view leaves the topic untouched). Removing them (``null``) or
+  setting their "off" value is accepted. ``schemaValidationEnforced`` is accepted: no
+  topic has a schema here, and Pulsar enforces nothing on a topic without one either.
 """
 
 from __future__ import annotations
@@ -38,15 +40,13 @@ def unsupported_reason(name: str, value: Any) -> str | None:
     """Why ``name: value`` cannot be applied on this cluster (None: it can)."""
     if value is None:
         return None
-    if name == "replicationClusters" and len(value) > 0:
+    if name == "replicationClusters" and len(value) > 1:
         return (
             "replicationClusters: geo-replication is not supported on this cluster "
-            "(one Kafka cluster, no replicator)"
+            "(one Kafka cluster, no replicator); only the local cluster may be listed"
         )
     if name == "schemaCompatibilityStrategy":
         return "schemaCompatibilityStrategy: not supported on this cluster (no schema registry)"
-    if name == "schemaValidationEnforced" and value is True:
-        return "schemaValidationEnforced: not supported on this cluster (no schema registry)"
     if name == "shadowTopics" and len(value) > 0:
         return "shadowTopics: shadow topics are not supported on this cluster"
     if name == "compactionThreshold" and int(value) > 0:
@@ -75,7 +75,7 @@ def check_policy_rules(record: Mapping[str, Any], changed: Mapping[str, Any]) ->
         ack = int(persistence.get("bookkeeperAckQuorum") or 0)
         if not (ensemble >= write >= ack):
             raise InvalidPolicyError(
-                f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuoru ({ack})"
+                f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuorum ({ack})"
             )
     if "backLogQuotaMap" in changed or "retentionPolicies" in changed:
         if not _backlog_within_retention(record):

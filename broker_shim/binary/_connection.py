@@ -38,6 +38,7 @@ from sync.errors import (
     UnavailableError,
 )
 from sync.messaging import (
+    BACKLOG_EXCEEDED,
     Consumer,
     Delivery,
     InitialPosition,
@@ -113,7 +114,7 @@ class BinaryConfig:
 
     Attributes:
         keepalive_s: send a PING after this long without traffic; a peer that answered
-            nothing for two intervals is dropped (Pulsar's ``keepAliveIntervalSeconds``).
+            nothing an interval later is dropped (Pulsar's ``keepAliveIntervalSeconds``).
         server_version: the CONNECTED ``server_version``.
         protocol_version: the highest protocol version served (negotiated down to the
             client's).
@@ -328,19 +329,32 @@ class Connection:
             raise ProtocolViolation(f"{_name(cmd.type)} without its {field_name} command")
         if handler is None:  # SEND: synchronous, carries a payload
             self._send(cmd.send, frame.metadata, frame.payload)
+            prod = self.producers.get(cmd.send.producer_id)
+            wait = 0.0 if prod is None else prod.handle.publish_wait_s()
+            if wait > 0.0:
+                # publishRate: stop reading the connection, as Pulsar turns off auto-read
+                await asyncio.sleep(wait)
         else:
             await handler(self, cmd)
 
     async def _keepalive(self) -> None:
+        """Every interval: a peer that left our PING unanswered is dropped; an idle one
+        gets a PING (any frame it sends counts as an answer), as Pulsar's handler does."""
         interval = self.ctx.config.keepalive_s
+        ping_sent_at: float | None = None
         while not self.closed:
             await asyncio.sleep(interval)
-            idle = time.monotonic() - self._last_read
-            if idle >= 2 * interval:
-                logger.info("binary connection %s: no traffic for %.0fs; dropping", self.peer, idle)
+            if self.state is ConnectionState.AWAITING_CONNECT:
+                logger.info("binary connection %s: no CONNECT; dropping", self.peer)
                 self.writer.close()
                 return
-            if idle >= interval and self.state is ConnectionState.CONNECTED:
+            if ping_sent_at is not None and self._last_read < ping_sent_at:
+                logger.info("binary connection %s: PING unanswered; dropping", self.peer)
+                self.writer.close()
+                return
+            ping_sent_at = None
+            if time.monotonic() - self._last_read >= interval:
+                ping_sent_at = time.monotonic()
                 cmd = _T(type=_T.PING)
                 cmd.ping.SetInParent()
                 self.write_command(cmd)
@@ -454,8 +468,7 @@ class Connection:
                 await svc.lookups.layout_fresh(topic.namespace_name)
                 live = await svc.lookups.owner_of(topic)
                 local = (
-                    live.broker_id == svc.identity.broker_id
-                    and live.incarnation == svc.incarnation
+                    live.broker_id == svc.identity.broker_id and live.incarnation == svc.incarnation
                 )
                 reg = live.registration
                 url = reg.service_url
@@ -530,8 +543,10 @@ class Connection:
             await self._require_owned(topic)
             if m.encrypted:
                 raise InvalidInputError("Encrypted messages are not supported by policy-sync")
-            name = m.producer_name if m.HasField("producer_name") and m.producer_name else (
-                f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}"
+            name = (
+                m.producer_name
+                if m.HasField("producer_name") and m.producer_name
+                else (f"{self.ctx.producer_name_prefix}-{next(self.ctx.names)}")
             )
             handle = await self.ctx.engine.create_producer(
                 topic,
@@ -557,6 +572,8 @@ class Connection:
         out.producer_success.request_id = request_id
         out.producer_success.producer_name = name
         out.producer_success.last_sequence_id = -1
+        # No schema: an empty version, which Pulsar's Java client requires to be present.
+        out.producer_success.schema_version = b""
         out.producer_success.producer_ready = True
         self.write_command(out)
 
@@ -610,6 +627,10 @@ class Connection:
         prod.drained.clear()
         if prod.handle.closed:
             pending.error = (api.ServiceNotReady, "Producer is closed")
+        elif prod.handle.held:
+            # producer_request_hold: this front end cannot park a send, so it refuses it
+            # with the retriable error Pulsar's clients resend after.
+            pending.error = (api.ProducerBlockedQuotaExceededError, BACKLOG_EXCEEDED)
         else:
             # Every message is checked before the first one is queued: a batch is stored
             # whole or refused whole (nothing written).
@@ -623,6 +644,9 @@ class Connection:
                     )
                     break
             else:
+                deliver_at = (
+                    metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
+                )
                 for msg in messages:
                     try:
                         prod.handle.send(
@@ -631,6 +655,8 @@ class Connection:
                             key=msg.key,
                             properties=msg.properties or None,
                             event_time_ms=msg.event_time_ms,
+                            sequence_id=msg.sequence_id,
+                            deliver_at_ms=deliver_at,
                         )
                     except PolicySyncError as exc:
                         pending.answer(None, exc)

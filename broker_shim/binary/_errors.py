@@ -36,6 +36,8 @@ from sync.errors import (
     NotAllowedError,
     NotFoundError,
     PolicySyncError,
+    ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
     ProducerBusyError,
     SubscriptionBusyError,
     TooManyRequestsError,
@@ -61,6 +63,8 @@ _SERVER_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (NotFoundError, api.TopicNotFound),  # e.g. the namespace does not exist
     (InvalidTopicNameError, api.InvalidTopicName),
     (ChecksumError, api.ChecksumError),
+    (ProducerBlockedQuotaExceededException, api.ProducerBlockedQuotaExceededException),
+    (ProducerBlockedQuotaExceededError, api.ProducerBlockedQuotaExceededError),
     (ProducerBusyError, api.ProducerBusy),
     (ConsumerBusyError, api.ConsumerBusy),
     (SubscriptionBusyError, api.ConsumerBusy),  # Pulsar's SubscriptionBusyException

@@ -25,6 +25,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cramjam
 import crc32c
@@ -83,9 +84,9 @@ class Frame:
     payload: bytes = b""
 
 
-@dataclass(frozen=True, slots=True)
-class SingleMessage:
-    """One message of a SEND (a batch is unpacked into several)."""
+class SingleMessage(NamedTuple):
+    """One message of a SEND (a batch is unpacked into several); a tuple: thousands are
+    made per second."""
 
     payload: bytes
     key: str | None
@@ -95,7 +96,7 @@ class SingleMessage:
 
 
 def _parse(
-    message: api.BaseCommand | api.MessageMetadata | api.SingleMessageMetadata,
+    message: api.BaseCommand | api.MessageMetadata,
     data: bytes,
     what: str,
 ) -> None:
@@ -230,29 +231,46 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
     count = metadata.num_messages_in_batch
     if count < 1:
         raise FrameError(f"num_messages_in_batch is {count}")
+    # The hot path of a busy producer: names bound locally, no per-message f-strings.
     out: list[SingleMessage] = []
+    append = out.append
+    parse = api.SingleMessageMetadata.FromString
+    unpack = _U32.unpack_from
+    total = len(data)
+    first_seq = metadata.sequence_id
     pos = 0
     for index in range(count):
-        if len(data) - pos < 4:
+        if total - pos < 4:
             raise FrameError(f"batch truncated at message {index} of {count}")
-        (size,) = _U32.unpack_from(data, pos)
+        (size,) = unpack(data, pos)
         pos += 4
-        if size == 0 or pos + size > len(data):
+        end = pos + size
+        if size == 0 or end > total:
             raise FrameError(f"batch message {index}: metadata size {size} does not fit")
-        single = api.SingleMessageMetadata()
-        _parse(single, data[pos : pos + size], f"metadata of batch message {index}")
-        pos += size
+        try:
+            single = parse(data[pos:end])
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            raise FrameError(f"batch message {index}: undecodable metadata: {exc}") from None
+        if not single.IsInitialized():
+            raise FrameError(f"batch message {index}: metadata lacks required fields")
+        pos = end
         length = single.payload_size
-        if length < 0 or pos + length > len(data):
+        end = pos + length
+        if length < 0 or end > total:
             raise FrameError(f"batch message {index}: payload size {length} does not fit")
-        body = data[pos : pos + length]
-        pos += length
+        body = data[pos:end]
+        pos = end
         if single.compacted_out:
             continue
-        key = single.partition_key if single.HasField("partition_key") else None
-        seq = single.sequence_id if single.HasField("sequence_id") else metadata.sequence_id + index
-        out.append(
-            SingleMessage(body, key, _props(single.properties), single.event_time or event, seq)
+        props = single.properties
+        append(
+            SingleMessage(
+                body,
+                single.partition_key if single.HasField("partition_key") else None,
+                {kv.key: kv.value for kv in props} if props else {},
+                single.event_time or event,
+                single.sequence_id if single.HasField("sequence_id") else first_seq + index,
+            )
         )
     if pos != len(data):
         raise FrameError(f"batch has {len(data) - pos} bytes after its {count} messages")

@@ -91,6 +91,7 @@ from sync._errors import (
     ProducerFencedError,
     TransportError,
 )
+from sync._fenced import commit_records
 from sync._names import NamespaceName
 from sync.routing import kafka_partition
 from sync.transport import (
@@ -959,19 +960,18 @@ class OwnershipMember:
                 "refusing to write ownership records without committing slot offsets: "
                 "the write would not be fenced by the group generation"
             )
-        producer = self._producer
-        producer.begin_transaction()
         try:
-            for w in writes:
-                producer.produce(w.topic, w.key.encode("utf-8"), w.value)
-            if offsets:
-                producer.send_offsets_to_transaction(
-                    self._slots_topic,
-                    offsets,
-                    self._consumer.group_metadata(),
-                    self.config.timeout_s,
-                )
-            producer.commit_transaction(self.config.timeout_s)
+            # The fenced writer's commit; the fence here is the group generation.
+            commit_records(
+                self._producer,
+                [(w.topic, w.key.encode("utf-8"), w.value, None) for w in writes],
+                self.config.timeout_s,
+                offsets=(
+                    (self._slots_topic, offsets, self._consumer.group_metadata())
+                    if offsets
+                    else None
+                ),
+            )
         except (GroupFencedError, TransportError):
             self._abort(offsets)
             raise

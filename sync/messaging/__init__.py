@@ -27,6 +27,7 @@ from .._errors import (
     MessagingError,
     NotAllowedError,
     ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
     ProducerBusyError,
     SubscriptionBusyError,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "NotAllowedError",
     "OwnerInfo",
     "ProducerBlockedQuotaExceededError",
+    "ProducerBlockedQuotaExceededException",
     "ProducerBusyError",
     "ProducerHandle",
     "ProducerState",

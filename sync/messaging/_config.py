@@ -60,6 +60,12 @@ class MessagingConfig:
             before it fails (Pulsar's client ``sendTimeout`` default is 30 s).
         dedup_snapshot_s: how often a topic's deduplication state is snapshotted when
             ``deduplicationSnapshotIntervalSeconds`` is not set (Pulsar's default is 120).
+        unloaded_expiry_check_s: how often the durable subscriptions of owned topics that
+            are not loaded here have their position moved past messages older than
+            ``messageTTLInSeconds`` (Kafka group offsets altered).
+        inactive_topic_check_s: how often owned topics are checked against their
+            ``inactiveTopicPolicies`` (Pulsar's ``brokerDeleteInactiveTopicsFrequencySeconds``
+            is 60).
         topic_config_sweep_s: how often every owned topic's Kafka config is compared with
             its policies even without a change notification.
     """
@@ -85,6 +91,8 @@ class MessagingConfig:
     backlog_check_s: float = 2.0
     backlog_hold_timeout_s: float = 30.0
     dedup_snapshot_s: float = 120.0
+    unloaded_expiry_check_s: float = 10.0
+    inactive_topic_check_s: float = 10.0
     topic_config_sweep_s: float = 30.0
 
     def __post_init__(self) -> None:

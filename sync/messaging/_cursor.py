@@ -47,6 +47,7 @@ class Entry:
 
     __slots__ = (
         "acked",
+        "deliver_at",
         "headers",
         "holder",
         "key",
@@ -82,6 +83,8 @@ class Entry:
         self.acked = False
         #: Key_Shared hash of the key, computed on first need (-1: not yet).
         self.sticky_hash = -1
+        #: Delayed delivery: not before this epoch-ms time (0: at once).
+        self.deliver_at = 0
 
     @property
     def size(self) -> int:

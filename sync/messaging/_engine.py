@@ -53,6 +53,7 @@ from sync._errors import (
     NotAllowedError,
     PolicySyncError,
     ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
@@ -73,6 +74,8 @@ from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_b
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
+from ._delayed import HEADER_DELIVER_AT, max_delay_refusal
+from ._inactive import InactivePolicy, delete_topic, inactive_verdict
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
@@ -133,6 +136,7 @@ class ProducerHandle:
         properties: dict[str, str] | None = None,
         event_time_ms: int | None = None,
         sequence_id: int | None = None,
+        deliver_at_ms: int | None = None,
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
@@ -141,14 +145,28 @@ class ProducerHandle:
         ``sequence_id``, a duplicate is answered at once with the message id of the
         producer's last persisted message and not written (see ``_dedup``).
 
+        ``deliver_at_ms`` (epoch ms) asks for delayed delivery (see ``_delayed``).
+
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
             DuplicateInFlightError: the same sequence id is still being persisted.
+            NotAllowedError: delayed beyond ``delayedDeliveryMaxDelayInMillis``.
         """
         ts = self.topic_state
+        reserved = None
+        if deliver_at_ms is not None:
+            limits = ts.limits
+            delay = deliver_at_ms - int(time.time() * 1000)
+            if (
+                limits.delayed_enabled
+                and limits.delayed_max_ms > 0
+                and delay > limits.delayed_max_ms
+            ):
+                raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
+            if delay > 0:
+                reserved = [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))]
         dedup = ts.dedup if ts.limits.dedup_enabled else None
         name = self.producer.config.producer_name
-        reserved = None
         if dedup is not None and name and sequence_id is not None:
             if len(payload) > ts.limits.max_message_size:
                 dedup = None  # refused below, before the sequence counts as sent
@@ -161,9 +179,9 @@ class ProducerHandle:
                     return
                 if verdict is Verdict.IN_FLIGHT:
                     raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
-                reserved = dedup.headers(name, sequence_id)
+                reserved = (reserved or []) + dedup.headers(name, sequence_id)
                 callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
-        self.producer.send_callback(
+        partition = self.producer.send_callback(
             payload,
             callback,
             key=key,
@@ -172,9 +190,25 @@ class ProducerHandle:
             max_message_size=ts.limits.max_message_size,
             reserved_headers=reserved,
         )
+        limiter = ts.publish_limiters[partition] if ts.publish_limiters else None
+        if limiter is not None and not limiter.spec.unlimited:
+            limiter.wait_s(0)  # refill first
+            limiter.consume(len(payload))
         ts.published_msgs += 1
         ts.published_bytes += len(payload)
         self._on_queued()
+
+    def publish_wait_s(self) -> float:
+        """How long the front end should stop reading this producer (``publishRate``):
+        0.0 unless a partition it writes to is over its rate (Pulsar pauses the
+        connection's reads the same way)."""
+        limiters = self.topic_state.publish_limiters
+        wait = 0.0
+        for p in self.partitions:
+            lim = limiters[p] if p < len(limiters) else None
+            if lim is not None and not lim.spec.unlimited:
+                wait = max(wait, lim.wait_s(0))
+        return wait
 
     @property
     def held(self) -> bool:
@@ -240,6 +274,10 @@ class TopicState:
     num_partitions: int
     limits: TopicLimits
     dispatch_limiters: list[RateLimiter]
+    #: ``publishRate``, one bucket per partition (every partition is a topic in Pulsar).
+    publish_limiters: list[RateLimiter] = field(default_factory=list)
+    #: ``subscribeRate``: one bucket per consumer name.
+    subscribe_limiters: dict[str, RateLimiter] = field(default_factory=dict)
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
     producers: dict[int, ProducerHandle] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -328,6 +366,11 @@ class MessagingEngine:
         self._remove_listener: Callable[[], None] | None = None
         self._live_keys: frozenset[str] = frozenset()
         self._closing = False
+        #: Wall-clock time since when a topic has had no connection here (dropped).
+        self._idle_since: dict[TopicName, float] = {}
+        self._reaping = False
+        self._expiring = False
+        self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
             transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
@@ -466,6 +509,10 @@ class MessagingEngine:
             logger.info("%s: applying changed policies %s", ts.topic, limits)
         for limiter in ts.dispatch_limiters:
             limiter.update(limits.dispatch_rate)
+        for limiter in ts.publish_limiters:
+            limiter.update(limits.publish_rate)
+        if limits.subscribe_rate != old.subscribe_rate:
+            ts.subscribe_limiters.clear()
         evicted: set[int] = set()
         topic = ts.topic
         for c in ts.consumers():
@@ -512,6 +559,7 @@ class MessagingEngine:
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
         last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
+        last_inactive = last_cold_expiry = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -544,6 +592,12 @@ class MessagingEngine:
                             ts.backlog_checking
                         ):
                             self._spawn(self._check_backlog_quietly(ts), "backlog-check")
+                if now - last_inactive >= self.config.inactive_topic_check_s:
+                    last_inactive = now
+                    self._spawn(self._reap_inactive_quietly(), "inactive-topics")
+                if now - last_cold_expiry >= self.config.unloaded_expiry_check_s:
+                    last_cold_expiry = now
+                    self._spawn(self._expire_unloaded_quietly(), "expire-unloaded")
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -610,6 +664,100 @@ class MessagingEngine:
         if state is BacklogAction.producer_exception:
             for handle in list(ts.producers.values()):
                 self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
+
+    # -- message TTL of subscriptions not loaded here -----------------------------------
+    async def _expire_unloaded_quietly(self) -> None:
+        if self._expiring:
+            return
+        self._expiring = True
+        try:
+            await self.expire_unloaded()
+        except Exception:
+            logger.exception("expiring unloaded subscriptions failed; retried later")
+        finally:
+            self._expiring = False
+
+    async def expire_unloaded(self) -> int:
+        """Move every durable subscription of an owned topic with ``messageTTLInSeconds``
+        that is not loaded here past its expired messages (Kafka group offsets; what is
+        individually acknowledged above the new position is forgotten). Returns how many
+        subscriptions moved."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return 0
+        moved = 0
+        admin = self._admin_client()
+        for topic in await self.topic_configs.mapped_topics():
+            ttl = int(svc.applied(topic).get("messageTTLInSeconds") or 0)
+            if ttl <= 0 or not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            prefix = subscription_group(kafka_topic, "")
+            groups = await asyncio.to_thread(admin.list_groups, prefix)
+            ts = self._topics.get(topic)
+            loaded = set() if ts is None else {s.group_id for s in ts.subscriptions.values()}
+            groups = [g for g in groups if g not in loaded]
+            if not groups:
+                continue
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                continue
+            parts = list(range(desc.partitions))
+            cutoff_ms = int(time.time() * 1000) - ttl * 1000
+            floor = await asyncio.to_thread(admin.list_offsets, kafka_topic, parts, cutoff_ms)
+            for group in groups:
+                committed = await asyncio.to_thread(admin.group_offsets, group, kafka_topic)
+                ahead = {p: o for p, o in floor.items() if committed.get(p, 0) < o}
+                ts = self._topics.get(topic)
+                if ts is not None and group[len(prefix) :] in ts.subscriptions:
+                    continue  # loaded meanwhile: its own dispatch expires the messages
+                if ahead:
+                    await asyncio.to_thread(admin.alter_group_offsets, group, kafka_topic, ahead)
+                    logger.info("%s: expired messages of %s skipped to %s", topic, group, ahead)
+                    moved += 1
+        return moved
+
+    # -- inactive topics ---------------------------------------------------------------
+    async def _reap_inactive_quietly(self) -> None:
+        if self._reaping:
+            return
+        self._reaping = True
+        try:
+            await self.reap_inactive()
+        except Exception:
+            logger.exception("inactive topic check failed; retried later")
+        finally:
+            self._reaping = False
+
+    async def reap_inactive(self) -> list[TopicName]:
+        """Delete the owned topics that ``inactiveTopicPolicies`` says are inactive."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return []
+        deleted: list[TopicName] = []
+        admin = self._admin_client()
+        for topic in await self.topic_configs.mapped_topics():
+            if topic in self._topics or topic in self._topic_loading:
+                continue  # served here right now: active
+            policy = InactivePolicy.from_policy(svc.applied(topic).get("inactiveTopicPolicies"))
+            if policy is None:
+                continue
+            if not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                continue
+            idle = self._idle_since.get(topic, self._started_wall)
+            prefix = subscription_group(kafka_topic, "")
+            ok, groups = await asyncio.to_thread(
+                inactive_verdict, admin, kafka_topic, desc.partitions, policy, idle, prefix
+            )
+            if ok and topic not in self._topics:
+                await asyncio.to_thread(delete_topic, admin, kafka_topic, groups)
+                self._idle_since.pop(topic, None)
+                deleted.append(topic)
+        return deleted
 
     # -- deduplication -----------------------------------------------------------------
     async def _load_dedup(self, ts: TopicState) -> None:
@@ -705,6 +853,7 @@ class MessagingEngine:
                 dispatch_limiters=[
                     RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
                 ],
+                publish_limiters=[RateLimiter(limits.publish_rate) for _ in range(desc.partitions)],
             )
             self._topics[base] = ts
             self._update_live_keys()
@@ -727,6 +876,7 @@ class MessagingEngine:
         ):
             del self._topics[ts.topic]
             self._update_live_keys()
+            self._idle_since[ts.topic] = time.time()
             if ts.dedup is not None:
                 self._spawn(self._snapshot_dedup_of(ts.dedup), "dedup-final-snapshot")
 
@@ -833,6 +983,17 @@ class MessagingEngine:
                     f"Topic[{{{topic}}}] doesn't support {sub_type.value} sub type!",
                     topic=str(topic),
                 )
+            if not limits.subscribe_rate.unlimited:
+                who = consumer_name or ""
+                limiter = ts.subscribe_limiters.get(who)
+                if limiter is None:
+                    limiter = ts.subscribe_limiters[who] = RateLimiter(limits.subscribe_rate)
+                if limiter.wait_s(0) > 0.0:
+                    raise NotAllowedError(
+                        "Subscribe limited by subscribe rate limit per consumer.",
+                        topic=str(topic),
+                    )
+                limiter.consume(0)
             sub = ts.subscriptions.get(subscription)
             if sub is not None and not sub.attached:
                 sub = None
@@ -1011,6 +1172,8 @@ class MessagingEngine:
                 await self._load_dedup(ts)
             if limits.backlog.active or ts.backlog_state is not None:
                 await self.check_backlog(ts)
+                if ts.backlog_state is BacklogAction.producer_exception:
+                    raise ProducerBlockedQuotaExceededException(BACKLOG_EXCEEDED, topic=str(topic))
                 if ts.backlog_state is not None:
                     raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
             if self._client is None:

@@ -36,6 +36,27 @@ class RateSpec:
         return self.msgs <= 0 and self.nbytes <= 0
 
     @classmethod
+    def from_publish_rate(cls, value: Mapping[str, Any] | None) -> RateSpec:
+        """From a ``PublishRate`` policy record (per second; absent: unlimited)."""
+        if not value:
+            return cls()
+        return cls(
+            msgs=max(0, int(value.get("publishThrottlingRateInMsg") or 0)),
+            nbytes=max(0, int(value.get("publishThrottlingRateInByte") or 0)),
+        )
+
+    @classmethod
+    def from_subscribe_rate(cls, value: Mapping[str, Any] | None) -> RateSpec:
+        """From a ``SubscribeRate`` policy record: subscribes per consumer per period."""
+        if not value:
+            return cls()
+        period = value.get("ratePeriodInSecond") or 30
+        return cls(
+            msgs=max(0, int(value.get("subscribeThrottlingRatePerConsumer") or 0)),
+            period_s=float(max(1, int(period))),
+        )
+
+    @classmethod
     def from_policy(cls, value: Mapping[str, Any] | None) -> RateSpec:
         """From a ``DispatchRate`` policy record (absent: unlimited)."""
         if not value:
@@ -71,6 +92,16 @@ class TopicLimits:
     #: ``deduplicationEnabled`` and ``deduplicationSnapshotIntervalSeconds`` (0: default).
     dedup_enabled: bool = False
     dedup_snapshot_s: int = 0
+    #: ``publishRate`` (per partition), ``subscribeRate`` (per consumer name),
+    #: ``maxUnackedMessagesOnSubscription``.
+    publish_rate: RateSpec = RateSpec()
+    subscribe_rate: RateSpec = RateSpec()
+    max_unacked_per_subscription: int = 0
+    #: ``delayedDeliveryEnabled`` (Pulsar's broker default: on), ``…TickTimeMillis``,
+    #: ``…MaxDelayInMillis`` (0: no maximum).
+    delayed_enabled: bool = True
+    delayed_tick_ms: int = 1000
+    delayed_max_ms: int = 0
 
     @classmethod
     def from_policies(
@@ -96,6 +127,12 @@ class TopicLimits:
             backlog=BacklogQuotas.from_policy(policies.get("backLogQuotaMap")),
             dedup_enabled=bool(policies.get("deduplicationEnabled")),
             dedup_snapshot_s=int(policies.get("deduplicationSnapshotIntervalSeconds") or 0),
+            publish_rate=RateSpec.from_publish_rate(policies.get("publishRate")),
+            subscribe_rate=RateSpec.from_subscribe_rate(policies.get("subscribeRate")),
+            max_unacked_per_subscription=int(policies.get("maxUnackedMessagesOnSubscription") or 0),
+            delayed_enabled=policies.get("delayedDeliveryEnabled") is not False,
+            delayed_tick_ms=int(policies.get("delayedDeliveryTickTimeMillis") or 1000),
+            delayed_max_ms=int(policies.get("delayedDeliveryMaxDelayInMillis") or 0),
         )
 
     def type_enabled(self, sub_type: SubscriptionType) -> bool:

@@ -52,6 +52,7 @@ Runs on the event loop; only :meth:`_post_batch` is called from the reader threa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import time
@@ -66,6 +67,7 @@ from sync.transport import Message, Transport
 from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer, Delivery
 from ._cursor import Entry, PartitionCursor
+from ._delayed import HEADER_DELIVER_AT, DelayedQueue
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter, acquire_all
 from ._reader import SubscriptionReader
@@ -80,6 +82,9 @@ __all__ = ["Subscription", "subscription_group"]
 _INGESTING = frozenset(
     {SubscriptionState.LOADING, SubscriptionState.ACTIVE, SubscriptionState.IDLE}
 )
+
+
+_DELAYED_TYPES = frozenset({SubscriptionType.Shared, SubscriptionType.Key_Shared})
 
 
 def subscription_group(kafka_topic: str, subscription: str) -> str:
@@ -156,6 +161,11 @@ class Subscription:
         self.commits = 0
         #: Messages acknowledged on the subscription's behalf by ``messageTTLInSeconds``.
         self.expired = 0
+        #: Dispatch paused by ``maxUnackedMessagesOnSubscription``.
+        self._unacked_blocked = False
+        #: Delayed delivery: messages put aside until due, and the timer that wakes them.
+        self._delayed = DelayedQueue()
+        self._delayed_timer: asyncio.TimerHandle | None = None
         self._transport = transport
         self._topic_limiters = list(topic_limiters)
         self._limits = limits
@@ -237,7 +247,7 @@ class Subscription:
         for consumer in list(self.consumers.values()):
             consumer.mark_closed(reason)
         self.consumers.clear()
-        for timer in (self._throttle_timer, self._idle_timer):
+        for timer in (self._throttle_timer, self._idle_timer, self._delayed_timer):
             if timer is not None:
                 timer.cancel()
         if self._commit_task is not None:
@@ -416,6 +426,13 @@ class Subscription:
                 m.headers(),
                 m.timestamp()[1],
             )
+            headers = entry.headers
+            if headers:
+                for name, value in headers:
+                    if name == HEADER_DELIVER_AT:
+                        with contextlib.suppress(ValueError):
+                            entry.deliver_at = int(value)
+                        break
             part.cursor.add(entry)
             part.pending.append(entry)
         self.dispatch()
@@ -448,9 +465,33 @@ class Subscription:
         self._dispatch_scheduled = False
         self.dispatch()
 
+    def _check_unacked(self) -> bool:
+        """Apply ``maxUnackedMessagesOnSubscription``: True while dispatch is paused
+        (from the limit until the unacknowledged messages drop to half of it, as Pulsar)."""
+        limit = self._limits().max_unacked_per_subscription
+        if limit <= 0:
+            self._unacked_blocked = False
+            return False
+        held = sum(len(c.delivered) for c in self.consumers.values())
+        if self._unacked_blocked:
+            if held * 2 < limit or held == 0:
+                self._unacked_blocked = False
+                logger.info("%s: dispatch resumed (%d unacked)", self.label, held)
+        elif held >= limit:
+            self._unacked_blocked = True
+            logger.info(
+                "%s: dispatch paused: %d unacked (maxUnackedMessagesOnSubscription %d)",
+                self.label,
+                held,
+                limit,
+            )
+        return self._unacked_blocked
+
     def dispatch(self) -> None:
         """Hand pending messages to consumers that can take them, within the rates."""
         if not self.attached:
+            return
+        if self._check_unacked():
             return
         wait = 0.0
         if self.consumers and self.sub_type is not None:
@@ -474,6 +515,8 @@ class Subscription:
         self.dispatch()
 
     def _next(self, part: _Part) -> Entry | None:
+        if self._unacked_blocked:
+            return None
         cutoff = self._ttl_cutoff_ms()
         replay = part.replay
         while replay:
@@ -496,8 +539,43 @@ class Subscription:
                 pending.popleft()
                 self._expire(part, entry)
                 continue
+            if entry.deliver_at and self._hold_back(part, entry):
+                pending.popleft()
+                continue
             return entry
         return None
+
+    # -- delayed delivery --------------------------------------------------------------
+    def _hold_back(self, part: _Part, entry: Entry) -> bool:
+        """Put a message not due yet aside (Shared and Key_Shared, while enabled)."""
+        if self.sub_type not in _DELAYED_TYPES:
+            return False
+        limits = self._limits()
+        if not limits.delayed_enabled:
+            return False
+        if entry.deliver_at <= int(time.time() * 1000):
+            return False
+        self._delayed.add(part.index, entry, limits.delayed_tick_ms)
+        self._arm_delayed()
+        return True
+
+    def _arm_delayed(self) -> None:
+        due = self._delayed.next_due_s()
+        if due is None:
+            return
+        if self._delayed_timer is not None:
+            if self._delayed_timer.when() <= self._loop.time() + due:
+                return
+            self._delayed_timer.cancel()
+        self._delayed_timer = self._loop.call_later(due, self._release_delayed)
+
+    def _release_delayed(self) -> None:
+        self._delayed_timer = None
+        for p, entry in self._delayed.pop_due():
+            if not entry.acked and 0 <= p < len(self._parts):
+                heapq.heappush(self._parts[p].replay, entry)
+        self._arm_delayed()
+        self.dispatch()
 
     # -- message TTL -------------------------------------------------------------------
     def _ttl_cutoff_ms(self) -> int:
@@ -623,6 +701,8 @@ class Subscription:
             if entry.publish_ms <= cutoff:
                 self._expire(part, entry)
                 continue
+            if entry.deliver_at and self._hold_back(part, entry):
+                continue
             scanned.append(entry)
         kept_replay: list[Entry] = []
         kept_pending: list[Entry] = []
@@ -631,7 +711,7 @@ class Subscription:
         for from_replay, entries in ((True, replay), (False, scanned)):
             keep = kept_replay if from_replay else kept_pending
             for entry in entries:
-                if wait > 0.0:
+                if wait > 0.0 or self._unacked_blocked:
                     keep.append(entry)
                     continue
                 if entry.sticky_hash < 0:
@@ -671,7 +751,10 @@ class Subscription:
         consumer.push(
             Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
         )
-        consumer.update_blocked(self._limits().max_unacked_per_consumer)
+        limits = self._limits()
+        consumer.update_blocked(limits.max_unacked_per_consumer)
+        if limits.max_unacked_per_subscription > 0:
+            self._check_unacked()
 
     def _release(self, part: _Part, entry: Entry) -> None:
         holder = entry.holder

@@ -131,6 +131,7 @@ class TopicConfigReconciler:
         self._admin: Admin | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[str] = set()
+        self._retry: set[TopicName] = set()
         self._wake = asyncio.Event()
         self._service: PolicyService | None = None
         self._remove_listener: Callable[[], None] | None = None
@@ -188,13 +189,12 @@ class TopicConfigReconciler:
                         self._remove_listener = svc.cache.add_listener(self._listener)
                     last_sweep = 0.0
                 if svc is not None and svc.cache.state is CacheState.READY:
-                    keys, self._pending = self._pending, set()
-                    for key in keys:
-                        for topic in await self._topics_of_key(key):
-                            await self.reconcile(topic)
+                    await self._changed()
                     if time.monotonic() - last_sweep >= self._sweep_s:
                         last_sweep = time.monotonic()
-                        for topic in await self._mapped_topics(""):
+                        for topic in await self.mapped_topics(""):
+                            if self._pending:  # a write waits for no sweep
+                                await self._changed()
                             await self.reconcile(topic)
             except asyncio.CancelledError:
                 raise
@@ -202,9 +202,20 @@ class TopicConfigReconciler:
                 logger.exception("topic config reconciler failed; continuing")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 1.0)
+                await asyncio.wait_for(self._wake.wait(), 0.2 if self._retry else 1.0)
 
-    async def _mapped_topics(self, prefix: str) -> list[TopicName]:
+    async def _changed(self) -> None:
+        """Reconcile the topics whose policies changed (and those waiting for a retry)."""
+        keys, self._pending = self._pending, set()
+        retry, self._retry = self._retry, set()
+        for topic in retry:
+            await self.reconcile(topic)
+        for key in keys:
+            for topic in await self._topics_of_key(key):
+                await self.reconcile(topic)
+
+    async def mapped_topics(self, prefix: str = "") -> list[TopicName]:
+        """Every persistent Pulsar topic backed by a Kafka topic starting with ``prefix``."""
         names = await asyncio.to_thread(self._admin_client().list_topics, prefix)
         out = []
         for name in names:
@@ -227,7 +238,7 @@ class TopicConfigReconciler:
         probe = kafka_topic_of(
             TopicName.parse(f"persistent://{target.tenant}/{target.namespace}/x")
         )
-        return await self._mapped_topics(probe[: -len("x")])
+        return await self.mapped_topics(probe[: -len("x")])
 
     async def reconcile(self, topic: TopicName) -> bool:
         """Apply ``topic``'s policies to its Kafka topic if owned here; True if changed."""
@@ -237,8 +248,10 @@ class TopicConfigReconciler:
         try:
             if not (await self._ownership.owner_of(topic)).local:
                 return False
-        except Exception:
-            logger.exception("ownership lookup of %s failed; not reconciling it", topic)
+        except Exception as exc:
+            # e.g. the lookup service is still starting: try again shortly.
+            logger.warning("ownership of %s unknown (%s); retrying", topic, exc)
+            self._retry.add(topic)
             return False
         desired = desired_topic_config(svc.applied(topic.base))
         kafka_topic = kafka_topic_of(topic)

@@ -422,6 +422,9 @@ class KafkaAdmin:
                 resource
             ].result()
         except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None  # deleted between the two requests
             raise _translate(exc, f"describe configs of {topic}") from exc
         config = {name: str(entry.value) for name, entry in entries.items()}
         return TopicDescription(

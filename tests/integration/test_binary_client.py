@@ -347,6 +347,15 @@ def test_sidecar_counts_the_commands_it_served(
     c.close()
     assert sidecar.server is not None
     seen = sidecar.server.trace.received_counts
-    for name in ("CONNECT", "PARTITIONED_METADATA", "LOOKUP", "PRODUCER", "SEND", "SUBSCRIBE",
-                 "FLOW", "ACK", "CLOSE_CONSUMER"):
+    for name in (
+        "CONNECT",
+        "PARTITIONED_METADATA",
+        "LOOKUP",
+        "PRODUCER",
+        "SEND",
+        "SUBSCRIBE",
+        "FLOW",
+        "ACK",
+        "CLOSE_CONSUMER",
+    ):
         assert seen[name] > 0, name

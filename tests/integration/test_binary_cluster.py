@@ -5,16 +5,20 @@ and getting nothing acknowledged again."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
 
-from sync import TopicName
+from sync import TopicName, kafka_topic_of
+from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.integration._binary_harness import make_topic
+from tests.integration.test_lookup_auth import TOKENS, call
 from tests.integration.test_lookup_http import ShimProcess, wait_agreement
 from tests.kafka_broker import free_port
 
@@ -24,7 +28,14 @@ pytestmark = pytest.mark.timeout(300)
 class BinaryShim(ShimProcess):
     """A sidecar process whose advertised ``pulsar://`` URL is its real binary listener."""
 
-    def __init__(self, bootstrap: str, cluster: str, broker_id: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        cluster: str,
+        broker_id: str,
+        workdir: Path,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.binary_port = free_port()
         super().__init__(
             bootstrap,
@@ -39,6 +50,7 @@ class BinaryShim(ShimProcess):
                 str(self.binary_port),
                 "--broker-url",
                 f"pulsar://127.0.0.1:{self.binary_port}",
+                *extra,
             ),
         )
 
@@ -129,3 +141,73 @@ def test_kill_9_of_the_owner_mid_stream(kafka_bootstrap: str, shims: list[Binary
         assert len(got) == len(set(got))
     finally:
         client.close()
+
+
+class AuthBinaryShim(BinaryShim):
+    """With ``--auth-config``: its status endpoint needs the super-user token."""
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            result = call(self, "GET", "/policy-sync/v1/cluster", "t-admin")
+        except OSError:
+            return None
+        return dict(result.json()) if result.status == 200 else None
+
+
+def test_connect_and_lookup_check_tokens_and_roles(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tenant = "bin" + uuid.uuid4().hex[:6]
+    config = tmp_path / "auth.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tokens": TOKENS,
+                "superUserRoles": ["admin"],
+                "tenants": {tenant: {"adminRoles": ["alice"], "lookupRoles": ["bob"]}},
+            }
+        )
+    )
+    shim = AuthBinaryShim(
+        kafka_bootstrap, "au" + uuid.uuid4().hex[:6], "b0", tmp_path,
+        extra=("--auth-config", str(config)),
+    )  # fmt: skip
+    shim.start()
+    try:
+        shim.wait_ready()
+        ns = f"/admin/v2/namespaces/{tenant}/ns"
+        assert call(shim, "PUT", ns, "t-alice").status == 204
+        topic = TopicName.parse(f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}")
+        KafkaTransport(KafkaConfig(kafka_bootstrap)).admin().ensure_topic(
+            TopicSpec(kafka_topic_of(topic), 1)
+        )
+        # no token: CONNECT is refused (AuthenticationError) and nothing is served
+        anonymous = pulsar.Client(shim.broker_url, operation_timeout_seconds=10)
+        with pytest.raises(pulsar.PulsarException):
+            anonymous.create_producer(str(topic), send_timeout_millis=2000)
+        anonymous.close()
+        # a valid token without a role on the tenant: the lookup is refused
+        eve = pulsar.Client(
+            shim.broker_url,
+            authentication=pulsar.AuthenticationToken("t-eve"),
+            operation_timeout_seconds=10,
+        )
+        with pytest.raises(pulsar.PulsarException):
+            eve.create_producer(str(topic), send_timeout_millis=2000)
+        eve.close()
+        # bob may look the tenant's topics up: he produces and consumes
+        bob = pulsar.Client(
+            shim.broker_url,
+            authentication=pulsar.AuthenticationToken("t-bob"),
+            operation_timeout_seconds=30,
+        )
+        try:
+            consumer = bob.subscribe(
+                str(topic), "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            bob.create_producer(str(topic)).send(b"authorized")
+            assert consumer.receive(timeout_millis=30_000).data() == b"authorized"
+        finally:
+            bob.close()
+    finally:
+        shim.stop()

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from broker_shim._http import build_app
+from broker_shim._policy_rest import REST_POLICIES
 from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
@@ -90,8 +91,19 @@ def _policy_url(s: ThreadSidecar, topic: TopicName, name: str) -> str:
 
 
 def _applied(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
-    status, body = _request("GET", _policy_url(s, topic, name) + "?applied=true")
-    return None if status == 204 else body
+    """The effective value of a REST policy as the sidecar's own cache has it (None: unset)."""
+    svc = s.sidecar.service
+    assert svc is not None
+    value = svc.applied(topic).get(REST_POLICIES[name].field)
+    return _thaw(value)
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    if hasattr(value, "items"):
+        return {k: _thaw(v) for k, v in value.items()}
+    return value
 
 
 def test_retention_sets_the_kafka_topic_config_on_the_owner(
@@ -129,7 +141,7 @@ def test_namespace_retention_applies_to_its_topics_and_topic_policy_wins(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "420000",
             "namespace retention applied",
         )
-        body = {"retentionTimeInMinutes": 9, "retentionSizeInMB": 0}
+        body = {"retentionTimeInMinutes": 9, "retentionSizeInMB": 5}
         run(set_policy(writer.http_url, topic, "retention", body))
         _wait_for(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "540000",
@@ -179,16 +191,8 @@ def test_max_message_size_and_persistence_set_kafka_limits(
 @pytest.mark.parametrize(
     ("name", "value", "reason"),
     [
-        (
-            "persistence",
-            {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 1},
-            "Bookkeeper Ensemble (1) >= WriteQuorum (2) >= AckQuoru (1)",
-        ),
-        ("replicationClusters", ["east", "west"], "geo-replication is not supported"),
         ("shadowTopics", ["persistent://public/default/x"], "not supported on this cluster"),
-        ("schemaValidationEnforced", True, "not supported on this cluster"),
         ("compactionThreshold", 1024, "not supported on this cluster"),
-        ("publishRate", {"publishThrottlingRateInMsg": -1}, "must be between 0"),
     ],
 )
 def test_policies_that_cannot_apply_are_refused_and_not_written(
@@ -203,7 +207,36 @@ def test_policies_that_cannot_apply_are_refused_and_not_written(
     status, body = _request("POST", _policy_url(writer, topic, name), value)
     assert status == 412, body
     assert reason in body["reason"]
-    assert _request("GET", _policy_url(writer, topic, name))[0] == 204
+    svc = writer.sidecar.service
+    assert svc is not None
+    assert svc.get(PolicyTarget.for_topic(topic)) is None  # nothing written
+
+
+def test_geo_replication_is_refused_by_the_policy_service(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    """policyctl and every other writer get the same refusal as the REST API."""
+    writer, _server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+    with pytest.raises(InvalidPolicyError, match="geo-replication is not supported"):
+        svc.set(target, {"replicationClusters": ["east", "west"]})
+    with pytest.raises(InvalidPolicyError, match=r"Ensemble \(1\) >= WriteQuorum \(2\)"):
+        svc.set(
+            target,
+            {
+                "persistence": {
+                    "bookkeeperEnsemble": 1,
+                    "bookkeeperWriteQuorum": 2,
+                    "bookkeeperAckQuorum": 1,
+                    "managedLedgerMaxMarkDeleteRate": 0.0,
+                }
+            },
+        )
+    assert svc.get(target) is None
+    svc.set(target, {"replicationClusters": ["standalone"], "schemaValidationEnforced": True})
 
 
 def test_backlog_quota_at_or_above_retention_is_refused(
@@ -517,3 +550,302 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         assert await payloads("d") == [b"m0", b"m1", b"m2", b"m3", b"m3", b"m3"]
 
     run(scenario(), timeout_s=240)
+
+
+async def _acks_within(prod: Any, count: int, window_s: float) -> int:
+    """Send ``count`` messages pipelined; how many were acknowledged within ``window_s``."""
+    for i in range(count):
+        await prod.send(send_frame(f"r{i}".encode(), context=str(i)))
+    got = 0
+    deadline = time.monotonic() + window_s
+    while got < count and (left := deadline - time.monotonic()) > 0:
+        try:
+            await asyncio.wait_for(prod.recv(), left)
+        except TimeoutError:
+            break
+        got += 1
+    return got
+
+
+def test_publish_rate_throttles_producers_on_the_owner(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+
+    async def seen(value: Any) -> None:
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "publishRate") == value, "publishRate"
+        )
+
+    async def scenario() -> None:
+        rate = {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": 0}
+        await set_policy(writer.http_url, topic, "publishRate", rate)
+        await seen(rate)
+        async with connect(producer) as prod:
+            # a burst of 10, then 10/s over 2 s (+2 for timer slack); unthrottled: all 60
+            acked = await _acks_within(prod, 60, 2.0)
+            assert 1 <= acked <= 32
+        rate = {"publishThrottlingRateInMsg": 100_000, "publishThrottlingRateInByte": 0}
+        await set_policy(writer.http_url, topic, "publishRate", rate)
+        await seen(rate)
+        async with connect(producer) as prod:
+            assert await _acks_within(prod, 60, 60.0) == 60
+        await set_policy(writer.http_url, topic, "publishRate", None)
+        await seen(None)
+        async with connect(producer) as prod:
+            assert await _acks_within(prod, 60, 60.0) == 60
+
+    run(scenario(), timeout_s=180)
+
+
+def test_subscribe_rate_refuses_subscriptions_over_the_rate(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    url = consumer_url(server, topic, "s", consumerName="c1", subscriptionType="Shared")
+
+    async def seen(value: Any) -> None:
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "subscribeRate") == value, "subscribeRate"
+        )
+
+    async def scenario() -> None:
+        rate = {"subscribeThrottlingRatePerConsumer": 1, "ratePeriodInSecond": 600}
+        await set_policy(writer.http_url, topic, "subscribeRate", rate)
+        await seen(rate)
+        async with connect(url):
+            pass
+        status, text = await _refused(url)
+        assert status == 403
+        assert text.endswith("Subscribe limited by subscribe rate limit per consumer.")
+        rate = {"subscribeThrottlingRatePerConsumer": 1000, "ratePeriodInSecond": 1}
+        await set_policy(writer.http_url, topic, "subscribeRate", rate)
+        await seen(rate)
+        for _ in range(3):
+            async with connect(url):
+                pass
+        await set_policy(writer.http_url, topic, "subscribeRate", None)
+        await seen(None)
+        for _ in range(3):
+            async with connect(url):
+                pass
+
+    run(scenario(), timeout_s=180)
+
+
+def test_max_unacked_messages_on_subscription_pauses_dispatch(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+    name = "maxUnackedMessagesOnSubscription"
+
+    async def seen(value: Any) -> None:
+        await asyncio.to_thread(_wait_for, lambda: _applied(server, topic, name) == value, name)
+
+    async def scenario() -> None:
+        await set_policy(writer.http_url, topic, name, 4)
+        await seen(4)
+        url = consumer_url(server, topic, "u", subscriptionType="Shared")
+        async with connect(url) as c1, connect(url) as c2, connect(producer) as prod:
+            await produce(prod, [f"m{i}".encode() for i in range(20)])
+            first = await silent(c1, 1.0) + await silent(c2, 0.5)
+            assert len(first) == 4  # both consumers have room; the subscription does not
+            await ack(c1, first)  # an ack counts from any consumer of the subscription
+            second = await silent(c1, 1.0) + await silent(c2, 0.5)
+            assert len(second) == 4
+            await set_policy(writer.http_url, topic, name, 100)
+            await seen(100)
+            rest = await silent(c1, 1.5) + await silent(c2, 0.5)
+            assert len(rest) == 12
+            await set_policy(writer.http_url, topic, name, None)
+            await seen(None)
+
+    run(scenario(), timeout_s=180)
+
+
+def test_delayed_delivery_holds_messages_on_shared_and_refuses_beyond_the_max(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = f"{server.ws_url}/producer/{path_of(topic)}"
+    svc, server_svc = writer.sidecar.service, server.sidecar.service
+    assert svc is not None and server_svc is not None
+    target = PolicyTarget.for_topic(topic)
+
+    async def apply(patch: dict[str, Any]) -> None:
+        await asyncio.to_thread(svc.set, target, patch)
+        want = {k: v for k, v in patch.items() if v is not None}
+        await asyncio.to_thread(
+            _wait_for,
+            lambda: (
+                all(server_svc.applied(topic).get(k) == v for k, v in want.items())
+                and not any(k in server_svc.applied(topic) for k, v in patch.items() if v is None)
+            ),
+            "delayed delivery policies seen by the server",
+        )
+
+    async def send(prod: Any, payload: bytes, **extra: Any) -> dict[str, Any]:
+        await prod.send(send_frame(payload, context=payload.decode(), **extra))
+        answer: dict[str, Any] = json.loads(await asyncio.wait_for(prod.recv(), 30))
+        return answer
+
+    async def scenario() -> None:
+        await apply(
+            {
+                "delayedDeliveryEnabled": True,
+                "delayedDeliveryTickTimeMillis": 100,
+                "delayedDeliveryMaxDelayInMillis": 600_000,
+            }
+        )
+        shared = consumer_url(server, topic, "sh", subscriptionType="Shared")
+        excl = consumer_url(server, topic, "ex")
+        async with connect(shared) as sh, connect(excl) as ex, connect(producer) as prod:
+            assert (await send(prod, b"late", deliverAfterMs=2000))["result"] == "ok"
+            assert (await send(prod, b"now"))["result"] == "ok"
+            first = await receive(sh, 1)
+            assert [_payload(m) for m in first] == [b"now"]
+            assert await silent(sh, 0.5) == []  # not due yet
+            later = await receive(sh, 1, 30)
+            assert [_payload(m) for m in later] == [b"late"]
+            await ack(sh, first + later)
+            # Exclusive subscriptions ignore the delay, as Pulsar
+            assert [_payload(m) for m in await receive(ex, 2)] == [b"late", b"now"]
+            too_far = await send(prod, b"far", deliverAfterMs=700_000)
+            assert too_far["result"] != "ok"
+            assert (
+                "Exceeds max allowed delivery delay of 600000 milliseconds" in too_far["errorMsg"]
+            )
+        # update: disabled, a delayed message is delivered at once
+        await apply({"delayedDeliveryEnabled": False})
+        async with connect(shared) as sh, connect(producer) as prod:
+            assert (await send(prod, b"undelayed", deliverAfterMs=60_000))["result"] == "ok"
+            got = await receive(sh, 1)
+            assert [_payload(m) for m in got] == [b"undelayed"]
+            await ack(sh, got)
+        # delete: Pulsar's defaults (enabled, no maximum)
+        await apply(
+            {
+                "delayedDeliveryEnabled": None,
+                "delayedDeliveryTickTimeMillis": None,
+                "delayedDeliveryMaxDelayInMillis": None,
+            }
+        )
+        async with connect(shared) as sh, connect(producer) as prod:
+            assert (await send(prod, b"far", deliverAfterMs=700_000))["result"] == "ok"
+            assert (await send(prod, b"soon", deliverAfterMs=1500))["result"] == "ok"
+            assert await silent(sh, 0.5) == []
+            assert [_payload(m) for m in await receive(sh, 1, 30)] == [b"soon"]
+
+    run(scenario(), timeout_s=180)
+
+
+def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    svc = writer.sidecar.service
+    assert svc is not None
+
+    def exists(topic: TopicName) -> bool:
+        return admin.describe_topic(kafka_topic_of(topic)) is not None
+
+    def policy(mode: str) -> dict[str, Any]:
+        return {
+            "inactiveTopicDeleteMode": mode,
+            "maxInactiveDurationSeconds": 1,
+            "deleteWhileInactive": True,
+        }
+
+    async def publish(topic: TopicName) -> None:
+        async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
+            await produce(prod, [b"one"])
+
+    async def scenario() -> None:
+        check_s = _engine(server).config.inactive_topic_check_s
+        # write: no subscriptions, idle → deleted (its Kafka topic)
+        gone = make_topic(kafka_bootstrap, 1)
+        await publish(gone)
+        await set_policy(
+            writer.http_url, gone, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
+        )
+        await asyncio.to_thread(_wait_for, lambda: not exists(gone), "inactive topic deleted")
+        # update: caught-up mode keeps a topic whose subscription has a backlog …
+        kept = make_topic(kafka_bootstrap, 1)
+        async with connect(consumer_url(server, kept, "s")) as c:
+            await publish(kept)
+            held = await receive(c, 1)
+        await set_policy(
+            writer.http_url, kept, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
+        )
+        mode = policy("delete_when_subscriptions_caught_up")
+        await set_policy(writer.http_url, kept, "inactiveTopicPolicies", mode)
+        await asyncio.sleep(2.5 * check_s)
+        assert exists(kept)  # it has an unacknowledged message
+        async with connect(consumer_url(server, kept, "s")) as c:
+            again = await receive(c, 1)
+            assert again[0]["messageId"] == held[0]["messageId"]
+            await ack(c, again)
+        await asyncio.to_thread(_wait_for, lambda: not exists(kept), "caught-up topic deleted")
+        # delete: without the policy an idle topic stays
+        stays = make_topic(kafka_bootstrap, 1)
+        await publish(stays)
+        await set_policy(
+            writer.http_url, stays, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
+        )
+        await set_policy(writer.http_url, stays, "inactiveTopicPolicies", None)
+        await asyncio.sleep(2.5 * check_s)
+        assert exists(stays)
+
+    run(scenario(), timeout_s=240)
+
+
+def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    kafka_topic = kafka_topic_of(topic)
+    transport = KafkaTransport(KafkaConfig(kafka_bootstrap))
+    admin = transport.admin()
+    group = f"{_group_prefix(topic)}cold"
+
+    def commit(offset: int) -> None:
+        consumer = transport.consumer(group_id=group)
+        try:
+            consumer.commit(kafka_topic, {0: (offset, "")})
+        finally:
+            consumer.close()
+
+    def position() -> int:
+        return admin.group_offsets(group, kafka_topic).get(0, 0)
+
+    async def scenario() -> None:
+        async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
+            await produce(prod, [b"a", b"b", b"c"])
+        await asyncio.to_thread(commit, 0)  # a durable subscription nobody serves now
+        await asyncio.sleep(1.5)
+        await set_policy(writer.http_url, topic, "messageTTL", 1)
+        await asyncio.to_thread(_wait_for, lambda: position() == 3, "cold subscription expired")
+        check_s = _engine(server).config.unloaded_expiry_check_s
+        await set_policy(writer.http_url, topic, "messageTTL", 3600)
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
+        )
+        await asyncio.to_thread(commit, 0)
+        await asyncio.sleep(2.5 * check_s)
+        assert position() == 0  # nothing is an hour old
+        await set_policy(writer.http_url, topic, "messageTTL", None)
+        await asyncio.to_thread(
+            _wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
+        )
+        await asyncio.sleep(2.5 * check_s)
+        assert position() == 0
+
+    run(scenario(), timeout_s=180)

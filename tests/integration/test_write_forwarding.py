@@ -7,9 +7,11 @@ holder is elected within the session timeout) and no acknowledged write is lost.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,9 @@ import pytest
 
 from tests.kafka_broker import free_port
 
-from .helpers import Sidecar, create_topic, http
+from .helpers import Sidecar, http
 
-BASE = "/admin/v2/persistent/acme/ops/"
+BASE = "/admin/v2/persistent/public/default/"
 LIVENESS_S = 60.0
 SESSION_MS = 1_500
 
@@ -38,8 +40,9 @@ def shims(
     try:
         for shim in started:
             shim.wait_ready()
-        for name in ("orders", "payments"):  # Pulsar keeps policies only for topics
-            create_topic(started[0].url, f"persistent://acme/ops/{name}")
+        for topic in ("orders", "payments", "forwarded"):  # policies need their topic
+            created = http("PUT", f"{started[0].url}{BASE}{topic}")
+            assert created.status in (204, 409), created.body
         yield started
     finally:
         for shim in started:
@@ -71,7 +74,7 @@ def _set(shim: Sidecar, topic: str, policy: str, value: int) -> int:
 
 def _get(shim: Sidecar, topic: str, policy: str) -> Any:
     result = http("GET", f"{shim.url}{BASE}{topic}/{policy}")
-    return result.json() if result.status == 200 and result.body else None
+    return result.json() if result.status == 200 and result.body else None  # unset: no body
 
 
 POLICIES = ["maxConsumers", "maxProducers", "maxSubscriptionsPerTopic"]
@@ -162,3 +165,37 @@ def test_holder_killed_mid_load_loses_no_acknowledged_write(shims: list[Sidecar]
             value = _get(shim, "payments", policy)
             assert value is not None and value >= acknowledged[policy], (shim.url, policy)
     assert len({s.digest()["digest"] for s in survivors}) == 1
+
+
+def test_a_refused_forwarded_write_does_not_fail_the_others(shims: list[Sidecar]) -> None:
+    holder = _one_holder(shims)
+    key = "persistent://public/default/forwarded"
+    writes = [
+        {"key": key, "fields": {"maxConsumerPerTopic": 4}},
+        {"key": key, "fields": {"maxConsumerPerTopic": -1}},  # invalid: 412 for this one
+        {"key": key, "fields": {"maxProducerPerTopic": 2}},
+    ]
+    path = holder.url + "/policy-sync/v1/write"
+    body = json.dumps({"writes": writes})
+    # Only sidecars forward: without the header the endpoint does not exist.
+    assert http("POST", path, body).status == 404
+    result = http_with(path, body, {"X-Policy-Sync-Forwarded": "1"})
+    assert result["status"] == 200, result
+    ok1, bad, ok2 = result["body"]["results"]
+    assert "positions" in ok1 and "positions" in ok2
+    assert bad["status"] == 412 and "maxConsumerPerTopic" in bad["reason"]
+    for shim in shims:
+        deadline = time.monotonic() + LIVENESS_S
+        while _get(shim, "forwarded", "maxProducers") != 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert _get(shim, "forwarded", "maxConsumers") == 4
+
+
+def http_with(url: str, body: str, headers: dict[str, str]) -> dict[str, Any]:
+    req = urllib.request.Request(url, data=body.encode(), method="POST")  # noqa: S310
+    req.add_header("Content-Type", "application/json")
+    for name, value in headers.items():
+        req.add_header(name, value)
+    with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - loopback
+        return {"status": resp.status, "body": json.loads(resp.read())}

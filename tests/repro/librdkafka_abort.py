@@ -102,9 +102,7 @@ def _child(threads: int, mode: str) -> None:
 
 def _kafkactl(*args: str) -> str:
     for attempt in range(3):  # a loaded machine can miss kafkactl's readiness deadline
-        out = subprocess.run(
-            [sys.executable, str(KAFKACTL), *args], capture_output=True, text=True
-        )
+        out = subprocess.run([sys.executable, str(KAFKACTL), *args], capture_output=True, text=True)
         if out.returncode == 0:
             return out.stdout.strip()
         print(f"kafkactl {' '.join(args)} failed (attempt {attempt + 1}): {out.stderr[-300:]}")
@@ -157,8 +155,16 @@ def main() -> int:
     try:
         _ensure_topic()
         child = subprocess.Popen(
-            [sys.executable, "-m", "tests.repro.librdkafka_abort", "--child",
-             "--threads", str(args.threads), "--mode", args.mode],
+            [
+                sys.executable,
+                "-m",
+                "tests.repro.librdkafka_abort",
+                "--child",
+                "--threads",
+                str(args.threads),
+                "--mode",
+                args.mode,
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -203,8 +209,9 @@ def main() -> int:
         if child is not None and child.poll() is None:
             child.kill()
             child.wait()
-        subprocess.run([sys.executable, str(KAFKACTL), "cluster-down", "--purge"],
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, str(KAFKACTL), "cluster-down", "--purge"], capture_output=True
+        )
     if args.mode == "inprocess":
         return 0 if aborted else 1
     return 1 if child is not None and child.returncode not in (None, -signal.SIGKILL) else 0

@@ -119,9 +119,7 @@ def test_closed_loop_slows_down_with_the_server(server: _Server) -> None:
 
     async def run() -> _Phase:
         server.stall(time.perf_counter() + 0.3, 0.2)
-        phase, _ = await _phase(
-            "127.0.0.1", server.port, _requests(), connections, 0.8, 0.0, True
-        )
+        phase, _ = await _phase("127.0.0.1", server.port, _requests(), connections, 0.8, 0.0, True)
         return phase
 
     phase = asyncio.run(run())

@@ -65,7 +65,7 @@ def test_messaging_exports() -> None:
     assert sorted(sync.messaging.__all__) == sorted(
         [
             "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
-            "ProducerBlockedQuotaExceededError",
+            "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
             "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",

@@ -1,0 +1,189 @@
+"""The binary connection's state machine, over loopback TCP and the in-memory transport."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from broker_shim.binary import BinaryConfig, BinaryServer
+from broker_shim.binary import PulsarApi_pb2 as api
+from broker_shim.binary._framing import encode_command
+from sync.messaging import MessagingEngine
+from sync.transport import MemoryTransport
+
+_T = api.BaseCommand
+URL = "pulsar://127.0.0.1:6650"
+
+
+def _cmd(kind: api.BaseCommand.Type, **fields: object) -> bytes:
+    cmd = _T(type=kind)
+    name = {
+        _T.CONNECT: "connect",
+        _T.PING: "ping",
+        _T.LOOKUP: "lookupTopic",
+        _T.PARTITIONED_METADATA: "partitionMetadata",
+        _T.PRODUCER: "producer",
+    }.get(kind)
+    if name is not None:
+        sub = getattr(cmd, name)
+        sub.SetInParent()
+        for k, v in fields.items():
+            setattr(sub, k, v)
+    return encode_command(cmd)
+
+
+def _connect(version: int = 21) -> bytes:
+    return _cmd(_T.CONNECT, client_version="test", protocol_version=version)
+
+
+class Peer:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def recv(self, timeout_s: float = 5.0) -> api.BaseCommand | None:
+        """The next command, or None once the server closed the connection."""
+        try:
+            header = await asyncio.wait_for(self.reader.readexactly(4), timeout_s)
+            body = await self.reader.readexactly(struct.unpack(">I", header)[0])
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        cmd = _T()
+        cmd.ParseFromString(body[4 : 4 + struct.unpack_from(">I", body)[0]])
+        return cmd
+
+
+@contextlib.asynccontextmanager
+async def serving() -> AsyncIterator[BinaryServer]:
+    """A listener over an engine on the in-memory transport, without policies."""
+    engine = MessagingEngine(MemoryTransport(), lambda: None)
+    srv = BinaryServer(
+        engine,
+        cluster=lambda: None,
+        advertised_url=URL,
+        producer_name_prefix="t",
+        config=BinaryConfig(keepalive_s=0.3, protocol_version=21),
+    )
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.close()
+
+
+async def _open(server: BinaryServer) -> Peer:
+    assert server.port is not None
+    return Peer(*await asyncio.open_connection("127.0.0.1", server.port))
+
+
+def run(coro: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(coro(), 30))
+
+
+def test_connect_negotiates_the_lower_version_then_serves() -> None:
+    async def scenario() -> None:
+        async with serving() as srv:
+            peer = await _open(srv)
+            peer.send(_connect(version=15))
+            answer = await peer.recv()
+            assert answer is not None and answer.type == _T.CONNECTED
+            assert answer.connected.protocol_version == 15
+            assert answer.connected.max_message_size == 5 * 1024 * 1024
+            peer.send(_cmd(_T.PING))
+            pong = await peer.recv()
+            assert pong is not None and pong.type == _T.PONG
+            peer.send(_cmd(_T.LOOKUP, topic="persistent://public/default/x", request_id=7))
+            lookup = await peer.recv()
+            assert lookup is not None
+            resp = lookup.lookupTopicResponse
+            assert (resp.request_id, resp.brokerServiceUrl, resp.authoritative) == (7, URL, True)
+            assert resp.response == api.CommandLookupTopicResponse.Connect
+            peer.send(
+                _cmd(_T.PARTITIONED_METADATA, topic="persistent://public/default/x", request_id=8)
+            )
+            meta = await peer.recv()
+            assert meta is not None and meta.partitionMetadataResponse.partitions == 0
+            peer.send(_cmd(_T.LOOKUP, topic="persistent://a/b/c/d/e", request_id=9))
+            bad = await peer.recv()
+            assert bad is not None
+            assert bad.lookupTopicResponse.response == api.CommandLookupTopicResponse.Failed
+            assert bad.lookupTopicResponse.error == api.InvalidTopicName
+            peer.send(
+                _cmd(_T.PRODUCER, topic="persistent://public/default/x", producer_id=1,
+                     request_id=10)  # fmt: skip
+            )
+            refused = await peer.recv()
+            assert refused is not None and refused.type == _T.ERROR
+            assert refused.error.request_id == 10
+            assert refused.error.error == api.ServiceNotReady  # no policies loaded: fail closed
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        _cmd(_T.PING),  # anything before CONNECT
+        _cmd(_T.LOOKUP, topic="persistent://public/default/x", request_id=1),
+    ],
+)
+def test_commands_before_connect_close_the_connection(first: bytes) -> None:
+    async def scenario() -> None:
+        async with serving() as srv:
+            peer = await _open(srv)
+            peer.send(first)
+            assert await peer.recv() is None
+            other = await _open(srv)  # the server keeps serving others
+            other.send(_connect())
+            answer = await other.recv()
+            assert answer is not None and answer.type == _T.CONNECTED
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [_connect(), encode_command(_T(type=_T.NEW_TXN)), encode_command(_T(type=_T.SUCCESS))],
+)
+def test_second_connect_and_unsupported_commands_close_the_connection(second: bytes) -> None:
+    async def scenario() -> None:
+        async with serving() as srv:
+            peer = await _open(srv)
+            peer.send(_connect())
+            answer = await peer.recv()
+            assert answer is not None and answer.type == _T.CONNECTED
+            peer.send(second)
+            assert await peer.recv() is None
+
+    run(scenario)
+
+
+def test_the_server_pings_and_drops_a_silent_peer() -> None:
+    async def scenario() -> None:
+        async with serving() as srv:
+            peer = await _open(srv)
+            peer.send(_connect())
+            answer = await peer.recv()
+            assert answer is not None and answer.type == _T.CONNECTED
+            ping = await peer.recv()  # idle for one keepalive interval
+            assert ping is not None and ping.type == _T.PING
+            assert await peer.recv() is None  # no answer for two intervals: dropped
+            assert srv.trace.sent_counts["PING"] >= 1
+
+    run(scenario)
+
+
+def test_a_peer_that_never_connects_is_dropped() -> None:
+    async def scenario() -> None:
+        async with serving() as srv:
+            peer = await _open(srv)
+            assert await peer.recv() is None  # nothing but the close
+
+    run(scenario)
