@@ -14,13 +14,14 @@ PULSAR_BROKER_PORT ?= 6650
 PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 
 .PHONY: help setup kafka-up kafka-down cluster-up cluster-down pulsar-up pulsar-down compat lint \
-        types unit integration test demo bench chaos clean wheel-check proto
+        types unit integration test demo bench chaos chaos-short clean wheel-check proto
 
 help:
 	@echo "make demo   - run the main job end to end on a local Kafka it starts itself"
 	@echo "make test   - lint, types, unit and integration tests (real Kafka, real Spark)"
 	@echo "make bench  - benchmarks against a raw confluent-kafka baseline"
 	@echo "make chaos  - chaos soak on the 3-broker cluster (CHAOS_SECONDS=600, CHAOS_SEED)"
+	@echo "make chaos-short - the 75-second soak as a pytest test"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
 	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/39092)"
 	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
@@ -102,6 +103,10 @@ proto: setup
 # for the whole run, brings the 3-broker cluster up and down, and exits 1 on a violation.
 chaos: setup
 	$(PY) -m chaos
+
+# The 75-second soak as a test (not yet in `make test`: it still finds violations).
+chaos-short: setup
+	$(VENV)/bin/pytest -q tests/chaos
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build

@@ -149,7 +149,7 @@ class Sidecar:
             svc = self._service
             if svc is None or svc.cache.state is not CacheState.FAILED:
                 continue
-            self.last_failure = str(svc.cache._failure)  # noqa: SLF001
+            self.last_failure = str(svc.cache.failure)
             logger.error(
                 "policy cache failed (%s); restarting in %.1fs",
                 self.last_failure,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import platform
 import secrets
 import signal
 import sys
@@ -30,7 +31,7 @@ from ._messaging import Messaging, wait_drained
 from ._observer import HealthPoller, OwnershipObserver, percentile
 from ._poison import PoisonFuzz
 from ._procs import KafkaCluster, SidecarProc, http_status
-from ._world import ChaosConfig, World
+from ._world import WRITE_NAMESPACE, ChaosConfig, World
 from ._writers import WRITERS, Writer, key_topic, lost_writes
 
 CLUSTER_LOCK = Path("/tmp/ps-cluster.lock")  # noqa: S108 - the lock every helper shares
@@ -64,14 +65,18 @@ def cluster_lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def machine() -> str:
+    return f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 def say(text: str) -> None:
     print(f"chaos: {text}", flush=True)
 
 
 def get_json(url: str) -> Any:
     status, body = http_status(url, timeout=30)
-    if status == 204:
-        return None
+    if status == 204 or (status == 200 and not body.strip()):
+        return None  # an unset policy (Pulsar: 200 with an empty body, or 204)
     if status != 200:
         raise RuntimeError(f"GET {url}: {status} {body[:200]!r}")
     return json.loads(body)
@@ -88,7 +93,11 @@ class Soak:
         self.fuzz = Fuzzer(self.world)
         self.poison = PoisonFuzz(self.world, spread_s=config.seconds * 0.7)
         self.fresh: SidecarProc | None = None
-        self.result: dict[str, Any] = {"seed": config.seed, "seconds": config.seconds}
+        self.result: dict[str, Any] = {
+            "seed": config.seed, "seconds": config.seconds, "machine": machine(),
+            "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "load_at_start": os.getloadavg(),
+        }  # fmt: skip
         self.violations: list[str] = []
 
     # ----------------------------------------------------------------------- phases
@@ -118,9 +127,14 @@ class Soak:
         self.poison.seed()
         say(f"poison templates: {self.poison.stats.templates} real records "
             f"{self.poison.stats.seed_error}")  # fmt: skip
+        # Pulsar's order: tenant, namespace, topics; policies only on existing topics
+        admin = f"{w.sidecars[0].url}/admin/v2"
+        self._put(f"{admin}/tenants/chaos", b'{"allowedClusters": ["standalone"]}')
+        self._put(f"{admin}/namespaces/{WRITE_NAMESPACE}", b"")
+        for i in range(w.config.keys):
+            self._put(f"{admin}/{key_topic(i).replace('://', '/')}", b"")
         for i in range(w.config.topics):
-            url = f"{w.sidecars[0].url}/admin/v2/persistent/public/default/chaos-m{i}/partitions"
-            self._put(url, b"1")
+            self._put(f"{admin}/persistent/public/default/chaos-m{i}/partitions", b"1")
 
     def _put(self, url: str, body: bytes) -> None:
         """PUT until 204 (created) or 409 (exists), for at most a minute; every other
@@ -140,6 +154,8 @@ class Soak:
             if status in (200, 204, 409):
                 return
             self.result.setdefault("setup_answers", []).append(f"PUT {url}: {status} {text}")
+            if 400 <= status < 500:
+                return  # refused: the writers' errors will show what it costs
             if time.monotonic() > deadline:
                 raise RuntimeError(f"PUT {url}: {status} {text}")
             time.sleep(1.0)
@@ -170,7 +186,10 @@ class Soak:
             writer.join()
         self.fuzz.join()
         self.poison.join()
-        self.faults.heal()
+        try:
+            self.faults.heal()
+        except Exception as exc:  # noqa: BLE001 - a finding; the checks still run
+            self.violations.append(f"healing after the last fault failed: {exc!r}"[:2000])
         healed_at = w.now()
         for s in w.sidecars:
             if not s.wait_healthy(max(1.0, READY_TIMEOUT_S - (w.now() - healed_at))):
@@ -248,6 +267,8 @@ class Soak:
             path = key_topic(i).replace("://", "/")
             for fld, rest in FIELD_PATHS.items():
                 final[i][fld] = get_json(f"{fresh.url}/admin/v2/{path}/{rest}")
+        if not any(x.stats.acked for x in self.writers):
+            self.violations.append("no policy write was acknowledged: the write check saw nothing")
         lost = lost_writes(self.writers, final)
         self.result["lost_writes"] = lost
         if lost:
@@ -344,6 +365,9 @@ class Soak:
             for s in self.world.sidecars
         }
         self.result["last_unhealthy_body"] = self.health.last_unhealthy_body
+        self.result["health_max_sample_gap_s"] = {
+            s.broker_id: round(self.health.max_gap(s.broker_id), 1) for s in self.world.sidecars
+        }
         if not rows:
             self.violations.append("no fault was injected")
         if slow:
@@ -371,7 +395,8 @@ class Soak:
         self.result["http_fuzz"] = {
             "requests": f.requests,
             "by_status": {str(k): v for k, v in sorted(f.by_status.items())},
-            "five_xx": f.five_xx(), "examples": f.server_errors[:15],
+            "five_xx": f.five_xx(), "five_xx_to_valid_requests": f.five_xx_valid,
+            "examples": f.server_errors[:15],
             "transport_errors": dict(f.transport_errors),
         }  # fmt: skip
         self.result["poison"] = {"records": p.total, "by_kind": dict(p.produced),
@@ -389,12 +414,16 @@ class Soak:
     def teardown(self) -> None:
         w = self.world
         w.stop.set()
-        for s in [*w.sidecars, *([self.fresh] if self.fresh else [])]:
-            if s.alive():
-                s.signal(signal.SIGTERM)
-                ended = s.reap(w.t0, timeout=30)
-                if ended is not None and ended.returncode != 0:
-                    self.result.setdefault("shutdown", []).append((ended.broker_id, ended.how))
+        running = [s for s in [*w.sidecars, *([self.fresh] if self.fresh else [])] if s.alive()]
+        for s in running:
+            s.signal(signal.SIGCONT)
+            s.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for s in running:
+            ended = s.reap(w.t0, timeout=max(1.0, deadline - time.monotonic()))
+            if ended is not None and ended.returncode != 0:
+                # a clean stop (SIGTERM) that needed SIGKILL or exited non-zero
+                self.result.setdefault("shutdown", []).append((ended.broker_id, ended.how))
         w.cluster.down()
 
 
@@ -419,8 +448,8 @@ def main() -> None:
     workdir = Path(os.environ.get("CHAOS_WORKDIR") or tempfile.mkdtemp(prefix="chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     say(f"seed {config.seed}, {config.seconds:.0f}s of faults, logs in {workdir}")
-    started = time.monotonic()
     with cluster_lock():
+        started = time.monotonic()
         soak = Soak(config, workdir)
         try:
             soak.setup()
@@ -431,6 +460,7 @@ def main() -> None:
         finally:
             soak.teardown()
     soak.result["wall_s"] = round(time.monotonic() - started, 1)
+    soak.result["load_at_end"] = os.getloadavg()
     report(soak)
     (workdir / "result.json").write_text(
         json.dumps({"result": soak.result, "violations": soak.violations}, indent=2, default=str)

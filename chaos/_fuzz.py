@@ -20,8 +20,11 @@ from websockets.exceptions import InvalidStatus
 from ._procs import SidecarProc
 from ._world import LOOKUP_NAMESPACE, WRITE_NAMESPACE, World
 
+# names Pulsar refuses (NamedEntity: letters, digits and -_=:. ; not "." or "..")
 BAD_NAMES = (".", "..", "%00", "a%3Fb", "a%20b", "%FF", "%25", "%2F", "a%2Fb", "%C3%28",
-             "x" * 3000, "%E2%82", "%0A", "a:b", "%7F")  # fmt: skip
+             "%E2%82", "%0A", "%7F")  # fmt: skip
+# valid names, asked with the bad ones: a 5xx to them is counted apart (availability)
+GOOD_NAMES = ("ok-topic", "a:b", "x" * 3000)
 BAD_CHARSETS = ("application/json; charset=bogus", "application/json; charset=utf-16",
                 "application/json; charset=\u00e9", "text/plain; charset=utf-32",
                 "application/json; charset=", "application/x-www-form-urlencoded")  # fmt: skip
@@ -65,7 +68,11 @@ class FuzzStats:
     server_errors: list[str] = field(default_factory=list)
     transport_errors: Counter[str] = field(default_factory=Counter)
 
+    #: 5xx answers to requests whose input was valid (unavailability, not bad input)
+    five_xx_valid: int = 0
+
     def five_xx(self) -> int:
+        """5xx answers to malformed input."""
         return sum(n for status, n in self.by_status.items() if status >= 500)
 
 
@@ -87,19 +94,24 @@ class Fuzzer:
         good = [s for s in self.world.sidecars if s.url in self.world.healthy and s.serving()]
         return self.rng.choice(good) if good else None
 
-    def _note(self, label: str, status: int, detail: str) -> None:
+    def _note(self, label: str, status: int, detail: str, malformed: bool = True) -> None:
         self.stats.requests += 1
+        if not malformed:
+            if status >= 500:
+                self.stats.five_xx_valid += 1
+            return
         self.stats.by_status[status] += 1
         if status >= 500 and len(self.stats.server_errors) < 200:
             self.stats.server_errors.append(f"{self.world.now():.1f}s {status} {label} {detail}")
 
     def _http(self, s: SidecarProc) -> None:
         rng = self.rng
-        name = rng.choice((*BAD_NAMES, "ok-topic"))
+        name = rng.choice((*BAD_NAMES, *GOOD_NAMES))
         policy = rng.choice(POLICIES)
         choice = rng.randrange(7)
         body: bytes | None = None
         ctype = "application/json"
+        query = ""
         if choice == 0:  # policy write with a bad body (good or bad name)
             label, body, ctype = bad_body(rng)
             method, path = "POST", f"/admin/v2/persistent/{WRITE_NAMESPACE}/{name}/{policy}"
@@ -123,14 +135,20 @@ class Fuzzer:
             path = f"/admin/v2/{domain}/{name}/{name}/t/maxConsumers"
         else:  # delete with bad names
             method, label = "DELETE", "delete"
-            path = f"/admin/v2/persistent/{WRITE_NAMESPACE}/{name}/{policy}?isGlobal={name}"
+            query = f"?isGlobal={name}"
+            path = f"/admin/v2/persistent/{WRITE_NAMESPACE}/{name}/{policy}{query}"
         conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=15)
         try:
             headers = {"Content-Type": ctype} if body is not None else {}
             conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
             text = resp.read()[:200].decode(errors="replace")
-            self._note(f"{method} {path[:120]} [{label}]", resp.status, text)
+            malformed = (
+                name in BAD_NAMES or bool(query)
+                or (body is not None and not (choice == 4 and label == "empty"))
+                or choice == 5 or policy == "bogusPolicy"
+            )  # fmt: skip
+            self._note(f"{method} {path[:120]} [{label}]", resp.status, text, malformed)
         except (OSError, http.client.HTTPException) as exc:
             self.stats.transport_errors[type(exc).__name__] += 1
         finally:
@@ -138,7 +156,7 @@ class Fuzzer:
 
     async def _ws(self, s: SidecarProc) -> None:
         rng = self.rng
-        name = rng.choice((*BAD_NAMES, "chaos-fuzz"))
+        name = rng.choice((*BAD_NAMES, *GOOD_NAMES))
         if rng.random() < 0.5:
             query = rng.choice(("", "?subscriptionType=Bogus", "?receiverQueueSize=-1",
                                 "?subscriptionType=%FF", "?pullMode=maybe"))  # fmt: skip
@@ -148,9 +166,10 @@ class Fuzzer:
                                 "?batchingMaxPublishDelay=x"))  # fmt: skip
             url = f"{s.ws_url}/ws/v2/producer/persistent/{LOOKUP_NAMESPACE}/{name}{query}"
         label = f"WS {url.split('/ws/v2/', 1)[1][:100]}"
+        malformed = name in BAD_NAMES or bool(query)
         try:
             async with websockets.connect(url, open_timeout=10, close_timeout=2) as ws:
-                self._note(label, 101, "")
+                self._note(label, 101, "", malformed)
                 for _ in range(rng.randint(1, 5)):
                     frame: str | bytes = rng.choice((
                         "not json", '{"payload": "%%%"}', json.dumps({"payload": 5}),
@@ -165,7 +184,7 @@ class Fuzzer:
         except InvalidStatus as exc:
             status = exc.response.status_code
             body = exc.response.body or b""
-            self._note(label, status, body[:200].decode(errors="replace"))
+            self._note(label, status, body[:200].decode(errors="replace"), malformed)
         except Exception as exc:  # noqa: BLE001 - closed connections are fine; 5xx are not
             self.stats.transport_errors[type(exc).__name__] += 1
 

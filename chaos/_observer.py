@@ -12,6 +12,7 @@ for every bundle that owner held, a live owner other than the dead incarnation.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -62,6 +63,12 @@ class HealthPoller:
             if who == broker_id and ok and at >= since:
                 return at - since
         return None
+
+    def max_gap(self, broker_id: str) -> float:
+        """The longest time without a sample of a sidecar: recovery times are only as
+        exact as this (a starved poller makes them upper bounds)."""
+        times = [at for at, who, _ in list(self.samples) if who == broker_id]
+        return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
 
     def unhealthy_seconds(self, broker_id: str) -> float:
         total, prev = 0.0, None
@@ -218,5 +225,5 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    rank = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))  # nearest rank
     return ordered[rank]

@@ -80,7 +80,7 @@ class PoisonFuzz:
     def _read_templates(self) -> list[tuple[bytes, bytes, int]]:
         consumer = Consumer({
             "bootstrap.servers": self.world.cluster.bootstrap,
-            "group.id": "chaos-poison-reader", "enable.auto.commit": False,
+            "group.id": "chaos-poison-reader", "enable.auto.commit": False, "log_level": 2,
         })  # fmt: skip
         try:
             meta = consumer.list_topics(TOPIC, timeout=30)
@@ -135,7 +135,7 @@ class PoisonFuzz:
             return
         producer = Producer({
             "bootstrap.servers": self.world.cluster.bootstrap, "linger.ms": 5,
-            "acks": "all", "message.timeout.ms": 60000,
+            "acks": "all", "message.timeout.ms": 60000, "log_level": 2,
         })  # fmt: skip
 
         def delivered(err: object, _msg: object) -> None:

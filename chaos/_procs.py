@@ -20,7 +20,8 @@ KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
 CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"
 BIN = Path(sys.executable).parent
 NODE_IDS = (1, 2, 3)
-CLUSTER_UP_TIMEOUT_S = 300.0
+CLUSTER_READY_S = 240
+CLUSTER_UP_TIMEOUT_S = CLUSTER_READY_S + 120.0
 
 
 def free_port() -> int:
@@ -60,9 +61,19 @@ class KafkaCluster:
             raise RuntimeError(f"kafkactl {' '.join(args)} failed:\n{out.stderr[-3000:]}")
         return out.stdout.strip()
 
-    def up(self) -> str:
+    def up(self, attempts: int = 3) -> str:
+        """Start whichever node is down and wait until all three are ready (a loaded
+        machine can need minutes; kafkactl stops a node that did not get ready, so the
+        start is tried again)."""
         with self._lock:
-            self.bootstrap = self._ctl("cluster-up").splitlines()[-1]
+            for attempt in range(1, attempts + 1):
+                try:
+                    out = self._ctl("cluster-up", "--timeout", str(CLUSTER_READY_S))
+                    break
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    if attempt == attempts:
+                        raise
+            self.bootstrap = out.splitlines()[-1]
             self.down_nodes.clear()
         return self.bootstrap
 
@@ -112,6 +123,7 @@ class SidecarProc:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
+        self.broker_port = free_port()  # the Pulsar binary protocol (kept across restarts)
         self.bootstrap = bootstrap
         self.state_dir = workdir / f"state-{broker_id}"
         self.log_path = workdir / f"sidecar-{broker_id}.log"
@@ -133,7 +145,7 @@ class SidecarProc:
                 "--bootstrap-servers", self.bootstrap,
                 "--state-dir", str(self.state_dir),
                 "--session-timeout-ms", str(self.session_timeout_ms),
-                "--broker-url", f"pulsar://127.0.0.1:{6650 + self.port % 1000}",
+                "--broker-port", str(self.broker_port),
             ]  # fmt: skip
             if not self.lookup:
                 args.append("--no-lookup")

@@ -95,10 +95,11 @@ class Writer:
             headers={"Content-Type": "application/json"},
         )  # fmt: skip
         try:
-            with urllib.request.urlopen(req, timeout=15) as resp:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
                 return resp.status == 204, f"HTTP {resp.status}"
         except urllib.error.HTTPError as err:
-            return False, f"HTTP {err.code}"
+            reason = err.read()[:90].decode(errors="replace")
+            return False, f"HTTP {err.code} {reason}"
         except OSError as exc:
             return False, type(exc).__name__
 

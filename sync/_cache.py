@@ -512,7 +512,8 @@ class PolicyCache(TableReader):
     def _after_batch(self) -> None:
         with self._apply_lock:
             self._drain_lazy_poison()
-        self._copy_dropped()
+            dropped, self._pending_dlq = self._pending_dlq, []
+        self._copy_dropped(dropped)
         self._maybe_snapshot()
 
     def _apply_live(self, m: Message) -> None:
@@ -571,49 +572,53 @@ class PolicyCache(TableReader):
             if self._store.token(k) is token:
                 self._drop_stored(k, self._store.unpack(k, token), reason)
 
-    def _copy_dropped(self) -> None:
-        """Locate and quarantine dropped values (reader thread, outside the apply lock)."""
-        while self._pending_dlq:
-            k, value, reason = self._pending_dlq.pop(0)
-            if self.config.dead_letter:
-                where = self._locate(k, value)
-            else:
-                where = f"{self.config.topic}[?]@? (key {k!r})"
-            self._quarantine.record(k, value, PoisonKind.UNDECODABLE.value, reason, where)
+    def _copy_dropped(self, pending: list[tuple[bytes, bytes, str]]) -> None:
+        """Locate and quarantine dropped values (reader thread, outside the apply lock).
 
-    def _locate(self, key: bytes, value: bytes) -> str:
-        """``topic[partition]@offset`` of a stored value (rare path: values are stored
-        without their position, so the key's partition is scanned for it)."""
+        Every value dropped since the last call is located in one scan, not one scan each:
+        a log with thousands of unreadable bodies must not hold the reader for long.
+        """
+        if not pending:
+            return
+        where: dict[tuple[bytes, bytes], str] = {}
+        if self.config.dead_letter:
+            where = self._locate({(k, v) for k, v, _ in pending})
+        for k, value, reason in pending:
+            source = where.get((k, value), f"{self.config.topic}[?]@? (key {k!r})")
+            self._quarantine.record(k, value, PoisonKind.UNDECODABLE.value, reason, source)
+
+    def _locate(self, wanted: set[tuple[bytes, bytes]]) -> dict[tuple[bytes, bytes], str]:
+        """``topic[partition]@offset`` of stored (key, value) pairs (rare path: values are
+        stored without their position, so their keys' partitions are scanned, once)."""
         from .routing import kafka_partition
 
         topic = self.config.topic
-        partitions = [kafka_partition(key, len(self._partitions))]
-        partitions += [p for p in self._partitions if p not in partitions]
+        found: dict[tuple[bytes, bytes], str] = {}
+        first = sorted({kafka_partition(k, len(self._partitions)) for k, _ in wanted})
+        partitions = first + [p for p in self._partitions if p not in first]
         consumer = self._transport.consumer(read_committed=True)
         deadline = time.monotonic() + _LOCATE_LIMIT_S
         try:
             starts = consumer.start_offsets(topic, partitions)
             for p in partitions:
                 end = self._applied.get(p, 0)
-                if starts[p] >= end:
+                if starts[p] >= end or len(found) == len(wanted):
                     continue
                 # An explicit offset, not OFFSET_BEGINNING: the position is then valid
                 # before the first fetch, which on a cold client can take a while.
                 consumer.assign(topic, {p: starts[p]})
-                found: int | None = None
                 while time.monotonic() < deadline:
                     for m in consumer.consume(self.config.batch_size, 0.2):
-                        if m.key() == key and m.value() == value:
-                            found = m.offset()
+                        pair = (m.key(), m.value())
+                        if pair in wanted:
+                            found[pair] = f"{topic}[{p}]@{m.offset()}"
                     if consumer.positions(topic, [p])[p] >= end:
                         break
-                if found is not None:
-                    return f"{topic}[{p}]@{found}"
         except PolicySyncError:
-            logger.debug("locating a poison record failed", exc_info=True)
+            logger.debug("locating poison records failed", exc_info=True)
         finally:
             consumer.close()
-        return f"{topic}[?]@? (key {key!r})"
+        return found
 
     def _unverified_left(self) -> bool:
         return bool(self._unverified or self._verify_locals or self._verify_prefixes)

@@ -31,7 +31,8 @@ from ._constants import (
     WRITER_ELECTION_GROUP_PREFIX,
     WRITER_ELECTION_TOPIC,
 )
-from ._errors import CacheStateError, ConfigurationError, PolicySyncError
+from ._errors import ConfigurationError, PolicySyncError, StateTransitionError
+from ._lifecycle import Lifecycle
 from .transport import Admin, GroupConsumer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,14 @@ class FenceHolder:
     def __init__(self, transport: Transport, config: HolderConfig) -> None:
         self.config = config
         self._transport = transport
-        self._state = HolderState.NEW
-        self._lock = threading.Lock()
+        self._life = Lifecycle(
+            f"fence holder election of {config.table}",
+            HolderState.NEW,
+            _ALLOWED,
+            terminal=HolderState.CLOSED,
+            error=StateTransitionError,
+            log=logger,
+        )
         self._holding = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,20 +109,16 @@ class FenceHolder:
 
     @property
     def state(self) -> HolderState:
-        return self._state
+        return self._life.state
 
     def _transition(self, new: HolderState) -> bool:
-        with self._lock:
-            if new not in _ALLOWED[self._state]:
-                return False
-            self._state = new
-            return True
+        return self._life.try_move(new)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> FenceHolder:
         """Join the election (returns at once; membership follows on a thread)."""
         if not self._transition(HolderState.RUNNING):
-            raise CacheStateError(f"fence holder election is {self._state.value}")
+            raise StateTransitionError(f"fence holder election is {self.state.value}")
         self._admin = self._transport.admin()
         self._admin.ensure_topic(
             TopicSpec(
@@ -141,7 +144,7 @@ class FenceHolder:
     @property
     def holding(self) -> bool:
         """True while this member is the elected fence holder."""
-        return self._holding and self._state is HolderState.RUNNING
+        return self._holding and self._life.state is HolderState.RUNNING
 
     def holder(self) -> str | None:
         """The address of the current holder (maybe this member's), or None if unknown.

@@ -83,5 +83,14 @@ class Lifecycle(Generic[S]):
             self._state = new
             return True
 
+    def try_move(self, new: S) -> bool:
+        """Move to ``new`` if the table allows it; False (and no move) otherwise."""
+        with self._lock:
+            if new not in self._allowed[self._state]:
+                return False
+            self._log.info("%s: %s -> %s", self.what, self._state.value, new.value)
+            self._state = new
+            return True
+
     def __repr__(self) -> str:
         return f"Lifecycle({self.what!r}, {self._state.value})"

@@ -128,6 +128,9 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
             given = f"{given} {_JIT_HUGE_METHODS}".strip()
         settings[key] = given
     settings.update({k: v for k, v in config.conf.items() if k not in java_options})
+    # Python workers started by this driver run this interpreter too (the setting above
+    # is only read by spark-submit).
+    os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
     builder = SparkSession.builder.master(master).appName(config.app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -54,7 +54,7 @@ slot activates on its own).
 A member that fails (e.g. fenced by another process using the same broker id) leaves the
 group without writing, so its slots move; the HTTP supervisor starts a new incarnation.
 
-State of the member (checked in :meth:`OwnershipMember._transition`)::
+State of the member (checked in one place, :class:`sync._lifecycle.Lifecycle`)::
 
     NEW ──start()──▶ JOINING ──first assignment handled──▶ ACTIVE ──close()──▶ CLOSED
                         └──────────── fatal error ──────────▶ FAILED ──close()──▶ CLOSED
@@ -83,15 +83,16 @@ from sync._constants import (
     OWNERSHIP_TRANSACTIONAL_ID_PREFIX,
 )
 from sync._errors import (
-    CacheStateError,
     CodecError,
     ConfigurationError,
     GroupFencedError,
     PolicySyncError,
     ProducerFencedError,
+    StateTransitionError,
     TransportError,
 )
 from sync._fenced import commit_records
+from sync._lifecycle import Lifecycle
 from sync._names import NamespaceName
 from sync.routing import kafka_partition
 from sync.transport import (
@@ -331,8 +332,14 @@ class OwnershipMember:
         self._slots_topic = slots_topic(cluster)
         self._group = group_id(cluster)
         self._client_id = f"{OWNERSHIP_MEMBER_CLIENT_PREFIX}{incarnation}"
-        self._state = MemberState.NEW
-        self._state_lock = threading.Lock()
+        self._life = Lifecycle(
+            f"ownership member {broker_id} ({cluster})",
+            MemberState.NEW,
+            _ALLOWED,
+            terminal=MemberState.CLOSED,
+            error=StateTransitionError,
+            log=logger,
+        )
         self._failure: BaseException | None = None
         self._stop = threading.Event()
         self._graceful = True
@@ -368,7 +375,7 @@ class OwnershipMember:
     @property
     def state(self) -> MemberState:
         """The member's lifecycle state."""
-        return self._state
+        return self._life.state
 
     @property
     def failure(self) -> BaseException | None:
@@ -376,22 +383,7 @@ class OwnershipMember:
         return self._failure
 
     def _transition(self, new: MemberState) -> bool:
-        with self._state_lock:
-            if new not in _ALLOWED[self._state]:
-                if self._state is MemberState.CLOSED:
-                    return False
-                raise CacheStateError(
-                    f"ownership member cannot go from {self._state.value} to {new.value}"
-                )
-            logger.info(
-                "ownership member %s (%s): %s -> %s",
-                self.broker_id,
-                self.cluster,
-                self._state.value,
-                new.value,
-            )
-            self._state = new
-            return True
+        return self._life.move(new)
 
     def topics(self) -> list[TopicSpec]:
         """The topics this member needs (the slots topic; the table view makes its own)."""
@@ -513,7 +505,7 @@ class OwnershipMember:
 
     def _fail(self, exc: BaseException, what: str) -> None:
         self._failure = exc
-        if self._state not in (MemberState.CLOSED, MemberState.FAILED):
+        if self._life.state not in (MemberState.CLOSED, MemberState.FAILED):
             logger.error("%s (broker %s): %s", what, self.broker_id, exc)
             self._transition(MemberState.FAILED)
         # Leave the group so our slots move to live members; write nothing on the way out
@@ -580,7 +572,7 @@ class OwnershipMember:
         self._membership_dirty = True
         moving = set(partitions)
         self._pending.difference_update(moving)
-        if self._state is MemberState.FAILED or self._producer is None:
+        if self._life.state is MemberState.FAILED or self._producer is None:
             self._forget(moving)
             return
         leaving = sorted(moving & self.active)
@@ -629,7 +621,7 @@ class OwnershipMember:
     def _mark_joined(self) -> None:
         if not self._joined.is_set():
             self._joined.set()
-            if self._state is MemberState.JOINING:
+            if self._life.state is MemberState.JOINING:
                 self._transition(MemberState.ACTIVE)
 
     # -- deciding ------------------------------------------------------------------------
@@ -956,7 +948,7 @@ class OwnershipMember:
         if not writes and not offsets:
             return
         if writes and not offsets:
-            raise CacheStateError(
+            raise ConfigurationError(
                 "refusing to write ownership records without committing slot offsets: "
                 "the write would not be fenced by the group generation"
             )

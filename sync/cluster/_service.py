@@ -5,7 +5,7 @@ replay the registry and ownership topics, register the broker, create the defaul
 namespaces, join the ownership group, and become READY once the first assignment was
 handled. Close leaves the group gracefully (owned bundles are released), then unregisters.
 
-Lifecycle (checked in :meth:`ClusterService._transition`)::
+Lifecycle (checked in one place, :class:`sync._lifecycle.Lifecycle`)::
 
     NEW ──start()──▶ STARTING ──joined──▶ READY ──close()──▶ CLOSED
                         └── error ──▶ FAILED ──close()──▶ CLOSED
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sync._constants import REGISTRY_TOPIC
-from sync._errors import CacheStateError, PolicySyncError, UnavailableError
+from sync._errors import PolicySyncError, StateTransitionError, UnavailableError
+from sync._lifecycle import Lifecycle
 from sync._names import NamespaceName
 from sync.transport import Transport
 
@@ -183,8 +184,14 @@ class ClusterService:
             replication_factor=rf,
         )
         self.auth = None if config.auth is None else Authorizer(config.auth)
-        self._state = ServiceState.NEW
-        self._state_lock = threading.Lock()
+        self._life = Lifecycle(
+            f"cluster service {self.identity.broker_id}",
+            ServiceState.NEW,
+            _ALLOWED,
+            terminal=ServiceState.CLOSED,
+            error=StateTransitionError,
+            log=logger,
+        )
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -195,7 +202,7 @@ class ClusterService:
     @property
     def state(self) -> ServiceState:
         """The lifecycle state."""
-        return self._state
+        return self._life.state
 
     @property
     def failure(self) -> BaseException | None:
@@ -203,21 +210,7 @@ class ClusterService:
         return self._failure
 
     def _transition(self, new: ServiceState) -> bool:
-        with self._state_lock:
-            if new not in _ALLOWED[self._state]:
-                if self._state is ServiceState.CLOSED:
-                    return False
-                raise CacheStateError(
-                    f"cluster service cannot go from {self._state.value} to {new.value}"
-                )
-            logger.info(
-                "cluster service %s: %s -> %s",
-                self.identity.broker_id,
-                self._state.value,
-                new.value,
-            )
-            self._state = new
-            return True
+        return self._life.move(new)
 
     def start(self) -> ClusterService:
         """Start in the background (returns at once; see :meth:`wait_ready`)."""
@@ -242,7 +235,7 @@ class ClusterService:
                 self.admin.ensure_namespace(namespace)
             self.member.start()
             while not self.member.wait_joined(0.5):
-                if self._state is not ServiceState.STARTING:
+                if self._life.state is not ServiceState.STARTING:
                     return
                 if time.monotonic() - self.started_at > timeout:
                     raise UnavailableError(
@@ -256,7 +249,7 @@ class ClusterService:
                 self._ready.set()
         except BaseException as exc:
             self._failure = exc
-            if self._state is not ServiceState.CLOSED:
+            if self._life.state is not ServiceState.CLOSED:
                 logger.error("cluster service %s failed to start: %s", self.identity.broker_id, exc)
                 self._transition(ServiceState.FAILED)
             self._ready.set()
@@ -272,18 +265,18 @@ class ClusterService:
             UnavailableError: not ready in time, or start-up failed.
         """
         limit = self.config.bootstrap_timeout_s + 10 if timeout_s is None else timeout_s
-        if not self._ready.wait(limit) or self._state is not ServiceState.READY:
+        if not self._ready.wait(limit) or self._life.state is not ServiceState.READY:
             raise UnavailableError(
-                f"cluster service of {self.identity.broker_id} is {self._state.value}"
+                f"cluster service of {self.identity.broker_id} is {self._life.state.value}"
                 + (f": {self._failure}" if self._failure else "")
             ) from self._failure
 
     def require_ready(self) -> None:
         """Raises:
         UnavailableError: the service is not READY (503)."""
-        if self._state is not ServiceState.READY:
+        if self._life.state is not ServiceState.READY:
             raise UnavailableError(
-                f"lookup service of broker {self.identity.broker_id} is {self._state.value}, "
+                f"lookup service of broker {self.identity.broker_id} is {self._life.state.value}, "
                 "not READY" + (f": {self._failure}" if self._failure else "")
             )
         if self.member.state is MemberState.FAILED:
@@ -332,7 +325,7 @@ class ClusterService:
         cluster = self.identity.cluster
         membership = self.registry.membership(cluster)
         return {
-            "state": self._state.value,
+            "state": self._life.state.value,
             "brokerId": self.identity.broker_id,
             "cluster": cluster,
             "incarnation": self.incarnation,

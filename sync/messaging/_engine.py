@@ -57,6 +57,7 @@ from sync._errors import (
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
+    UnavailableError,
 )
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
@@ -929,6 +930,7 @@ class MessagingEngine:
             InvalidInputError: empty subscription name.
             TopicNotFoundError: no such topic or partition.
             CacheStateError: policies are not available yet.
+            UnavailableError: the sidecar is shutting down.
             NotAllowedError, ConsumerBusyError, SubscriptionBusyError: refused by policy
                 or by the subscription's current state (see the module docstring).
             TransportError: Kafka failed while loading the subscription.
@@ -936,7 +938,7 @@ class MessagingEngine:
         if not subscription:
             raise InvalidInputError("Empty subscription name")
         if self._closing:
-            raise CacheStateError("the sidecar is shutting down")
+            raise UnavailableError("the sidecar is shutting down; retry on another broker")
         limits = self.read_limits(topic)
         with self._drop_if_unused(topic):
             return await self._subscribe(
@@ -1150,10 +1152,11 @@ class MessagingEngine:
         """Open a producer on a topic served here (checks ``maxProducerPerTopic``).
 
         Raises:
-            TopicNotFoundError, CacheStateError, ProducerBusyError, ConfigurationError.
+            TopicNotFoundError, CacheStateError, UnavailableError (shutting down),
+            ProducerBusyError, ConfigurationError.
         """
         if self._closing:
-            raise CacheStateError("the sidecar is shutting down")
+            raise UnavailableError("the sidecar is shutting down; retry on another broker")
         limits = self.read_limits(topic)
         with self._drop_if_unused(topic):
             return await self._create_producer(topic, config, limits)

@@ -1,7 +1,9 @@
 """Subscription types and the state machines of consumers, subscriptions and producers.
 
 Every state change goes through :func:`transition`, which checks it against the one
-table of allowed moves per machine::
+table of allowed moves per machine (with the one lifecycle helper,
+:func:`sync._lifecycle.check_move`; a forbidden move raises
+:class:`~sync._errors.StateTransitionError`)::
 
     ConsumerState      ACTIVE ⇄ BLOCKED (maxUnackedMessagesOnConsumer reached / relieved)
                        ACTIVE | BLOCKED ──close / eviction──▶ CLOSED
@@ -19,7 +21,8 @@ from __future__ import annotations
 import enum
 from typing import TypeVar
 
-from sync._errors import PolicySyncError
+from sync._errors import StateTransitionError
+from sync._lifecycle import check_move
 
 __all__ = [
     "ConsumerState",
@@ -30,10 +33,6 @@ __all__ = [
     "SubscriptionType",
     "transition",
 ]
-
-
-class StateTransitionError(PolicySyncError):
-    """A state machine was asked for a move its table does not allow (a bug)."""
 
 
 class SubscriptionType(enum.Enum):
@@ -108,6 +107,5 @@ def transition(current: _S, new: _S, what: str) -> _S:
     Raises:
         StateTransitionError: the move is not in the table (names ``what`` moved).
     """
-    if new not in _ALLOWED[current]:
-        raise StateTransitionError(f"{what}: {current.value} → {new.value} is not allowed")
+    check_move(_ALLOWED, current, new, what, StateTransitionError)
     return new

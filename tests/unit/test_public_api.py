@@ -88,3 +88,14 @@ def test_errors_and_constants_modules_reexport_the_one_tree() -> None:
         assert getattr(sync.errors, name) is getattr(sync._errors, name)
     for name in sync.constants.__all__:
         assert getattr(sync.constants, name) is not None
+
+
+def test_table_exports() -> None:
+    import sync.table
+
+    assert sorted(sync.table.__all__) == sorted(
+        [
+            "POLICY_EVENTS", "Effect", "PoisonKind", "Quarantine", "TABLE_MOVES",
+            "TableReader", "TableState", "Verdict", "header_problem", "judge", "policies_of",
+        ]
+    )  # fmt: skip

@@ -1,7 +1,10 @@
 """The short chaos soak (``CHAOS_SECONDS=75``): ``make chaos`` must pass its own checks.
 
 It runs the real soak as a process on the 3-broker cluster (it takes /tmp/ps-cluster.lock
-itself) and fails with the soak's report when any check is violated.
+itself) and fails with the soak's report when any check is violated. ``make chaos-short``
+runs it. It is not part of ``make test`` yet: on the current code the soak still finds
+violations of issue 11's targets (see docs/benchmarks.md, "Chaos soak"), and ``make test``
+must pass; it joins ``make test`` when the soak passes.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(1500)

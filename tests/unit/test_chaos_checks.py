@@ -1,0 +1,88 @@
+"""The chaos soak's verdicts on recorded histories (no broker): each check can fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chaos._messaging import MessagingStats
+from chaos._observer import Failover, OwnershipObserver, percentile
+from chaos._poison import HEADER, KINDS, PoisonFuzz
+from chaos._procs import KafkaCluster
+from chaos._world import ChaosConfig, World
+from chaos._writers import Writer, lost_writes
+
+
+def world() -> World:
+    return World(ChaosConfig(seed=7), Path("/nonexistent"), KafkaCluster())
+
+
+def test_a_final_value_older_than_the_last_acknowledged_write_is_lost() -> None:
+    writer = Writer(world(), 0)
+    writer.stats.record(1, "maxConsumerPerTopic", 1, True)
+    writer.stats.record(1, "maxConsumerPerTopic", 2, True)
+    writer.stats.record(2, "maxConsumerPerTopic", 3, True)
+    writer.stats.record(2, "maxConsumerPerTopic", 4, False, "HTTP 503")  # may have landed
+    final: dict[int, dict[str, object]] = {
+        1: {"maxConsumerPerTopic": 2}, 2: {"maxConsumerPerTopic": 4}
+    }
+    assert lost_writes([writer], final) == []
+    lost = lost_writes([writer], {1: {"maxConsumerPerTopic": 1}, 2: {}})
+    assert len(lost) == 2 and "last acked 2" in lost[0] and "final None" in lost[1]
+
+
+def test_messages_lost_and_duplicated_without_a_redelivery_count() -> None:
+    m = MessagingStats()
+    m.acked = {"0:1", "0:2", "0:3"}
+    m.deliveries = {"0:1": [0], "0:2": [0, 1], "0:4": [0, 0]}
+    assert m.lost() == ["0:3"]
+    assert m.duplicates_without_count() == ["0:4"]
+    assert m.redelivered() == 2
+
+
+def _view(broker: str, inc: str = "a", state: str = "Owned") -> dict[str, Any]:
+    return {"b1": {"state": state, "broker": broker, "incarnation": inc}}
+
+
+def test_two_healthy_sidecars_naming_different_owners_is_a_double_owner() -> None:
+    obs = OwnershipObserver(world())
+    obs._round({"1": _view("1"), "2": _view("2")}, healthy={"1", "2"}, live={"1", "2"})
+    assert obs.stats.double_owner_rounds == 1
+    obs._round({"1": _view("1"), "2": _view("2")}, healthy={"1"}, live={"1", "2"})
+    obs._round({"1": _view("1"), "2": _view("1", state="Releasing")}, {"1", "2"}, {"1", "2"})
+    assert obs.stats.double_owner_rounds == 1 and obs.stats.rounds == 3
+
+
+def test_a_failover_ends_when_every_survivor_names_one_live_owner() -> None:
+    f = Failover("1", {"b1": "dead"}, 0.0, "kill9")
+    settle = OwnershipObserver._settled
+    assert not settle(f, {"2": _view("1", "dead"), "3": _view("2")}, live={"2", "3"})
+    assert not settle(f, {"2": _view("2"), "3": _view("3")}, live={"2", "3"})
+    assert not settle(f, {"2": _view("1", "dead"), "3": _view("1", "dead")}, live={"1", "2"})
+    assert settle(f, {"2": _view("2"), "3": _view("2")}, live={"2", "3"})
+    # the victim restarted with the same broker id: its new incarnation is a live owner
+    assert settle(f, {"1": _view("1", "new"), "2": _view("1", "new")}, live={"1", "2"})
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([1.0, 2.0, 3.0], 0.5) == 2.0
+    assert percentile([5.0] * 98 + [50.0, 60.0], 0.99) == 50.0
+    assert percentile([5.0] * 10 + [60.0], 0.99) == 60.0
+    assert percentile([5.0] * 100, 0.99) == 5.0
+
+
+def test_every_poison_kind_changes_a_real_record() -> None:
+    fuzz = PoisonFuzz(world(), spread_s=1.0)
+    value = b"\xc3\x01" + bytes(range(8)) + b"\x00\x00" + b"body-of-a-real-record"
+    for kind in KINDS:
+        for _ in range(50):
+            out = fuzz.mutate(kind, value)
+            assert out != value, kind
+            if kind == "truncated":
+                assert len(out) < len(value)
+            if kind == "bad_magic":
+                assert out[:2] != b"\xc3\x01"
+            if kind == "unknown_fingerprint":
+                assert out[:2] == b"\xc3\x01" and out[2:HEADER] != value[2:HEADER]
+            if kind == "undecodable_class":
+                assert out[:HEADER] == value[:HEADER]
