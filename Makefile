@@ -13,7 +13,7 @@ PULSAR_BROKER_PORT ?= 6650
 # Stdlib only: the real Pulsar starts without the project's virtualenv.
 PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 
-.PHONY: help setup kafka-up kafka-down cluster-up cluster-down pulsar-up pulsar-down lint \
+.PHONY: help setup kafka-up kafka-down cluster-up cluster-down pulsar-up pulsar-down compat lint \
         types unit integration test demo bench chaos chaos-short clean wheel-check proto
 
 help:
@@ -24,6 +24,7 @@ help:
 	@echo "make chaos-short - the 75-second soak as a pytest test"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
 	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/39092)"
+	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
 	@echo "make pulsar-up / pulsar-down - the real Apache Pulsar standalone on" \
 	      "\$$PULSAR_WEB_PORT/\$$PULSAR_BROKER_PORT"
 
@@ -52,6 +53,16 @@ pulsar-up:
 
 pulsar-down:
 	@$(PULSARCTL) down --web-port $(PULSAR_WEB_PORT)
+
+# Re-record the real Pulsar's answers (tests/compat/pulsar-4.0.7.json), then compare a
+# sidecar with them (the same test `make test` runs from the committed recording).
+compat: setup
+	@$(PULSARCTL) up --web-port $(PULSAR_WEB_PORT) --broker-port $(PULSAR_BROKER_PORT) >/dev/null
+	@status=0; \
+	$(PY) -m tests.compat.record record --target http://127.0.0.1:$(PULSAR_WEB_PORT) || status=$$?; \
+	$(PULSARCTL) down --web-port $(PULSAR_WEB_PORT); \
+	test $$status -eq 0
+	$(VENV)/bin/pytest -q tests/integration/test_pulsar_compat.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

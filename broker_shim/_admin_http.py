@@ -322,7 +322,8 @@ def add_admin_routes(app: web.Application) -> None:
     topic-policy routes: ``…/partitions`` and ``…/partitioned`` must win)."""
     tenant = "/admin/v2/tenants/{tenant}"
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
-    nsp = "/admin/v2/{domain}/{tenant}/{namespace}"
+    # Only topic domains: /admin/v2/namespaces/{t}/{ns}/{policy} is a namespace policy.
+    nsp = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
     topic = f"{nsp}/{{topic}}"
     routes: list[tuple[str, str, Handler]] = [
         ("GET", "/admin/v2/tenants", list_tenants),

@@ -215,6 +215,7 @@ def build_app(
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
+    ns_policy = "/admin/v2/namespaces/{tenant}/{namespace}/{policy}"
     policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy)
     app.add_routes(
         [
@@ -223,6 +224,9 @@ def build_app(
             web.get(SIDECAR_DIGEST_PATH, digest),
             web.get(SIDECAR_ENTRIES_PATH, entries),
             web.post(SIDECAR_WRITE_PATH, forwarded_write),
+            web.get(ns_policy, policies.wrap(policies.ns_get)),
+            web.post(ns_policy, policies.wrap(policies.ns_set)),
+            web.delete(ns_policy, policies.wrap(policies.ns_delete)),
             web.get(policy, policies.wrap(policies.get)),
             web.post(policy, policies.wrap(policies.set)),
             web.delete(policy, policies.wrap(policies.delete)),

@@ -18,6 +18,7 @@ from typing import Any, Final
 __all__ = [
     "BACKLOG_QUOTA_TYPES",
     "DEFAULT_BACKLOG_QUOTA",
+    "NAMESPACE_POLICIES",
     "REST_POLICIES",
     "RestPolicy",
     "Refusal",
@@ -193,6 +194,49 @@ REST_POLICIES: Final[dict[str, RestPolicy]] = {
     # Kept for clients of earlier policy-sync releases (not a Pulsar path).
     "replicationClusters": RestPolicy("replicationClusters"),
     "shadowTopics": RestPolicy("shadowTopics"),
+}
+
+#: Pulsar's namespace-level paths (``/admin/v2/namespaces/{t}/{ns}/{policy}``) of the
+#: policies policy-sync stores at namespace level, with Pulsar's namespace-level checks.
+NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
+    "messageTTL": RestPolicy(
+        "messageTTLInSeconds",
+        check=_at_least_zero("Invalid value for message TTL, message TTL must >= 0"),
+    ),
+    "maxConsumersPerTopic": RestPolicy(
+        "maxConsumerPerTopic", check=_at_least_zero("maxConsumersPerTopic must be 0 or more")
+    ),
+    "maxProducersPerTopic": RestPolicy(
+        "maxProducerPerTopic", check=_at_least_zero("maxProducersPerTopic must be 0 or more")
+    ),
+    "maxConsumersPerSubscription": RestPolicy(
+        "maxConsumersPerSubscription",
+        check=_at_least_zero("maxConsumersPerSubscription must be 0 or more"),
+    ),
+    "maxUnackedMessagesPerConsumer": RestPolicy(
+        "maxUnackedMessagesOnConsumer",
+        check=_at_least_zero("maxUnackedMessagesPerConsumer must be 0 or more"),
+    ),
+    "maxUnackedMessagesPerSubscription": RestPolicy(
+        "maxUnackedMessagesOnSubscription",
+        check=_at_least_zero("maxUnackedMessagesPerSubscription must be 0 or more"),
+    ),
+    "maxSubscriptionsPerTopic": RestPolicy(
+        "maxSubscriptionsPerTopic",
+        check=_at_least_zero("maxSubscriptionsPerTopic must be 0 or more"),
+    ),
+    "retention": RestPolicy("retentionPolicies", check=_check_retention),
+    "persistence": RestPolicy("persistence", check=_check_persistence),
+    "deduplication": RestPolicy("deduplicationEnabled"),
+    "dispatchRate": RestPolicy("dispatchRate"),
+    "subscriptionDispatchRate": RestPolicy("subscriptionDispatchRate"),
+    "replicatorDispatchRate": RestPolicy("replicatorDispatchRate"),
+    "subscribeRate": RestPolicy("subscribeRate"),
+    "publishRate": RestPolicy("publishRate"),
+    "subscriptionTypesEnabled": RestPolicy("subscriptionTypesEnabled"),
+    "inactiveTopicPolicies": RestPolicy("inactiveTopicPolicies"),
+    "compactionThreshold": RestPolicy("compactionThreshold"),
+    "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
 }
 
 #: ``?backlogQuotaType=`` values (Pulsar's BacklogQuotaType enum).

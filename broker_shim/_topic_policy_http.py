@@ -20,6 +20,7 @@ from aiohttp import web
 from sync import (
     InvalidInputError,
     InvalidPolicyError,
+    NamespaceName,
     NotFoundError,
     PolicyService,
     PolicyTarget,
@@ -32,6 +33,7 @@ from ._input import topic_from_path
 from ._policy_rest import (
     BACKLOG_QUOTA_TYPES,
     DEFAULT_BACKLOG_QUOTA,
+    NAMESPACE_POLICIES,
     REST_POLICIES,
     RestPolicy,
 )
@@ -279,3 +281,58 @@ class PolicyRoutes:
         current.pop(kind, None)
         await self._write(request, topic, is_global, {_QUOTA_FIELD: current or None})
         return web.Response(status=204)
+
+    # -- namespace level ----------------------------------------------------------------
+    async def _namespace_policy(self, request: web.Request) -> tuple[NamespaceName, RestPolicy]:
+        m = request.match_info
+        rest = NAMESPACE_POLICIES.get(m["policy"])
+        if rest is None:
+            raise NotFoundError(
+                f"unknown namespace policy {m['policy']!r}; supported: "
+                f"{', '.join(sorted(NAMESPACE_POLICIES))}"
+            )
+        namespace = NamespaceName(m["tenant"], m["namespace"])
+        cluster = self._cluster_of(request)
+        if cluster is not None:
+            if cluster.store.layout(namespace) is None:
+                await cluster.lookups.refresh()
+            if cluster.store.layout(namespace) is None:
+                raise _Answer(404, "Namespace does not exist")
+        return namespace, rest
+
+    async def ns_get(self, request: web.Request) -> web.StreamResponse:
+        namespace, rest = await self._namespace_policy(request)
+        svc = self._service_of(request)
+        found = svc.get(PolicyTarget.namespace_of(namespace.tenant, namespace.namespace))
+        value = None if found is None else found.get(rest.field)
+        if value is None:
+            return web.Response(status=200)  # Pulsar: an unset namespace policy is empty
+        return web.json_response(_to_json(value))
+
+    async def ns_set(self, request: web.Request) -> web.StreamResponse:
+        text = await request.text()
+        if not text.strip():
+            raise _Answer(400, "the request has no value; send it as the JSON body")
+        value = _parse_body(text)
+        namespace, rest = await self._namespace_policy(request)
+        refusal = None if rest.check is None else rest.check(value)
+        if refusal is not None:
+            raise _Answer(*refusal)
+        await self._write_namespace(request, namespace, {rest.field: value})
+        return web.Response(status=204)
+
+    async def ns_delete(self, request: web.Request) -> web.StreamResponse:
+        namespace, rest = await self._namespace_policy(request)
+        await self._write_namespace(request, namespace, {rest.field: None})
+        return web.Response(status=204)
+
+    async def _write_namespace(
+        self, request: web.Request, namespace: NamespaceName, patch: dict[str, Any]
+    ) -> None:
+        svc = self._service_of(request)
+        try:
+            checked = svc.catalog.validate_patch(patch)
+        except InvalidPolicyError as exc:
+            raise _Answer(400, str(exc)) from exc
+        target = PolicyTarget.namespace_of(namespace.tenant, namespace.namespace)
+        await self._write_fn(request, svc, target, checked)

@@ -133,6 +133,21 @@ _MAX_CLOSE_REASON = 123
 _WRITE_BUFFER_HIGH = 1024 * 1024
 
 
+#: Pulsar's WebSocket liveness endpoint: a client pings, the server pongs.
+PINGPONG_PATH = "/ws/pingpong"
+
+
+async def pingpong_endpoint(request: web.Request) -> web.StreamResponse:
+    """Pulsar ``/ws/pingpong``: answers every WebSocket ping with a pong (and echoes text),
+    until the client closes."""
+    ws = web.WebSocketResponse(autoping=True)
+    await ws.prepare(request)
+    async for message in ws:
+        if message.type == WSMsgType.TEXT:
+            await ws.send_str(message.data)
+    return ws
+
+
 def add_ws_routes(
     app: web.Application,
     source: Sidecar | Callable[[], PolicyService | None],
@@ -159,7 +174,11 @@ def add_ws_routes(
     engine = MessagingEngine(transport, policies, ownership=ownership, config=config)
     app[ENGINE_KEY] = engine
     app.add_routes(
-        [web.get(PRODUCER_PATH, producer_endpoint), web.get(CONSUMER_PATH, consumer_endpoint)]
+        [
+            web.get(PRODUCER_PATH, producer_endpoint),
+            web.get(CONSUMER_PATH, consumer_endpoint),
+            web.get(PINGPONG_PATH, pingpong_endpoint),
+        ]
     )
 
     async def start(_app: web.Application) -> None:

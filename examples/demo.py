@@ -153,6 +153,15 @@ def main() -> None:
             shim.start()
         for shim in shims:
             print(f"sidecar {shim.id}: READY in {shim.wait_ready():.2f}s at {shim.url}")
+        # Pulsar's admin model: a tenant, then its namespace, then the topic its policies
+        # are about (topic policies of a topic never created are a 404, as in Pulsar).
+        admin = shims[0].url + "/admin/v2"
+        for path, body in (
+            ("/tenants/acme", '{"allowedClusters": ["standalone"]}'),
+            ("/namespaces/acme/ops", '{"bundles": {"numBundles": 4}}'),
+            ("/persistent/acme/ops/orders", ""),
+        ):
+            print(f"PUT /admin/v2{path} -> {put(admin + path, body)}")
 
         say("3. Admins write policies (topic, global and namespace level)")
         policyctl(bootstrap, "set", "persistent://acme/ops/orders", "--json",
@@ -204,10 +213,6 @@ def main() -> None:
         print("\n".join(m for m in metrics.splitlines() if m.startswith(wanted)))
 
         say("6. Pulsar WebSocket messaging on a partitioned topic, governed by live policies")
-        status = put(
-            shims[0].url + "/admin/v2/namespaces/acme/ops", '{"bundles": {"numBundles": 4}}'
-        )
-        print(f"PUT /admin/v2/namespaces/acme/ops (4 bundles) -> {status}")
         messaging_demo(shims[0].url)
         say("6b. The official Pulsar client over pulsar:// (the binary protocol), same engine")
         binary_demo(shims[0].broker_url, [s.url for s in shims])

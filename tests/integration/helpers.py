@@ -53,6 +53,20 @@ def http(method: str, url: str, body: str | None = None, timeout: float = 30) ->
         return HttpResult(err.code, err.read().decode())
 
 
+def create_topic(url: str, topic: str) -> None:
+    """Create ``persistent://tenant/ns/local`` through a sidecar's Pulsar admin API, with its
+    tenant and namespace (each may already exist): Pulsar keeps policies only for topics."""
+    tenant_ns, _, local = topic.removeprefix("persistent://").rpartition("/")
+    tenant = tenant_ns.partition("/")[0]
+    for path in (
+        f"/admin/v2/tenants/{tenant}",
+        f"/admin/v2/namespaces/{tenant_ns}",
+        f"/admin/v2/persistent/{tenant_ns}/{local}",
+    ):
+        result = http("PUT", url + path, "{}" if "tenants" in path else None)
+        assert result.status in (204, 409), (path, result.status, result.body)
+
+
 class Sidecar:
     """A real ``broker-shim run`` process."""
 

@@ -74,7 +74,7 @@ def _set(shim: Sidecar, topic: str, policy: str, value: int) -> int:
 
 def _get(shim: Sidecar, topic: str, policy: str) -> Any:
     result = http("GET", f"{shim.url}{BASE}{topic}/{policy}")
-    return result.json() if result.status == 200 else None
+    return result.json() if result.status == 200 and result.body else None  # unset: no body
 
 
 POLICIES = ["maxConsumers", "maxProducers", "maxSubscriptionsPerTopic"]
