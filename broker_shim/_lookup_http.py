@@ -47,7 +47,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -67,6 +67,7 @@ from sync.messaging import OwnerInfo
 from ._http_errors import error_response
 from ._input import topic_from_path
 from ._metrics import LookupMetrics
+from ._supervisor import Backoff, supervise
 
 logger = logging.getLogger(__name__)
 
@@ -518,39 +519,43 @@ async def ownership(request: web.Request) -> web.StreamResponse:
 _SUPERVISOR_KEY = web.AppKey("cluster-supervisor", asyncio.Task[None])
 
 
-async def supervise(
-    current: CurrentService, *, check_s: float = 0.5, backoff_s: float = 2.0
-) -> None:
-    """Replace the service with a fresh incarnation when it (or its ownership member)
-    FAILED, e.g. Kafka was unreachable at start or a process with the same broker id
-    fenced this one; the delay doubles (to 4 s) while restarts keep failing: once Kafka is
-    back, /health is 200 again within seconds, not after a 30 s back-off (issue 11)."""
-    delay = backoff_s
-    while True:
-        await asyncio.sleep(check_s)
+def _supervise_cluster(current: CurrentService, backoff: Backoff) -> Coroutine[Any, Any, None]:
+    """The one supervisor (:mod:`broker_shim._supervisor`) watching the cluster service.
+
+    It is replaced with a fresh incarnation when it (or its ownership member) FAILED, e.g.
+    Kafka was unreachable at start or a process with the same broker id fenced this one.
+    The back-off stops at 4 s: once Kafka is back, /health is 200 again within seconds, not
+    after a 30 s back-off (issue 11). /health reads ``current.service``, which is swapped
+    before the fresh incarnation starts.
+    """
+
+    def failure() -> str | None:
         service = current.service
-        if service.state is ServiceState.READY and service.member.state is not MemberState.FAILED:
-            delay = backoff_s
-            continue
-        if (
-            service.state is not ServiceState.FAILED
-            and service.member.state is not MemberState.FAILED
-        ):
-            continue
-        reason = service.failure or service.member.failure
-        logger.error(
-            "cluster service of %s failed (%s); restarting in %.1fs",
-            service.identity.broker_id,
-            reason,
-            delay,
-        )
-        await asyncio.to_thread(service.close)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 4.0)
-        fresh = service.restarted()
+        if service.state is ServiceState.FAILED or service.member.state is MemberState.FAILED:
+            return f"cluster service of {service.identity.broker_id}: " + str(
+                service.failure or service.member.failure
+            )
+        return None
+
+    def healthy() -> bool:
+        service = current.service
+        ready = service.state is ServiceState.READY
+        return ready and service.member.state is not MemberState.FAILED
+
+    def start_fresh() -> None:
+        fresh = current.service.restarted()
         current.service = fresh
         current.restarts += 1
-        await asyncio.to_thread(fresh.start)
+        fresh.start()
+
+    return supervise(
+        "cluster service",
+        failure=failure,
+        healthy=healthy,
+        close_failed=lambda: current.service.close(),
+        start_fresh=start_fresh,
+        backoff=backoff,
+    )
 
 
 def add_lookup_routes(
@@ -608,7 +613,9 @@ def add_lookup_routes(
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(service.start)
-        app[_SUPERVISOR_KEY] = asyncio.create_task(supervise(current, backoff_s=restart_backoff_s))
+        app[_SUPERVISOR_KEY] = asyncio.create_task(
+            _supervise_cluster(current, Backoff(initial_s=restart_backoff_s, max_s=4.0))
+        )
 
     async def on_cleanup(app: web.Application) -> None:
         app[_SUPERVISOR_KEY].cancel()

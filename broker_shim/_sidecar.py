@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -11,8 +10,10 @@ from pathlib import Path
 from sync import (
     CacheConfig,
     CacheState,
+    Codec,
     FenceHolder,
     HolderConfig,
+    PolicyCache,
     PolicyService,
     ServiceConfig,
     WriterConfig,
@@ -21,6 +22,7 @@ from sync.cluster import ClusterService, ClusterSettings
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._metrics import SidecarMetrics
+from ._supervisor import Backoff, supervise
 
 logger = logging.getLogger(__name__)
 
@@ -137,28 +139,46 @@ class Sidecar:
     def start_service(self) -> None:
         """Create and start (without waiting) a fresh policy service."""
         with self._lock:
-            svc = PolicyService(self.transport, self._service_config())
-            svc.cache._on_apply = self.metrics.apply_latency.observe  # noqa: SLF001
+            config = self._service_config()
+            codec = Codec()
+            cache = PolicyCache(
+                self.transport,
+                config=config.cache,
+                codec=codec,
+                on_apply=self.metrics.apply_latency.observe,
+            )
+            svc = PolicyService(self.transport, config, codec=codec, cache=cache)
             svc.start(wait=False)
             self._service = svc
 
     async def supervise(self) -> None:
-        """Restart the service whenever its cache ends up FAILED."""
-        while True:
-            await asyncio.sleep(0.5)
+        """Restart the policy service whenever its cache ends up FAILED (the one supervisor)."""
+
+        def failure() -> str | None:
             svc = self._service
             if svc is None or svc.cache.state is not CacheState.FAILED:
-                continue
+                return None
             self.last_failure = str(svc.cache.failure)
-            logger.error(
-                "policy cache failed (%s); restarting in %.1fs",
-                self.last_failure,
-                self.config.restart_backoff_s,
-            )
-            await asyncio.to_thread(svc.close)
-            await asyncio.sleep(self.config.restart_backoff_s)
+            return f"policy cache: {self.last_failure}"
+
+        def close_failed() -> None:
+            svc = self._service
+            if svc is not None:
+                svc.close()
+
+        def start_fresh() -> None:
             self.restarts += 1
-            await asyncio.to_thread(self.start_service)
+            self.start_service()
+
+        await supervise(
+            "policy service",
+            failure=failure,
+            healthy=lambda: self._service is not None
+            and self._service.cache.state is CacheState.READY,
+            close_failed=close_failed,
+            start_fresh=start_fresh,
+            backoff=Backoff(initial_s=self.config.restart_backoff_s, max_s=4.0),
+        )
 
     def close(self) -> None:
         if self.holder is not None:
