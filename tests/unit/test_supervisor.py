@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 
-from broker_shim import _supervisor
 from broker_shim._supervisor import Backoff, supervise
 
 
@@ -19,7 +18,7 @@ def test_restarts_back_off_and_reset(monkeypatch: pytest.MonkeyPatch) -> None:
         waits.append(delay)
         await real_sleep(0)
 
-    monkeypatch.setattr(_supervisor.asyncio, "sleep", recorded_sleep)
+    monkeypatch.setattr(asyncio, "sleep", recorded_sleep)
     # What each check finds: three failures in a row, one healthy check, one more failure.
     checks = iter(["broken", "broken", "broken", None, "broken"])
     events: list[str] = []
