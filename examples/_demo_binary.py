@@ -65,7 +65,12 @@ def binary_demo(broker_url: str, http_urls: list[str]) -> None:
     status = _put(f"{http_urls[0]}/admin/v2/persistent/acme/ops/{name}/partitions", "3")
     print(f"PUT /admin/v2/persistent/acme/ops/{name}/partitions 3 -> {status}")
     before = _served(http_urls)
-    client = pulsar.Client(broker_url, operation_timeout_seconds=30)
+    # The C++ client logs every connection at INFO; the demo shows its own lines instead.
+    client = pulsar.Client(
+        broker_url,
+        operation_timeout_seconds=30,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+    )
     try:
         print(f"pulsar.Client({broker_url!r}); partitions: {client.get_topic_partitions(topic)}")
         producer = client.create_producer(
