@@ -642,7 +642,9 @@ def test_archive_keeps_every_version_compaction_removes(
                 "cleanup.policy": "compact",
                 "segment.ms": "100",
                 "min.cleanable.dirty.ratio": "0.01",
-                "min.compaction.lag.ms": "0",
+                # No compaction before the first archive has run: on a loaded machine
+                # the cleaner must not win the race (lowered right after it).
+                "min.compaction.lag.ms": "3600000",
                 "delete.retention.ms": "100",
             },
         )
@@ -657,6 +659,9 @@ def test_archive_keeps_every_version_compaction_removes(
 
     first = run_archive(spark, source, checkpoint, out)
     assert first.archived == 5 and first.records == 5
+    KafkaTransport(KafkaConfig(kafka_bootstrap)).admin().alter_topic_config(
+        topic, {"min.compaction.lag.ms": "0"}
+    )
 
     # Force compaction: segments roll on the next append once segment.ms passed, the
     # cleaner (log.cleaner.backoff.ms=1000 on the test broker) then keeps one version.

@@ -175,6 +175,8 @@ def test_connect_and_lookup_check_tokens_and_roles(
     shim.start()
     try:
         shim.wait_ready()
+        # Pulsar: the tenant first (a super-user's job), then its admin makes the namespace.
+        assert call(shim, "PUT", f"/admin/v2/tenants/{tenant}", "t-admin", "{}").status == 204
         ns = f"/admin/v2/namespaces/{tenant}/ns"
         assert call(shim, "PUT", ns, "t-alice").status == 204
         topic = TopicName.parse(f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}")

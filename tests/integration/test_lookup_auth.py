@@ -78,6 +78,10 @@ def records(transport: KafkaTransport, topic: str) -> list[tuple[str, str]]:
                 positions[partition] = offset + 1
                 key, value = msg.key() or b"", msg.value() or b""
                 out.append((key.decode(errors="replace"), value.decode(errors="replace")))
+            # A transaction marker may be the last offset: it is never delivered, so the
+            # consumer's own position says when the end is reached.
+            for partition, position in consumer.positions(topic, partitions).items():
+                positions[partition] = max(positions[partition], position)
         return out
     finally:
         consumer.close()
