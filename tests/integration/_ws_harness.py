@@ -14,13 +14,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import websockets
 from aiohttp import web
 from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import InvalidStatus
 
 from broker_shim._http import build_app
 from broker_shim._sidecar import Sidecar, SidecarConfig
@@ -216,9 +217,40 @@ async def ack(ws: ClientConnection, messages: list[dict[str, Any]]) -> None:
         await ws.send(json.dumps({"messageId": m["messageId"]}))
 
 
-def connect(url: str) -> websockets.connect:
-    """A WebSocket client as the tests use it (no frame size limit)."""
-    return websockets.connect(url, open_timeout=30, max_size=None)
+class connect:  # noqa: N801 - used like websockets.connect
+    """A WebSocket client as the tests use it (no frame size limit).
+
+    Like a Pulsar client, it retries a handshake answered 503 (a bundle in transit or a
+    sidecar still starting, with ``Retry-After``) until its deadline; any other refusal
+    is raised at once.
+    """
+
+    def __init__(self, url: str, deadline_s: float = 60.0) -> None:
+        self.url = url
+        self.deadline_s = deadline_s
+        self.connection: ClientConnection | None = None
+
+    async def _open(self) -> ClientConnection:
+        deadline = time.monotonic() + self.deadline_s
+        while True:
+            try:
+                return await websockets.connect(self.url, open_timeout=30, max_size=None)
+            except InvalidStatus as exc:
+                if exc.response.status_code != 503 or time.monotonic() > deadline:
+                    raise
+                retry_after = exc.response.headers.get("Retry-After", "1")
+                await asyncio.sleep(min(float(retry_after), 1.0))
+
+    def __await__(self) -> Generator[Any, None, ClientConnection]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> ClientConnection:
+        self.connection = await self._open()
+        return self.connection
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.connection is not None:
+            await self.connection.close()
 
 
 async def set_policy(http_url: str, topic: TopicName, name: str, value: Any) -> None:

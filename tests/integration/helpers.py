@@ -120,7 +120,7 @@ class Sidecar:
         raise AssertionError(f"sidecar not ready in {timeout}s:\n{self.log_text()}")
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")[-5000:]
+        return self.log.read_text(errors="replace")
 
     def digest(self) -> dict[str, Any]:
         result = http("GET", self.url + "/policy-sync/v1/digest")
