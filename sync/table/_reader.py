@@ -27,6 +27,7 @@ Users: the policy cache (``sync/_cache.py``) and the registry/ownership/metadata
 
 from __future__ import annotations
 
+import abc
 import enum
 import logging
 import threading
@@ -62,7 +63,7 @@ TABLE_MOVES: Mapping[TableState, frozenset[TableState]] = {
 }
 
 
-class TableReader:
+class TableReader(abc.ABC):
     """The replay/tail machinery of one compacted topic (subclass it; see the module)."""
 
     def __init__(
@@ -126,21 +127,21 @@ class TableReader:
         del starts
         return {}
 
+    @abc.abstractmethod
     def _apply_replay(self, batch: Sequence[Message]) -> None:
-        """Apply a batch of replayed records (under the apply lock)."""
-        raise NotImplementedError
+        """Apply a batch of replayed records (under the apply lock): each table's own."""
 
     def _apply_tail(self, batch: Sequence[Message]) -> None:
         """Apply a batch of records read after READY (under the apply lock)."""
         self._apply_replay(batch)
 
-    def _on_ready(self) -> None:
+    def _on_ready(self) -> None:  # noqa: B027 - an optional hook
         """Replay reached the end offsets (reader thread, before READY is announced)."""
 
-    def _on_idle(self) -> None:
+    def _on_idle(self) -> None:  # noqa: B027 - an optional hook
         """A tail poll returned nothing (under the apply lock)."""
 
-    def _after_batch(self) -> None:
+    def _after_batch(self) -> None:  # noqa: B027 - an optional hook
         """After each tail poll (reader thread, outside the apply lock)."""
 
     def _on_close(self, was_ready: bool) -> None:

@@ -119,7 +119,7 @@ def test_lookups_are_counted_by_result_and_timed() -> None:
         assert _requests(after, "not_found") == 1
         assert _requests(after, "unavailable") == 0
         assert after[("policy_sync_lookup_latency_seconds_count", ())] == 5
-        assert 0 < after[("policy_sync_lookup_latency_seconds_sum", ())] < 30
+        assert after[("policy_sync_lookup_latency_seconds_sum", ())] > 0
         # Buckets are cumulative and end at the count.
         assert after[("policy_sync_lookup_latency_seconds_bucket", (("le", "+Inf"),))] == 5
         assert after[("policy_sync_lookup_acquisitions_total", ())] == 1
