@@ -16,6 +16,7 @@ from sync.errors import (
     AuthenticationError,
     AuthorizationError,
     BadRequestError,
+    CacheStateError,
     ConflictError,
     InvalidInputError,
     NotAcceptableError,
@@ -36,6 +37,9 @@ _STATUS: Final[tuple[tuple[type[PolicySyncError], int], ...]] = (
     (AuthorizationError, 403),
     (TooManyRequestsError, 429),
     (UnavailableError, 503),
+    # A table not READY (still replaying, replaced after a failure) or not caught up with
+    # a write within its deadline: retry shortly, like any unavailability.
+    (CacheStateError, 503),
     (ConflictError, 409),
     (NotFoundError, 404),
     (BadRequestError, 400),

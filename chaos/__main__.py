@@ -163,6 +163,7 @@ class Soak:
     def run(self) -> None:
         w = self.world
         w.t0 = time.monotonic()
+        self.health.restart_clock()
         for writer in self.writers:
             writer.start()
         self.messaging.start()

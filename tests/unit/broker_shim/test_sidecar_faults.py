@@ -215,3 +215,13 @@ def test_a_write_kafka_did_not_take_in_time_is_503_not_500() -> None:
     assert isinstance(err, KafkaUnavailableError) and isinstance(err, TransportError)
     assert http_status(err) == 503
     assert "is Kafka reachable?" in str(err)
+
+
+def test_a_cache_not_ready_or_behind_a_write_is_503() -> None:
+    from broker_shim._http_errors import http_status
+    from sync.errors import BootstrapTimeout, CacheStateError, StateTransitionError
+
+    # read-your-writes not reached in time: the write is in Kafka, retrying is safe
+    assert http_status(BootstrapTimeout("policy cache did not reach {0: 3} within 30.0s")) == 503
+    assert http_status(CacheStateError("policy cache is BOOTSTRAPPING, not READY")) == 503
+    assert http_status(StateTransitionError("CLOSED -> READY")) == 500  # a bug stays a 500
