@@ -25,8 +25,14 @@ counted yet.
 What an exceeded quota does (``policy``), as Pulsar:
 
 * ``producer_request_hold``: new producers are refused (``Cannot create producer on topic
-  with backlog quota exceeded``); sends of connected producers wait until the backlog is
-  back under the quota, up to ``backlog_hold_timeout_s``, then fail;
+  with backlog quota exceeded``, ``ProducerBlockedQuotaExceededError``, which clients
+  retry); the engine marks the topic's sends held (``ProducerHandle.held``) until the
+  backlog is back under the quota, and each front end maps that as Pulsar's clients see it:
+  the WebSocket front end keeps the send waiting, up to ``backlog_hold_timeout_s`` (what
+  Pulsar's WebSocket proxy does through its internal client), the binary front end
+  disconnects the producer (CLOSE_PRODUCER) without answering the send, so the client keeps
+  it pending, retries its reconnection and resends it once admitted, or fails it at its
+  own ``sendTimeout`` (what Pulsar's broker does: ``disconnectProducers``);
 * ``producer_exception``: new producers are refused with the same text and connected ones
   are closed with it;
 * ``consumer_backlog_eviction``: the slowest subscriptions' positions are moved forward
