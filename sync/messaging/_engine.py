@@ -732,6 +732,7 @@ class MessagingEngine:
             return 0
         measured = 0
         admin = self._admin_client()
+        sized: set[str] = set()
         for topic in await self.topic_configs.mapped_topics():
             if topic in self._topics or topic in self._topic_loading:
                 continue  # loaded: checked with its live state
@@ -750,6 +751,14 @@ class MessagingEngine:
                 continue
             await self._measure_and_evict(topic, kafka_topic, desc.partitions, quotas, 0.0, None)
             measured += 1
+            sized.add(kafka_topic)
+        # Forget the record sizes of topics no longer measured (quota gone, not owned).
+        sized |= {ts.kafka_topic for ts in self._topics.values()}
+        for kafka_topic in set(self._record_sizes) - sized:
+            del self._record_sizes[kafka_topic]
+        for kafka_topic in set(self._sizes_locks) - sized:
+            if not self._sizes_locks[kafka_topic].locked():
+                del self._sizes_locks[kafka_topic]
         return measured
 
     def _set_backlog_state(self, ts: TopicState, state: BacklogAction | None) -> None:

@@ -105,3 +105,33 @@ def test_measure_reads_positions_acks_and_record_sizes_from_kafka() -> None:
     m = measure_backlog(admin, "t", 1, ["g"], quotas, transport=transport, sizes=sizes)
     assert m.size_bytes() == 19 + 200
     assert sizes.parts[0].base == 9
+
+
+def test_eviction_of_a_loaded_subscription_keeps_its_acks_above_the_new_position() -> None:
+    from sync import TopicName
+    from sync.messaging import SubscriptionType
+    from tests.unit.test_subscriptions import Env, quiet, run, take
+
+    transport = MemoryTransport()
+
+    async def first() -> None:
+        async with Env(transport) as env:
+            topic = env.topic("evict")
+            c = await env.subscribe(topic, sub_type=SubscriptionType.Shared)
+            env.publish(topic, 10)
+            got = await take(c, 10)
+            for d in got:
+                if d.message_id.offset in (7, 8):
+                    c.ack(d.message_id)
+            c.subscription.skip_to({0: 5})  # what consumer_backlog_eviction does
+
+    async def second() -> list[int]:
+        async with Env(transport) as env:
+            topic = TopicName.parse("persistent://t/ns/evict")
+            c = await env.subscribe(topic, sub_type=SubscriptionType.Shared)
+            got = await take(c, 3)
+            assert await quiet(c, 0.3) == []
+            return sorted(d.message_id.offset for d in got)
+
+    run(first())
+    assert run(second()) == [5, 6, 9]  # 0-4 evicted, 7 and 8 stay acknowledged
