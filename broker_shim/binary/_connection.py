@@ -581,9 +581,18 @@ class Connection:
         self.write_command(out)
 
     async def _watch_producer(self, prod: _Producer) -> None:
-        await prod.handle.wait_closed()
+        closed = asyncio.ensure_future(prod.handle.wait_closed())
+        held = asyncio.ensure_future(prod.handle.wait_held())
+        try:
+            await asyncio.wait((closed, held), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            held.cancel()
         if self.producers.get(prod.producer_id) is not prod:
             return  # closed by the client
+        if not prod.handle.closed and prod.handle.held:
+            self._hold(prod)  # disconnected at once, as Pulsar's backlog quota check does
+            return
         del self.producers[prod.producer_id]
         action = close_action_of(prod.handle.close_reason)
         if action is CloseAction.CLOSE_CONNECTION:

@@ -225,6 +225,11 @@ class ProducerHandle:
         """Sends must wait: the topic is over a ``producer_request_hold`` backlog quota."""
         return not self.topic_state.writable.is_set()
 
+    async def wait_held(self) -> None:
+        """Return once a ``producer_request_hold`` backlog quota holds this topic's sends
+        (the binary front end then disconnects the producer, as Pulsar's broker does)."""
+        await self.topic_state.holding.wait()
+
     async def wait_writable(self, timeout_s: float | None = None) -> bool:
         """Wait while sends are held by a backlog quota (at most ``timeout_s``, default the
         engine's ``backlog_hold_timeout_s``); False if still held at the end."""
@@ -293,6 +298,9 @@ class TopicState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: Clear while a ``producer_request_hold`` backlog quota holds the sends.
     writable: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set while a ``producer_request_hold`` backlog quota holds the sends (``writable``'s
+    #: complement, to wait on).
+    holding: asyncio.Event = field(default_factory=asyncio.Event)
     #: The backlog action in force (None: within every quota).
     backlog_state: BacklogAction | None = None
     backlog: BacklogMeasure | None = None
@@ -767,8 +775,10 @@ class MessagingEngine:
         ts.backlog_state = state
         if state is BacklogAction.producer_request_hold:
             ts.writable.clear()
+            ts.holding.set()
         else:
             ts.writable.set()
+            ts.holding.clear()
         if state is BacklogAction.producer_exception:
             for handle in list(ts.producers.values()):
                 self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))

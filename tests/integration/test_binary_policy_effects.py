@@ -167,6 +167,8 @@ def test_backlog_quota_request_hold_holds_binary_sends_until_the_backlog_drops(
         lambda: (ts := engine.topic_state(topic)) is not None and not ts.writable.is_set(),
         "sends held on the owner",
     )
+    # Both producers are disconnected at once (before any send), as Pulsar's check does.
+    _wait_for(lambda: not engine.topic_state(topic).producers, "held producers disconnected")
     with pytest.raises(pulsar.Timeout):
         hasty.send(b"too-late")  # held past its send timeout
     answers: list[pulsar.Result] = []
