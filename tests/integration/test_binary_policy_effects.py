@@ -168,7 +168,9 @@ def test_backlog_quota_request_hold_holds_binary_sends_until_the_backlog_drops(
         "sends held on the owner",
     )
     # Both producers are disconnected at once (before any send), as Pulsar's check does.
-    _wait_for(lambda: not engine.topic_state(topic).producers, "held producers disconnected")
+    ts = engine.topic_state(topic)
+    assert ts is not None
+    _wait_for(lambda: not ts.producers, "held producers disconnected")
     with pytest.raises(pulsar.Timeout):
         hasty.send(b"too-late")  # held past its send timeout
     answers: list[pulsar.Result] = []

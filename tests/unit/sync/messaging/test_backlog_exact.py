@@ -110,7 +110,7 @@ def test_measure_reads_positions_acks_and_record_sizes_from_kafka() -> None:
 def test_eviction_of_a_loaded_subscription_keeps_its_acks_above_the_new_position() -> None:
     from sync import TopicName
     from sync.messaging import SubscriptionType
-    from tests.unit.test_subscriptions import Env, quiet, run, take
+    from tests.unit.sync.messaging.test_subscriptions import Env, quiet, run, take
 
     transport = MemoryTransport()
 
