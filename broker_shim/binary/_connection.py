@@ -38,7 +38,6 @@ from sync.errors import (
     UnavailableError,
 )
 from sync.messaging import (
-    BACKLOG_EXCEEDED,
     Consumer,
     Delivery,
     InitialPosition,
@@ -249,6 +248,9 @@ class Connection:
         self.role: str | None = None
         self.protocol_version = 0
         self.producers: dict[int, _Producer] = {}
+        #: Producers this side closed because a backlog quota holds their sends: their
+        #: SENDs still in flight are dropped unanswered (the client resends them).
+        self._held_ids: set[int] = set()
         self.consumers: dict[int, _Consumer] = {}
         self._last_read = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -533,6 +535,7 @@ class Connection:
     # -- producers ---------------------------------------------------------------------
     async def on_producer(self, cmd: api.BaseCommand) -> None:
         m = cmd.producer
+        self._held_ids.discard(m.producer_id)
         existing = self.producers.get(m.producer_id)
         if existing is not None:  # a retried request: same answer
             self._producer_success(m.request_id, existing.name)
@@ -578,9 +581,18 @@ class Connection:
         self.write_command(out)
 
     async def _watch_producer(self, prod: _Producer) -> None:
-        await prod.handle.wait_closed()
+        closed = asyncio.ensure_future(prod.handle.wait_closed())
+        held = asyncio.ensure_future(prod.handle.wait_held())
+        try:
+            await asyncio.wait((closed, held), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            held.cancel()
         if self.producers.get(prod.producer_id) is not prod:
             return  # closed by the client
+        if not prod.handle.closed and prod.handle.held:
+            self._hold(prod)  # disconnected at once, as Pulsar's backlog quota check does
+            return
         del self.producers[prod.producer_id]
         action = close_action_of(prod.handle.close_reason)
         if action is CloseAction.CLOSE_CONNECTION:
@@ -593,6 +605,8 @@ class Connection:
 
     def _send_refused(self, send: api.CommandSend, exc: BaseException) -> None:
         prod = self.producers.get(send.producer_id)
+        if prod is None and send.producer_id in self._held_ids:
+            return  # held by a backlog quota: the client resends it after reconnecting
         if prod is None:
             raise ProtocolViolation(f"SEND for unknown producer {send.producer_id}")
         pending = _Send(prod, send.sequence_id, send.highest_sequence_id, 0)
@@ -605,6 +619,8 @@ class Connection:
         self, send: api.CommandSend, metadata: api.MessageMetadata | None, payload: bytes
     ) -> None:
         prod = self.producers.get(send.producer_id)
+        if prod is None and send.producer_id in self._held_ids:
+            return  # held by a backlog quota: the client resends it after reconnecting
         if prod is None:
             # Pulsar: "Received message, but the producer is not ready. Closing the connection."
             raise ProtocolViolation(f"SEND for unknown producer {send.producer_id}")
@@ -621,16 +637,15 @@ class Connection:
         except InvalidInputError as exc:
             self._send_refused(send, exc)
             return
+        if prod.handle.held and not prod.handle.closed:
+            self._hold(prod)
+            return
         highest = send.highest_sequence_id or metadata.highest_sequence_id or send.sequence_id
         pending = _Send(prod, send.sequence_id, highest, len(messages))
         prod.pending.append(pending)
         prod.drained.clear()
         if prod.handle.closed:
             pending.error = (api.ServiceNotReady, "Producer is closed")
-        elif prod.handle.held:
-            # producer_request_hold: this front end cannot park a send, so it refuses it
-            # with the retriable error Pulsar's clients resend after.
-            pending.error = (api.ProducerBlockedQuotaExceededError, BACKLOG_EXCEEDED)
         else:
             # Every message is checked before the first one is queued: a batch is stored
             # whole or refused whole (nothing written).
@@ -661,6 +676,35 @@ class Connection:
                     except PolicySyncError as exc:
                         pending.answer(None, exc)
         prod.flush()
+
+    def _hold(self, prod: _Producer) -> None:
+        """``producer_request_hold``, as Pulsar's broker applies it: the producer is
+        disconnected (CLOSE_PRODUCER, once the sends before this one are answered) and
+        this send is not answered; the client keeps it pending and reconnects, the engine
+        refuses the producer with ``ProducerBlockedQuotaExceededError`` (retriable) while
+        the backlog is over the quota, and once it is back under, the client's reconnect
+        succeeds and it resends what is pending. A send still pending at the client's
+        ``sendTimeout`` fails there with a timeout."""
+        logger.info("producer %s held by a backlog quota: disconnecting it", prod.name)
+        self._held_ids.add(prod.producer_id)
+        if self.producers.get(prod.producer_id) is prod:
+            del self.producers[prod.producer_id]
+        if prod.watcher is not None:
+            prod.watcher.cancel()
+        self._spawn(self._disconnect_held(prod), f"binary-producer-hold {prod.name}")
+
+    async def _disconnect_held(self, prod: _Producer) -> None:
+        try:
+            await asyncio.wait_for(prod.drained.wait(), self.ctx.config.close_drain_s)
+        except TimeoutError:
+            logger.warning("held producer %s disconnected with sends in flight", prod.name)
+        finally:
+            self.ctx.engine.close_producer(prod.handle)
+        if prod.producer_id in self._held_ids and not self.closed:
+            out = _T(type=_T.CLOSE_PRODUCER)
+            out.close_producer.producer_id = prod.producer_id
+            out.close_producer.request_id = _NO_REQUEST
+            self.write_command(out)
 
     async def on_close_producer(self, cmd: api.BaseCommand) -> None:
         m = cmd.close_producer

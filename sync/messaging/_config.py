@@ -54,8 +54,9 @@ class MessagingConfig:
         message_expiry_check_s: how often buffered messages are checked against
             ``messageTTLInSeconds`` (they are also checked as they are dispatched;
             Pulsar's ``messageExpiryCheckIntervalInMinutes`` is 5 minutes).
-        backlog_check_s: how often live topics with a backlog quota measure their backlog
-            (Pulsar's ``backlogQuotaCheckIntervalInSeconds`` is 60).
+        backlog_check_s: how often the owner measures the backlog of every owned topic
+            with a backlog quota, loaded here or not (Pulsar's
+            ``backlogQuotaCheckIntervalInSeconds`` is 60).
         backlog_hold_timeout_s: how long a send waits under ``producer_request_hold``
             before it fails (Pulsar's client ``sendTimeout`` default is 30 s).
         dedup_snapshot_s: how often a topic's deduplication state is snapshotted when

@@ -71,9 +71,18 @@ from sync.messaging._producer import (
 )
 from sync.transport import Admin, Transport
 
-from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_backlog
+from ._backlog import (
+    BACKLOG_EXCEEDED,
+    BacklogAction,
+    BacklogMeasure,
+    BacklogQuotas,
+    RecordSizes,
+    measure_backlog,
+    moved_position,
+)
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
+from ._cursor import decode_ack_ranges
 from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
 from ._delayed import HEADER_DELIVER_AT, max_delay_refusal
 from ._inactive import InactivePolicy, delete_topic, inactive_verdict
@@ -216,6 +225,11 @@ class ProducerHandle:
         """Sends must wait: the topic is over a ``producer_request_hold`` backlog quota."""
         return not self.topic_state.writable.is_set()
 
+    async def wait_held(self) -> None:
+        """Return once a ``producer_request_hold`` backlog quota holds this topic's sends
+        (the binary front end then disconnects the producer, as Pulsar's broker does)."""
+        await self.topic_state.holding.wait()
+
     async def wait_writable(self, timeout_s: float | None = None) -> bool:
         """Wait while sends are held by a backlog quota (at most ``timeout_s``, default the
         engine's ``backlog_hold_timeout_s``); False if still held at the end."""
@@ -284,6 +298,9 @@ class TopicState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: Clear while a ``producer_request_hold`` backlog quota holds the sends.
     writable: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set while a ``producer_request_hold`` backlog quota holds the sends (``writable``'s
+    #: complement, to wait on).
+    holding: asyncio.Event = field(default_factory=asyncio.Event)
     #: The backlog action in force (None: within every quota).
     backlog_state: BacklogAction | None = None
     backlog: BacklogMeasure | None = None
@@ -371,6 +388,10 @@ class MessagingEngine:
         self._idle_since: dict[TopicName, float] = {}
         self._reaping = False
         self._expiring = False
+        self._backlog_sweeping = False
+        #: Record sizes of the backlogs of topics with a ``limitSize`` quota.
+        self._record_sizes: dict[str, RecordSizes] = {}
+        self._sizes_locks: dict[str, asyncio.Lock] = {}
         self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
@@ -593,6 +614,7 @@ class MessagingEngine:
                             ts.backlog_checking
                         ):
                             self._spawn(self._check_backlog_quietly(ts), "backlog-check")
+                    self._spawn(self._enforce_unloaded_backlogs_quietly(), "backlog-unloaded")
                 if now - last_inactive >= self.config.inactive_topic_check_s:
                     last_inactive = now
                     self._spawn(self._reap_inactive_quietly(), "inactive-topics")
@@ -623,13 +645,9 @@ class MessagingEngine:
             return None
         ts.backlog_checking = True
         try:
-            prefix = subscription_group(ts.kafka_topic, "")
-            admin = self._admin_client()
-            groups = await asyncio.to_thread(admin.list_groups, prefix)
-            groups = sorted(set(groups) | {s.group_id for s in ts.subscriptions.values()})
             avg = ts.published_bytes / ts.published_msgs if ts.published_msgs else 0.0
-            measure = await asyncio.to_thread(
-                measure_backlog, admin, ts.kafka_topic, ts.num_partitions, groups, quotas, avg
+            measure = await self._measure_and_evict(
+                ts.topic, ts.kafka_topic, ts.num_partitions, quotas, avg, ts
             )
         finally:
             ts.backlog_checking = False
@@ -642,17 +660,114 @@ class MessagingEngine:
             if over and action is not BacklogAction.consumer_backlog_eviction:
                 if state is not BacklogAction.producer_exception:
                     state = action
-        evict = measure.eviction_targets(quotas)
-        for group, offsets in evict.items():
-            name = group[len(prefix) :]
-            sub = ts.subscriptions.get(name)
-            if sub is not None and sub.attached:
-                sub.skip_to(offsets)
-            else:
-                await asyncio.to_thread(admin.alter_group_offsets, group, ts.kafka_topic, offsets)
-                logger.info("%s: group %s moved to %s (backlog eviction)", ts.topic, group, offsets)
         self._set_backlog_state(ts, state)
         return measure
+
+    async def _measure_and_evict(
+        self,
+        topic: TopicName,
+        kafka_topic: str,
+        partitions: int,
+        quotas: BacklogQuotas,
+        avg_bytes: float,
+        ts: TopicState | None,
+    ) -> BacklogMeasure:
+        """Measure the backlog of every durable subscription (connected or not) and move
+        the ones a ``consumer_backlog_eviction`` quota evicts: a subscription loaded here
+        moves its cursor, the others have their Kafka group positions moved (keeping their
+        individual acknowledgements above the new position)."""
+        prefix = subscription_group(kafka_topic, "")
+        admin = self._admin_client()
+        groups = await asyncio.to_thread(admin.list_groups, prefix)
+        loaded = {} if ts is None else {s.group_id: s for s in ts.subscriptions.values()}
+        groups = sorted(set(groups) | set(loaded))
+        sizes = None
+        if quotas.limit_bytes > 0:
+            sizes = self._record_sizes.get(kafka_topic)
+            if sizes is None:
+                sizes = self._record_sizes[kafka_topic] = RecordSizes(kafka_topic)
+        else:
+            self._record_sizes.pop(kafka_topic, None)
+        lock = self._sizes_locks.setdefault(kafka_topic, asyncio.Lock())
+        async with lock:
+            measure = await asyncio.to_thread(
+                functools.partial(
+                    measure_backlog,
+                    admin,
+                    kafka_topic,
+                    partitions,
+                    groups,
+                    quotas,
+                    avg_bytes,
+                    transport=self.transport,
+                    sizes=sizes,
+                )
+            )
+        for group, offsets in measure.eviction_targets(quotas).items():
+            sub = loaded.get(group)
+            if sub is not None and sub.attached:
+                sub.skip_to(offsets)
+                continue
+            if ts is None and self._topics.get(topic) is not None:
+                continue  # loaded meanwhile: its own check evicts
+            positions = {
+                p: moved_position(
+                    o, measure.acked.get(p, {}).get(group) or [], self.config.ack_metadata_max_bytes
+                )
+                for p, o in offsets.items()
+            }
+            await asyncio.to_thread(admin.alter_group_positions, group, kafka_topic, positions)
+            logger.info("%s: group %s moved to %s (backlog eviction)", topic, group, offsets)
+        return measure
+
+    async def _enforce_unloaded_backlogs_quietly(self) -> None:
+        if self._backlog_sweeping:
+            return
+        self._backlog_sweeping = True
+        try:
+            await self.enforce_unloaded_backlogs()
+        except Exception:
+            logger.exception("backlog check of unloaded topics failed; retried later")
+        finally:
+            self._backlog_sweeping = False
+
+    async def enforce_unloaded_backlogs(self) -> int:
+        """Apply ``consumer_backlog_eviction`` quotas to the owned topics that are not
+        loaded here (no connection), as Pulsar's periodic ``BacklogQuotaManager`` check
+        does for every topic of the broker. Returns how many topics were measured."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return 0
+        measured = 0
+        admin = self._admin_client()
+        sized: set[str] = set()
+        for topic in await self.topic_configs.mapped_topics():
+            if topic in self._topics or topic in self._topic_loading:
+                continue  # loaded: checked with its live state
+            quotas = BacklogQuotas.from_policy(svc.applied(topic).get("backLogQuotaMap"))
+            evicting = BacklogAction.consumer_backlog_eviction
+            if not (
+                (quotas.limit_bytes > 0 and quotas.size_action is evicting)
+                or (quotas.limit_time_s > 0 and quotas.time_action is evicting)
+            ):
+                continue
+            if not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                continue
+            await self._measure_and_evict(topic, kafka_topic, desc.partitions, quotas, 0.0, None)
+            measured += 1
+            sized.add(kafka_topic)
+        # Forget the record sizes of topics no longer measured (quota gone, not owned).
+        sized |= {ts.kafka_topic for ts in self._topics.values()}
+        for kafka_topic in set(self._record_sizes) - sized:
+            del self._record_sizes[kafka_topic]
+        for kafka_topic in set(self._sizes_locks) - sized:
+            if not self._sizes_locks[kafka_topic].locked():
+                del self._sizes_locks[kafka_topic]
+        return measured
 
     def _set_backlog_state(self, ts: TopicState, state: BacklogAction | None) -> None:
         if state is not ts.backlog_state:
@@ -660,8 +775,10 @@ class MessagingEngine:
         ts.backlog_state = state
         if state is BacklogAction.producer_request_hold:
             ts.writable.clear()
+            ts.holding.set()
         else:
             ts.writable.set()
+            ts.holding.clear()
         if state is BacklogAction.producer_exception:
             for handle in list(ts.producers.values()):
                 self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
@@ -680,8 +797,8 @@ class MessagingEngine:
 
     async def expire_unloaded(self) -> int:
         """Move every durable subscription of an owned topic with ``messageTTLInSeconds``
-        that is not loaded here past its expired messages (Kafka group offsets; what is
-        individually acknowledged above the new position is forgotten). Returns how many
+        that is not loaded here past its expired messages (Kafka group positions; what is
+        individually acknowledged above the new position is kept). Returns how many
         subscriptions moved."""
         svc = self._policies()
         if svc is None or svc.cache.state is not CacheState.READY:
@@ -707,13 +824,18 @@ class MessagingEngine:
             cutoff_ms = int(time.time() * 1000) - ttl * 1000
             floor = await asyncio.to_thread(admin.list_offsets, kafka_topic, parts, cutoff_ms)
             for group in groups:
-                committed = await asyncio.to_thread(admin.group_offsets, group, kafka_topic)
-                ahead = {p: o for p, o in floor.items() if committed.get(p, 0) < o}
+                committed = await asyncio.to_thread(admin.group_positions, group, kafka_topic)
+                ahead: dict[int, tuple[int, str]] = {}
+                for p, o in floor.items():
+                    offset, metadata = committed.get(p, (0, ""))
+                    if offset < o:
+                        ranges = decode_ack_ranges(offset, metadata)
+                        ahead[p] = moved_position(o, ranges, self.config.ack_metadata_max_bytes)
                 ts = self._topics.get(topic)
                 if ts is not None and group[len(prefix) :] in ts.subscriptions:
                     continue  # loaded meanwhile: its own dispatch expires the messages
                 if ahead:
-                    await asyncio.to_thread(admin.alter_group_offsets, group, kafka_topic, ahead)
+                    await asyncio.to_thread(admin.alter_group_positions, group, kafka_topic, ahead)
                     logger.info("%s: expired messages of %s skipped to %s", topic, group, ahead)
                     moved += 1
         return moved

@@ -268,6 +268,7 @@ class Admin(Protocol):
     def grow_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
         """Raise ``topic``'s partition count to ``partitions`` (Kafka never shrinks one)."""
         ...
+
     def describe_group(self, group_id: str, timeout_s: float = 10.0) -> GroupDescription:
         """The group's state and members (state ``Dead`` with no members if unknown)."""
         ...
@@ -309,6 +310,23 @@ class Admin(Protocol):
         self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
     ) -> None:
         """Move a group's committed offsets (the group must have no active members)."""
+        ...
+
+    def group_positions(
+        self, group: str, topic: str, timeout_s: float = 30.0
+    ) -> dict[int, tuple[int, str]]:
+        """Like :meth:`group_offsets`, with each commit's metadata string:
+        ``(offset, metadata)`` per partition (partitions without a commit omitted)."""
+        ...
+
+    def alter_group_positions(
+        self,
+        group: str,
+        topic: str,
+        positions: Mapping[int, tuple[int, str]],
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Like :meth:`alter_group_offsets`, setting each commit's metadata string too."""
         ...
 
 

@@ -597,6 +597,11 @@ class KafkaAdmin:
         return found
 
     def group_offsets(self, group: str, topic: str, timeout_s: float = 30.0) -> dict[int, int]:
+        return {p: o for p, (o, _m) in self.group_positions(group, topic, timeout_s).items()}
+
+    def group_positions(
+        self, group: str, topic: str, timeout_s: float = 30.0
+    ) -> dict[int, tuple[int, str]]:
         try:
             futures = self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
@@ -608,7 +613,7 @@ class KafkaAdmin:
                 return {}
             raise _translate(exc, f"offsets of group {group!r}") from exc
         return {
-            tp.partition: tp.offset
+            tp.partition: (tp.offset, tp.metadata or "")
             for tp in result.topic_partitions or []
             if tp.topic == topic and tp.offset >= 0
         }
@@ -616,10 +621,20 @@ class KafkaAdmin:
     def alter_group_offsets(
         self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
     ) -> None:
-        if not offsets:
+        self.alter_group_positions(group, topic, {p: (o, "") for p, o in offsets.items()})
+
+    def alter_group_positions(
+        self,
+        group: str,
+        topic: str,
+        positions: Mapping[int, tuple[int, str]],
+        timeout_s: float = 30.0,
+    ) -> None:
+        if not positions:
             return
         request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
+            group,
+            [TopicPartition(topic, p, o, metadata=m) for p, (o, m) in positions.items()],
         )
         try:
             self._admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[

@@ -600,10 +600,26 @@ class MemoryAdmin:
     def alter_group_offsets(
         self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
     ) -> None:
+        self.alter_group_positions(group, topic, {p: (o, "") for p, o in offsets.items()})
+
+    def group_positions(
+        self, group: str, topic: str, timeout_s: float = 30.0
+    ) -> dict[int, tuple[int, str]]:
+        with self._broker._lock:  # noqa: SLF001
+            stored = self._broker._groups.get(group, {})  # noqa: SLF001
+            return {p: (o, m) for (t, p), (o, m) in stored.items() if t == topic}
+
+    def alter_group_positions(
+        self,
+        group: str,
+        topic: str,
+        positions: Mapping[int, tuple[int, str]],
+        timeout_s: float = 30.0,
+    ) -> None:
         with self._broker._lock:  # noqa: SLF001
             stored = self._broker._groups.setdefault(group, {})  # noqa: SLF001
-            for p, o in offsets.items():
-                stored[(topic, p)] = (o, "")
+            for p, (o, m) in positions.items():
+                stored[(topic, p)] = (o, m)
 
 
 class MemoryTransport:

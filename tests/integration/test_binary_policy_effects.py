@@ -1,5 +1,6 @@
 """Issue 15 through the binary protocol (the real ``pulsar-client`` wheel): the engine's
-deduplication, delayed delivery and publish rate act on binary producers too."""
+deduplication, delayed delivery, publish rate and backlog quotas act on binary producers
+too."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 import pulsar
 import pytest
 
-from sync import TopicName
+from broker_shim._http import build_app
+from broker_shim._ws import ENGINE_KEY
+from sync import PolicyTarget, TopicName
+from sync.messaging import OwnerInfo
 from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import run, set_policy
+from tests.integration._ws_harness import ThreadSidecar, run, set_policy
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -111,3 +115,77 @@ def test_publish_rate_throttles_binary_producers(
     assert 1 <= within <= 32
     producer.flush()
     run(set_policy(sidecar.http_url, topic, "publishRate", None))
+
+
+class _NothingHere:
+    """Ownership of a sidecar that serves no topic (it only takes the policy writes)."""
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
+
+
+@pytest.fixture(scope="module")
+def writer(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ThreadSidecar]:
+    w = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("binwriter"))
+    w._app_factory = lambda: build_app(w.sidecar, ownership=_NothingHere())  # noqa: SLF001
+    with w:
+        yield w
+
+
+def test_backlog_quota_request_hold_holds_binary_sends_until_the_backlog_drops(
+    sidecar: BinarySidecar, writer: ThreadSidecar, client: pulsar.Client, kafka_bootstrap: str
+) -> None:
+    """``producer_request_hold`` written on another sidecar: a binary send waits (the
+    producer is disconnected and its reconnection refused while the backlog is over the
+    quota) and goes through once the backlog drops; a send whose ``sendTimeout`` passes
+    first fails with a timeout and is never written."""
+    topic = make_topic(kafka_bootstrap, 1)
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+    quota = {
+        "destination_storage": {
+            "limitSize": 100,
+            "limitTime": -1,
+            "policy": "producer_request_hold",
+        }
+    }
+    consumer = client.subscribe(str(topic), "slow", receiver_queue_size=20)
+    patient = client.create_producer(
+        str(topic), batching_enabled=False, send_timeout_millis=120_000
+    )
+    hasty = client.create_producer(str(topic), batching_enabled=False, send_timeout_millis=3_000)
+    for i in range(10):
+        patient.send(b"x" * 100 + str(i).encode())
+    backlog = [consumer.receive(timeout_millis=30_000) for _ in range(10)]  # not acked yet
+    engine = sidecar._runner.app[ENGINE_KEY]  # type: ignore[union-attr]  # noqa: SLF001
+
+    svc.set(target, {"backLogQuotaMap": quota})
+    _wait_for(
+        lambda: (ts := engine.topic_state(topic)) is not None and not ts.writable.is_set(),
+        "sends held on the owner",
+    )
+    # Both producers are disconnected at once (before any send), as Pulsar's check does.
+    ts = engine.topic_state(topic)
+    assert ts is not None
+    _wait_for(lambda: not ts.producers, "held producers disconnected")
+    with pytest.raises(pulsar.Timeout):
+        hasty.send(b"too-late")  # held past its send timeout
+    answers: list[pulsar.Result] = []
+    patient.send_async(b"held", lambda res, _id: answers.append(res))
+    time.sleep(2.0)
+    assert answers == []  # held: no answer while the backlog is over the quota
+    for msg in backlog:
+        consumer.acknowledge(msg)
+    _wait_for(lambda: bool(answers), "the held send answered after the backlog dropped")
+    assert answers == [pulsar.Result.Ok]
+    assert _drain(consumer) == [b"held"]  # written once; the timed-out send never
+
+    # delete: no quota, a backlog no longer holds anything
+    svc.set(target, {"backLogQuotaMap": None})
+    _wait_for(lambda: _applied(sidecar, topic, "backLogQuotaMap") is None, "quota removed")
+    for i in range(5):
+        patient.send(b"y" * 100 + str(i).encode())
+    assert len([consumer.receive(timeout_millis=30_000) for _ in range(5)]) == 5

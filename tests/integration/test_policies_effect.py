@@ -25,6 +25,7 @@ from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import OwnerInfo
+from sync.messaging._backlog import BacklogQuotas
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (
     ThreadSidecar,
@@ -847,5 +848,109 @@ def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
         )
         await asyncio.sleep(2.5 * check_s)
         assert position() == 0
+
+    run(scenario(), timeout_s=180)
+
+
+def test_backlog_eviction_moves_subscriptions_not_loaded_anywhere_keeping_their_acks(
+    pair: tuple[ThreadSidecar, ThreadSidecar], kafka_bootstrap: str
+) -> None:
+    """The owner enforces ``consumer_backlog_eviction`` on a topic nobody is connected to
+    (Pulsar's periodic backlog quota check), counts the backlog exactly (an individual ack
+    above the committed offset is not backlog), sizes it from the records read, and moves
+    the subscription forward keeping its individual ack above the new position."""
+    from sync.messaging._backlog import RecordSizes, measure_backlog, record_size
+    from sync.messaging._cursor import decode_ack_ranges, encode_ack_ranges
+
+    writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    kafka_topic = kafka_topic_of(topic)
+    transport = KafkaTransport(KafkaConfig(kafka_bootstrap))
+    admin = transport.admin()
+    group = f"{_group_prefix(topic)}cold"
+    svc = writer.sidecar.service
+    assert svc is not None
+    target = PolicyTarget.for_topic(topic)
+
+    def commit_acked_8() -> None:  # everything from 0 unacked, except offset 8
+        metadata, _ = encode_ack_ranges(0, [(8, 9)], 4000)
+        consumer = transport.consumer(group_id=group)
+        try:
+            consumer.commit(kafka_topic, {0: (0, metadata)})
+        finally:
+            consumer.close()
+
+    def position() -> tuple[int, str]:
+        return admin.group_positions(group, kafka_topic).get(0, (0, ""))
+
+    def sizes_read() -> list[int]:
+        consumer = transport.consumer()
+        try:
+            consumer.assign(kafka_topic, {0: 0})
+            out: list[int] = []
+            deadline = time.monotonic() + 30
+            while len(out) < 10 and time.monotonic() < deadline:
+                out += [record_size(m) for m in consumer.consume(100, 0.5)]
+            return out
+        finally:
+            consumer.close()
+
+    def limit_seen() -> int | None:
+        server_svc = server.sidecar.service
+        assert server_svc is not None
+        quota = server_svc.applied(topic).get("backLogQuotaMap")
+        return None if not quota else int(quota["destination_storage"]["limitSize"])
+
+    async def scenario() -> None:
+        async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
+            await produce(prod, [b"x" * 100 for _ in range(10)])
+        await asyncio.to_thread(commit_acked_8)
+        sizes = await asyncio.to_thread(sizes_read)
+        assert len(sizes) == 10
+        quotas = BacklogQuotas.from_policy(_quota("consumer_backlog_eviction", 450))
+        m = await asyncio.to_thread(
+            measure_backlog,
+            admin,
+            kafka_topic,
+            1,
+            [group],
+            quotas,
+            transport=transport,
+            sizes=RecordSizes(kafka_topic),
+        )
+        assert m.messages() == 9  # exact: 10 published, offset 8 individually acked
+        assert m.size_bytes() == sum(sizes) - sizes[8]
+        engine = _engine(server)
+        assert engine.topic_state(topic) is None  # nobody connected: not loaded
+
+        await asyncio.to_thread(
+            svc.set, target, {"backLogQuotaMap": _quota("consumer_backlog_eviction", 450)}
+        )
+        await asyncio.to_thread(_wait_for, lambda: position()[0] > 0, "cold subscription evicted")
+        offset, metadata = position()
+        keep = sum(sizes[offset:])
+        assert keep <= 450 < keep + sizes[offset - 1]  # just enough moved for the quota
+        assert offset < 8
+        assert decode_ack_ranges(offset, metadata) == [(8, 9)]  # the ack above is kept
+        assert engine.topic_state(topic) is None
+
+        # update: a quota the backlog fits in moves nothing
+        check_s = engine.config.backlog_check_s
+        await asyncio.to_thread(
+            svc.set, target, {"backLogQuotaMap": _quota("consumer_backlog_eviction", 100_000)}
+        )
+        await asyncio.to_thread(
+            _wait_for, lambda: limit_seen() == 100_000, "quota update seen by the server"
+        )
+        await asyncio.to_thread(commit_acked_8)
+        await asyncio.sleep(2.5 * check_s)
+        assert position()[0] == 0
+        # delete: no quota, nothing moves
+        await asyncio.to_thread(svc.set, target, {"backLogQuotaMap": None})
+        await asyncio.to_thread(
+            _wait_for, lambda: limit_seen() is None, "quota removal seen by the server"
+        )
+        await asyncio.sleep(2.5 * check_s)
+        assert position()[0] == 0
 
     run(scenario(), timeout_s=180)
