@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sync.messaging import validate_override
+
 __all__ = [
     "BACKLOG_QUOTA_TYPES",
     "DEFAULT_BACKLOG_QUOTA",
@@ -68,6 +70,13 @@ def _check_persistence(value: Any) -> Refusal | None:
     if not e >= w >= a:
         return 400, f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a})"
     return None
+
+
+def _check_auto_topic_creation(value: Any) -> Refusal | None:
+    detail = validate_override(value)
+    if detail is None:
+        return None
+    return 412, f"Invalid configuration for autoTopicCreationOverride. the detail is {detail}"
 
 
 def _check_max_message_size(value: Any) -> Refusal | None:
@@ -237,6 +246,7 @@ NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
     "inactiveTopicPolicies": RestPolicy("inactiveTopicPolicies"),
     "compactionThreshold": RestPolicy("compactionThreshold"),
     "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
+    "autoTopicCreation": RestPolicy("autoTopicCreationOverride", check=_check_auto_topic_creation),
 }
 
 #: ``?backlogQuotaType=`` values (Pulsar's BacklogQuotaType enum).

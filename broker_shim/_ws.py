@@ -93,6 +93,7 @@ from sync.messaging import (
     ProducerConfig,
     ProducerHandle,
     SubscriptionType,
+    TopicCreator,
     TopicOwnership,
     decode_properties,
 )
@@ -155,13 +156,15 @@ def add_ws_routes(
     transport: Transport | None = None,
     ownership: TopicOwnership | None = None,
     config: MessagingConfig | None = None,
+    create_topic: TopicCreator | None = None,
 ) -> MessagingEngine:
     """Serve Pulsar's WebSocket producer and consumer endpoints on ``app``.
 
     ``source`` is the sidecar (its policy service and transport are used) or a function
     returning the current policy service, with ``transport`` then required. The engine
     starts with the app and closes every connection on shutdown (code 1001), after
-    committing every subscription's position.
+    committing every subscription's position. ``create_topic``: creates a missing topic
+    that auto-creation allows (None: missing topics are refused).
     """
     if isinstance(source, Sidecar):
         sidecar = source
@@ -171,7 +174,14 @@ def add_ws_routes(
         policies = source
         if transport is None:
             raise TypeError("add_ws_routes needs transport= when given a service getter")
-    engine = MessagingEngine(transport, policies, ownership=ownership, config=config)
+    engine = MessagingEngine(
+        transport,
+        policies,
+        ownership=ownership,
+        config=config,
+        auto_creation=source.config.auto_topic_creation if isinstance(source, Sidecar) else None,
+        create_topic=create_topic,
+    )
     app[ENGINE_KEY] = engine
     app.add_routes(
         [
