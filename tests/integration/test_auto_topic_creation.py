@@ -227,3 +227,47 @@ def test_broker_flags_build_the_defaults() -> None:
     assert auto_topic_creation(args) == AutoTopicCreation(False, TopicType.PARTITIONED, 4)
     defaults = build_parser().parse_args(["run", "--broker-id", "b", "--http-port", "1"])
     assert auto_topic_creation(defaults) == AutoTopicCreation()
+
+
+def test_cluster_sidecar_registers_auto_created_topics(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory, admin: Any
+) -> None:
+    """With the cluster registry, an auto-created topic is a topic of the admin API (every
+    sidecar lists it); a namespace that does not exist is not created implicitly."""
+    from tests.integration.test_pulsar_compat import CompatSidecar
+
+    shim = CompatSidecar(
+        kafka_bootstrap,
+        tmp_path_factory.mktemp("auto-cluster"),
+        ("--allow-auto-topic-creation-type", "partitioned", "--default-num-partitions", "2"),
+    )
+    try:
+        shim.wait_ready()
+        ws = shim.url.replace("http://", "ws://") + "/ws/v2"
+        topic = _topic("default")
+
+        async def produce() -> dict[str, Any]:
+            async with connect(f"{ws}/producer/{path_of(topic)}") as prod:
+                await prod.send(send_frame(b"hello"))
+                reply: dict[str, Any] = json.loads(await asyncio.wait_for(prod.recv(), 30))
+                return reply
+
+        assert run(produce())["result"] == "ok"
+        status, listed = run(
+            _http("GET", f"{shim.url}/admin/v2/persistent/public/default/partitioned")
+        )
+        assert status == 200 and str(topic) in listed
+        status, meta = run(
+            _http(
+                "GET",
+                f"{shim.url}/admin/v2/persistent/{path_of(topic)[len('persistent/') :]}/partitions",
+            )
+        )
+        assert (status, meta["partitions"]) == (200, 2)
+        assert _kafka_partitions(admin, topic) == 2
+        missing_ns = TopicName.parse(f"persistent://public/nons-{uuid.uuid4().hex[:6]}/t")
+        status, body = _ws_refusal(f"{ws}/producer/{path_of(missing_ns)}")
+        assert status == 404
+        assert _kafka_partitions(admin, missing_ns) is None
+    finally:
+        shim.stop()
