@@ -29,6 +29,16 @@ serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`
     "permitMessages": N}`` (pull mode), ``{"type": "isEndOfTopic"}`` (answered
     ``{"endOfTopic": false}``: Kafka topics never end), ``{"type": "unsubscribe"}``.
 
+``GET /ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}``
+    Query: ``messageId`` (``latest`` default, ``earliest``, or the base64 id of a message
+    to start after), ``receiverQueueSize``, ``readerName``. The consumer's message frames,
+    on a non-durable subscription (nothing committed, gone with the connection); the
+    client's ``{"messageId"}`` frames only make room for more messages, as Pulsar's
+    ReaderHandler; ``{"type": "isEndOfTopic"}`` is answered.
+
+``GET /ws/pingpong``
+    Answers WebSocket pings (and echoes text frames).
+
 Refusals at the handshake are HTTP errors with ``{"reason": ...}``, as Pulsar's proxy
 answers: 400 bad name or query parameter (``Invalid query params: …``), 404 no such topic,
 409 busy (``Failed to subscribe: Exclusive consumer is already connected``,
@@ -61,6 +71,7 @@ import logging
 import struct
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -119,6 +130,7 @@ ENGINE_KEY = web.AppKey("messaging_engine", MessagingEngine)
 
 PRODUCER_PATH = "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}"
 CONSUMER_PATH = "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"
+READER_PATH = "/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}"
 
 #: Pulsar ``WebSocketError`` codes used in ``send-error:<code>`` results.
 ERR_BAD_JSON = 3
@@ -187,6 +199,7 @@ def add_ws_routes(
         [
             web.get(PRODUCER_PATH, producer_endpoint),
             web.get(CONSUMER_PATH, consumer_endpoint),
+            web.get(READER_PATH, reader_endpoint),
             web.get(PINGPONG_PATH, pingpong_endpoint),
         ]
     )
@@ -710,8 +723,69 @@ async def consumer_endpoint(request: web.Request) -> web.StreamResponse:
     return ws
 
 
+# --------------------------------------------------------------------------- reader
+
+
+def _reader_start(query: Mapping[str, str]) -> tuple[InitialPosition, MessageId | None]:
+    """Pulsar ReaderHandler's ``messageId``: ``latest`` (default), ``earliest`` or the
+    base64 id of a message to start after."""
+    text = (query.get("messageId") or "").strip()
+    if text in ("", "latest"):
+        return InitialPosition.Latest, None
+    if text == "earliest":
+        return InitialPosition.Earliest, None
+    try:
+        return InitialPosition.Earliest, MessageId.from_base64(text)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"messageId: {exc}") from exc
+
+
+async def reader_endpoint(request: web.Request) -> web.StreamResponse:
+    """``/ws/v2/reader/...``: read a topic from a position, without a durable subscription.
+
+    The same engine as the consumer endpoint, on a non-durable subscription named
+    ``reader-<random>``: nothing is committed and it ends with the connection. The
+    client's ``{"messageId"}`` frames only open the window for more messages (Pulsar's
+    ReaderHandler counts them for flow control; a reader acknowledges nothing).
+    """
+    engine = request.app[ENGINE_KEY]
+    query = request.query
+    try:
+        topic = _topic_of(request)
+        initial, start = _reader_start(query)
+        queue_size = _int_param(query, "receiverQueueSize", 0, 0)
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to create reader")
+    await _redirect(request, engine, topic)
+    try:
+        consumer = await engine.subscribe(
+            topic,
+            f"reader-{uuid.uuid4().hex[:10]}",
+            sub_type=SubscriptionType.Exclusive,
+            consumer_name=query.get("readerName"),
+            receiver_queue_size=queue_size or None,
+            initial_position=initial,
+            durable=False,
+            start_message_id=start,
+        )
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to create reader")
+    ws = _ws_response()
+    try:
+        await ws.prepare(request)
+        session = _ConsumerSession(ws, _FrameBatcher(ws, request), consumer, engine, reader=True)
+        await session.run()
+    finally:
+        await consumer.close()
+    return ws
+
+
 class _ConsumerSession:
-    """Writes deliveries to the client, reads its acks and commands."""
+    """Writes deliveries to the client, reads its acks and commands.
+
+    ``reader``: a reader's session: only ``{"messageId"}`` (flow control) and
+    ``isEndOfTopic`` mean something; other commands are ignored, as Pulsar's ReaderHandler.
+    """
 
     def __init__(
         self,
@@ -719,7 +793,10 @@ class _ConsumerSession:
         frames: _FrameBatcher,
         consumer: Consumer,
         engine: MessagingEngine,
+        *,
+        reader: bool = False,
     ) -> None:
+        self.reader = reader
         self.ws = ws
         self.frames = frames
         self.consumer = consumer
@@ -758,6 +835,8 @@ class _ConsumerSession:
             if not isinstance(obj, dict):
                 raise InvalidInputError("a consumer command must be a JSON object")
             kind = obj.get("type")
+            if self.reader and kind not in (None, "isEndOfTopic"):
+                return True  # a reader has no permits, negative acks or unsubscribe
             if kind == "permit":
                 permits = obj.get("permitMessages")
                 if not isinstance(permits, int) or isinstance(permits, bool):

@@ -321,6 +321,16 @@ class TopicState:
         )
 
 
+def _start_offsets(message_id: MessageId | None, count: int) -> dict[int, int]:
+    """A reader's first offset: right after ``message_id`` on its partition."""
+    if message_id is None:
+        return {}
+    partition = message_id.kafka_partition
+    if partition >= count:
+        raise InvalidInputError(f"messageId names partition {partition}; the topic has {count}")
+    return {partition: message_id.offset + 1}
+
+
 def _partitions_of(topic: TopicName, count: int) -> frozenset[int]:
     if topic.partition_index >= 0:
         if topic.partition_index >= count:
@@ -995,8 +1005,14 @@ class MessagingEngine:
         pull_mode: bool = False,
         initial_position: InitialPosition = InitialPosition.Latest,
         negative_ack_delay_s: float | None = None,
+        durable: bool = True,
+        start_message_id: MessageId | None = None,
     ) -> Consumer:
         """Attach a consumer, creating the (durable) subscription if needed.
+
+        ``durable=False``: a reader's subscription (Pulsar's non-durable cursor), which
+        commits nothing and ends with its consumer; ``start_message_id``: it starts right
+        after that message (on its partition; the others at ``initial_position``).
 
         Raises:
             InvalidInputError: empty subscription name.
@@ -1023,6 +1039,8 @@ class MessagingEngine:
                 pull_mode=pull_mode,
                 initial_position=initial_position,
                 negative_ack_delay_s=negative_ack_delay_s,
+                durable=durable,
+                start_message_id=start_message_id,
             )
 
     @contextlib.contextmanager
@@ -1048,6 +1066,8 @@ class MessagingEngine:
         pull_mode: bool,
         initial_position: InitialPosition,
         negative_ack_delay_s: float | None,
+        durable: bool = True,
+        start_message_id: MessageId | None = None,
     ) -> Consumer:
         missing = f"Topic {topic} does not exist" if self._create_topic else None
         async with self._locked(topic, limits, missing) as ts:
@@ -1072,7 +1092,7 @@ class MessagingEngine:
             sub = ts.subscriptions.get(subscription)
             if sub is not None and not sub.attached:
                 sub = None
-            if sub is None and limits.max_subscriptions_per_topic > 0:
+            if sub is None and durable and limits.max_subscriptions_per_topic > 0:
                 existing = await self._durable_subscriptions(ts)
                 if (
                     subscription not in existing
@@ -1115,6 +1135,8 @@ class MessagingEngine:
                     topic_limiters=ts.dispatch_limiters,
                     limits=lambda: ts.limits,
                     on_idle=lambda s: self._spawn(self._close_idle(ts, s), "close-idle-sub"),
+                    durable=durable,
+                    start_offsets=_start_offsets(start_message_id, ts.num_partitions),
                 )
                 ts.subscriptions[subscription] = sub
                 try:
