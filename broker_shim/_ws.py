@@ -4,10 +4,11 @@ Endpoints (Pulsar's paths and JSON frames; ``messageId`` is standard base64 of a
 serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`):
 
 ``GET /ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}``
-    Query: ``messageRoutingMode`` (``SinglePartition`` default, as Pulsar's WebSocket
-    producer, or ``RoundRobinPartition``), ``hashingScheme`` (``JavaStringHash`` default
-    or ``Murmur3_32Hash``), ``batchingEnabled`` (default false), ``batchingMaxPublishDelay``
-    (ms), ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
+    Query: ``messageRoutingMode`` (``RoundRobinPartition`` default, Pulsar's client
+    default: each unkeyed message to the next partition; or ``SinglePartition``),
+    ``hashingScheme`` (``JavaStringHash`` default or ``Murmur3_32Hash``),
+    ``batchingEnabled`` (default false), ``batchingMaxPublishDelay`` (ms),
+    ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
     Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?,
     "sequenceId"?, "deliverAt"?, "deliverAfterMs"?}`` (``sequenceId`` with
     ``producerName``: deduplication; ``deliverAt`` epoch ms: delayed delivery);
@@ -413,13 +414,15 @@ def encode_message_frame(delivery: Delivery, message_id: str | None = None) -> s
 
 
 def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
-    mode = _enum_param(
-        query, "messageRoutingMode", MessageRoutingMode, MessageRoutingMode.SinglePartition
-    )
-    if mode is MessageRoutingMode.CustomPartition:
-        mode = MessageRoutingMode.SinglePartition  # as Pulsar's proxy: no custom routers
+    mode = _enum_param(query, "messageRoutingMode", MessageRoutingMode, None)
+    routing: dict[str, Any] = {}
+    if mode is not None and mode is not MessageRoutingMode.CustomPartition:
+        routing["routing_mode"] = mode
+    # Absent (or CustomPartition, which Pulsar's proxy cannot load and drops): the client
+    # default of sync.routing, RoundRobinPartition: without batching, each unkeyed message
+    # goes to the next partition; keyed ones by the hash of their key.
     config = ProducerConfig(
-        routing_mode=mode,
+        **routing,
         hashing_scheme=_enum_param(
             query, "hashingScheme", HashingScheme, HashingScheme.JavaStringHash
         ),
