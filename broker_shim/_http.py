@@ -26,6 +26,7 @@ from sync.cluster import ClusterService, MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 from sync.messaging import TopicOwnership
 
+from ._admin_http import POLICY_SOURCE_KEY
 from ._autocreate import topic_creator
 from ._binary_app import add_binary_listener
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
@@ -212,6 +213,7 @@ def build_app(
     app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
     app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
+    app[POLICY_SOURCE_KEY] = lambda: sidecar.service
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
