@@ -721,6 +721,7 @@ class Connection:
                 pull_mode=True,
                 initial_position=initial,
                 negative_ack_delay_s=0.0,  # the client waits its nack delay itself
+                durable=m.durable,  # readers: nothing committed, no Kafka group left
             )
         except PolicySyncError as exc:
             self._error(m.request_id, exc)

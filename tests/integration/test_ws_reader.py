@@ -135,3 +135,29 @@ def test_reader_partitioned_topic_and_bad_params(
             assert body["reason"].startswith("Invalid query params: ")
 
     run(scenario())
+
+
+def test_binary_readers_are_not_durable_either(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The binary protocol's readers (``durable=false`` subscriptions) use the same
+    non-durable subscription: they read from a message id and leave no Kafka group."""
+    import pulsar
+
+    from tests.integration._binary_harness import BinarySidecar
+
+    topic = make_topic(kafka_bootstrap, 1)
+    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("breader")) as s:
+        client = pulsar.Client(s.broker_url, operation_timeout_seconds=20)
+        try:
+            producer = client.create_producer(str(topic))
+            ids = [producer.send(b"%d" % i) for i in range(4)]
+            reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
+            assert [reader.read_next(20_000).data() for _ in range(4)] == [b"0", b"1", b"2", b"3"]
+            reader.close()
+            reader = client.create_reader(str(topic), ids[1])
+            assert reader.read_next(20_000).data() == b"2"
+            reader.close()
+        finally:
+            client.close()
+    assert _groups_of(kafka_bootstrap, topic) == []
