@@ -435,7 +435,7 @@ class Connection:
             if svc is not None:
                 svc.require_ready()
                 partitions = await svc.lookups.partitions_fresh(topic)
-                if partitions == 0 and not topic.is_partition:
+                if partitions == 0 and not topic.is_partition and svc.store.topic(topic) is None:
                     # Never created? Pulsar creates it here when the partitioned type is
                     # allowed, refuses it when auto-creation is off (TopicNotFound).
                     await self.ctx.engine.prepare_metadata(topic)
