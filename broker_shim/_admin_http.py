@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
-from sync import NamespaceName, TopicName
+from sync import NamespaceName, PolicyService, PolicyTarget, TopicName
 from sync.cluster import ClusterService
 from sync.errors import BadRequestError, NotFoundError
 
@@ -45,8 +46,12 @@ from ._lookup_http import (
     _service,
     _topic,
 )
+from ._policy_rest import NAMESPACE_POLICIES_JSON
 
-__all__ = ["add_admin_routes", "json_body"]
+__all__ = ["POLICY_SOURCE_KEY", "add_admin_routes", "json_body"]
+
+#: The sidecar's current policy service (the namespace GET shows its namespace policies).
+POLICY_SOURCE_KEY = web.AppKey[Callable[[], PolicyService | None]]("policy_source")
 
 
 async def json_body(request: web.Request) -> Any:
@@ -128,8 +133,35 @@ async def delete_tenant(request: web.Request) -> web.StreamResponse:
 
 
 # -- namespaces -----------------------------------------------------------------------------
-def _namespace_policies(service: ClusterService, namespace: NamespaceName) -> dict[str, Any]:
-    """Pulsar's Policies JSON of a namespace: its bundles, Pulsar's defaults for the rest."""
+def _plain(value: Any) -> Any:
+    """A stored policy value as Pulsar's JSON shows it (unset fields left out)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _stored_policies(policies: Mapping[str, Any] | None, cluster: str) -> dict[str, Any]:
+    """The namespace-level policies we store, under Pulsar's Policies keys."""
+    out: dict[str, Any] = {}
+    for name, (keys, per_cluster) in NAMESPACE_POLICIES_JSON.items():
+        value = None if policies is None else policies.get(name)
+        if value is None:
+            continue
+        shown = _plain(value)
+        if name == "backLogQuotaMap":  # with the deprecated ``limit`` (= limitSize)
+            shown = {k: {"limit": q.get("limitSize", -1), **q} for k, q in shown.items()}
+        for key in keys:
+            out[key] = {cluster: shown} if per_cluster else shown
+    return out
+
+
+def _namespace_policies(
+    service: ClusterService, namespace: NamespaceName, stored: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Pulsar's Policies JSON of a namespace: its bundles and the policies stored for it,
+    Pulsar's defaults for the rest."""
     layout = service.lookups.layout(namespace)
     return {
         "auth_policies": {
@@ -159,6 +191,7 @@ def _namespace_policies(service: ClusterService, namespace: NamespaceName) -> di
         "subscription_types_enabled": [],
         "properties": {},
         "migrated": False,
+        **_stored_policies(stored, service.identity.cluster),
     }
 
 
@@ -170,7 +203,14 @@ async def get_namespace(request: web.Request) -> web.StreamResponse:
     await service.lookups.refresh()
     if service.store.layout(namespace) is None:
         raise NotFoundError("Namespace does not exist")
-    return web.json_response(_namespace_policies(service, namespace))
+    source = request.app.get(POLICY_SOURCE_KEY)
+    policies = None if source is None else source()
+    stored = (
+        None
+        if policies is None
+        else policies.get(PolicyTarget.namespace_of(namespace.tenant, namespace.namespace))
+    )
+    return web.json_response(_namespace_policies(service, namespace, stored))
 
 
 async def delete_namespace(request: web.Request) -> web.StreamResponse:

@@ -26,6 +26,8 @@ from sync.cluster import ClusterService, MemberState, ServiceState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 from sync.messaging import TopicOwnership
 
+from ._admin_http import POLICY_SOURCE_KEY
+from ._autocreate import topic_creator
 from ._binary_app import add_binary_listener
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
@@ -211,6 +213,7 @@ def build_app(
     app = web.Application(middlewares=[malformed_input, _errors])
     app[SIDECAR_KEY] = sidecar
     app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
+    app[POLICY_SOURCE_KEY] = lambda: sidecar.service
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
@@ -254,7 +257,9 @@ def build_app(
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
     if ownership is None and sidecar.cluster is not None:
         ownership = LookupOwnership(app[CLUSTER_KEY])
-    engine = add_ws_routes(app, sidecar, ownership=ownership)
+    engine = add_ws_routes(
+        app, sidecar, ownership=ownership, create_topic=topic_creator(app, sidecar)
+    )
     if sidecar.config.broker_port is not None or broker_socket is not None:
         add_binary_listener(app, sidecar, engine, sock=broker_socket)
     return app

@@ -15,10 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sync.messaging import validate_override
+
 __all__ = [
     "BACKLOG_QUOTA_TYPES",
     "DEFAULT_BACKLOG_QUOTA",
     "NAMESPACE_POLICIES",
+    "NAMESPACE_POLICIES_JSON",
     "REST_POLICIES",
     "RestPolicy",
     "Refusal",
@@ -68,6 +71,13 @@ def _check_persistence(value: Any) -> Refusal | None:
     if not e >= w >= a:
         return 400, f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a})"
     return None
+
+
+def _check_auto_topic_creation(value: Any) -> Refusal | None:
+    detail = validate_override(value)
+    if detail is None:
+        return None
+    return 412, f"Invalid configuration for autoTopicCreationOverride. the detail is {detail}"
 
 
 def _check_max_message_size(value: Any) -> Refusal | None:
@@ -237,6 +247,37 @@ NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
     "inactiveTopicPolicies": RestPolicy("inactiveTopicPolicies"),
     "compactionThreshold": RestPolicy("compactionThreshold"),
     "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
+    "autoTopicCreation": RestPolicy("autoTopicCreationOverride", check=_check_auto_topic_creation),
+}
+
+#: Where Pulsar's namespace ``Policies`` JSON (``GET /admin/v2/namespaces/{t}/{ns}``) shows
+#: each TopicPolicies field stored at namespace level: (its keys, keyed by cluster name).
+#: Rates are per cluster in Pulsar's Policies (``{"standalone": {...}}``).
+NAMESPACE_POLICIES_JSON: Final[dict[str, tuple[tuple[str, ...], bool]]] = {
+    "messageTTLInSeconds": (("message_ttl_in_seconds",), False),
+    "maxConsumerPerTopic": (("max_consumers_per_topic",), False),
+    "maxProducerPerTopic": (("max_producers_per_topic",), False),
+    "maxConsumersPerSubscription": (("max_consumers_per_subscription",), False),
+    "maxUnackedMessagesOnConsumer": (("max_unacked_messages_per_consumer",), False),
+    "maxUnackedMessagesOnSubscription": (("max_unacked_messages_per_subscription",), False),
+    "maxSubscriptionsPerTopic": (("max_subscriptions_per_topic",), False),
+    "retentionPolicies": (("retention_policies",), False),
+    "persistence": (("persistence",), False),
+    "deduplicationEnabled": (("deduplicationEnabled",), False),
+    "deduplicationSnapshotIntervalSeconds": (("deduplicationSnapshotIntervalSeconds",), False),
+    # Pulsar writes the namespace dispatch rate under both keys (the older name kept).
+    "dispatchRate": (("topicDispatchRate", "clusterDispatchRate"), True),
+    "subscriptionDispatchRate": (("subscriptionDispatchRate",), True),
+    "replicatorDispatchRate": (("replicatorDispatchRate",), True),
+    "subscribeRate": (("clusterSubscribeRate",), True),
+    "publishRate": (("publishMaxMessageRate",), True),
+    "subscriptionTypesEnabled": (("subscription_types_enabled",), False),
+    "inactiveTopicPolicies": (("inactive_topic_policies",), False),
+    "compactionThreshold": (("compaction_threshold",), False),
+    "schemaValidationEnforced": (("schema_validation_enforced",), False),
+    "autoTopicCreationOverride": (("autoTopicCreationOverride",), False),
+    "autoSubscriptionCreationOverride": (("autoSubscriptionCreationOverride",), False),
+    "backLogQuotaMap": (("backlog_quota_map",), False),
 }
 
 #: ``?backlogQuotaType=`` values (Pulsar's BacklogQuotaType enum).

@@ -19,6 +19,7 @@ from sync import (
     WriterConfig,
 )
 from sync.cluster import ClusterService, ClusterSettings
+from sync.messaging import AutoTopicCreation
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._metrics import SidecarMetrics
@@ -54,6 +55,9 @@ class SidecarConfig:
     forward_writes: bool = True
     #: Session timeout of the fence-holder election: the hand-over's liveness bound.
     holder_session_timeout_ms: int = 6_000
+    #: Pulsar's broker settings ``allowAutoTopicCreation``, ``allowAutoTopicCreationType``
+    #: and ``defaultNumPartitions`` (a namespace's ``autoTopicCreationOverride`` wins).
+    auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
 
     @property
     def advertised_broker_url(self) -> str:

@@ -41,6 +41,7 @@ from ._policy_rest import (
 __all__ = ["PolicyRoutes"]
 
 _QUOTA_FIELD = "backLogQuotaMap"
+_AUTO_CREATION_FIELD = "autoTopicCreationOverride"
 _PARTITION_REASON = "Not allowed to set/get topic policy for a partition"
 
 ServiceOf = Callable[[web.Request], PolicyService]
@@ -307,7 +308,10 @@ class PolicyRoutes:
         value = None if found is None else found.get(rest.field)
         if value is None:
             return web.Response(status=200)  # Pulsar: an unset namespace policy is empty
-        return web.json_response(_to_json(value))
+        body = _to_json(value)
+        if rest.field == _AUTO_CREATION_FIELD:  # Pulsar's JSON leaves out unset fields
+            body = {k: v for k, v in body.items() if v is not None}
+        return web.json_response(body)
 
     async def ns_set(self, request: web.Request) -> web.StreamResponse:
         text = await request.text()
@@ -318,6 +322,8 @@ class PolicyRoutes:
         refusal = None if rest.check is None else rest.check(value)
         if refusal is not None:
             raise _Answer(*refusal)
+        if rest.field == _AUTO_CREATION_FIELD and isinstance(value, dict):
+            value = {"allowAutoTopicCreation": False, **value}  # Java's boolean default
         await self._write_namespace(request, namespace, {rest.field: value})
         return web.Response(status=204)
 

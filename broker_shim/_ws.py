@@ -4,10 +4,11 @@ Endpoints (Pulsar's paths and JSON frames; ``messageId`` is standard base64 of a
 serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`):
 
 ``GET /ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}``
-    Query: ``messageRoutingMode`` (``SinglePartition`` default, as Pulsar's WebSocket
-    producer, or ``RoundRobinPartition``), ``hashingScheme`` (``JavaStringHash`` default
-    or ``Murmur3_32Hash``), ``batchingEnabled`` (default false), ``batchingMaxPublishDelay``
-    (ms), ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
+    Query: ``messageRoutingMode`` (``RoundRobinPartition`` default, Pulsar's client
+    default: each unkeyed message to the next partition; or ``SinglePartition``),
+    ``hashingScheme`` (``JavaStringHash`` default or ``Murmur3_32Hash``),
+    ``batchingEnabled`` (default false), ``batchingMaxPublishDelay`` (ms),
+    ``maxPendingMessages``, ``producerName``. Other Pulsar parameters are ignored.
     Client → ``{"payload": base64, "key"?, "properties"?, "context"?, "eventTime"?,
     "sequenceId"?, "deliverAt"?, "deliverAfterMs"?}`` (``sequenceId`` with
     ``producerName``: deduplication; ``deliverAt`` epoch ms: delayed delivery);
@@ -28,6 +29,16 @@ serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`
     ``{"type": "negativeAcknowledge", "messageId"}``, ``{"type": "permit",
     "permitMessages": N}`` (pull mode), ``{"type": "isEndOfTopic"}`` (answered
     ``{"endOfTopic": false}``: Kafka topics never end), ``{"type": "unsubscribe"}``.
+
+``GET /ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}``
+    Query: ``messageId`` (``latest`` default, ``earliest``, or the base64 id of a message
+    to start after), ``receiverQueueSize``, ``readerName``. The consumer's message frames,
+    on a non-durable subscription (nothing committed, gone with the connection); the
+    client's ``{"messageId"}`` frames only make room for more messages, as Pulsar's
+    ReaderHandler; ``{"type": "isEndOfTopic"}`` is answered.
+
+``GET /ws/pingpong``
+    Answers WebSocket pings (and echoes text frames).
 
 Refusals at the handshake are HTTP errors with ``{"reason": ...}``, as Pulsar's proxy
 answers: 400 bad name or query parameter (``Invalid query params: …``), 404 no such topic,
@@ -61,6 +72,7 @@ import logging
 import struct
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -93,6 +105,7 @@ from sync.messaging import (
     ProducerConfig,
     ProducerHandle,
     SubscriptionType,
+    TopicCreator,
     TopicOwnership,
     decode_properties,
 )
@@ -118,6 +131,7 @@ ENGINE_KEY = web.AppKey("messaging_engine", MessagingEngine)
 
 PRODUCER_PATH = "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}"
 CONSUMER_PATH = "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"
+READER_PATH = "/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}"
 
 #: Pulsar ``WebSocketError`` codes used in ``send-error:<code>`` results.
 ERR_BAD_JSON = 3
@@ -155,13 +169,15 @@ def add_ws_routes(
     transport: Transport | None = None,
     ownership: TopicOwnership | None = None,
     config: MessagingConfig | None = None,
+    create_topic: TopicCreator | None = None,
 ) -> MessagingEngine:
     """Serve Pulsar's WebSocket producer and consumer endpoints on ``app``.
 
     ``source`` is the sidecar (its policy service and transport are used) or a function
     returning the current policy service, with ``transport`` then required. The engine
     starts with the app and closes every connection on shutdown (code 1001), after
-    committing every subscription's position.
+    committing every subscription's position. ``create_topic``: creates a missing topic
+    that auto-creation allows (None: missing topics are refused).
     """
     if isinstance(source, Sidecar):
         sidecar = source
@@ -171,12 +187,20 @@ def add_ws_routes(
         policies = source
         if transport is None:
             raise TypeError("add_ws_routes needs transport= when given a service getter")
-    engine = MessagingEngine(transport, policies, ownership=ownership, config=config)
+    engine = MessagingEngine(
+        transport,
+        policies,
+        ownership=ownership,
+        config=config,
+        auto_creation=source.config.auto_topic_creation if isinstance(source, Sidecar) else None,
+        create_topic=create_topic,
+    )
     app[ENGINE_KEY] = engine
     app.add_routes(
         [
             web.get(PRODUCER_PATH, producer_endpoint),
             web.get(CONSUMER_PATH, consumer_endpoint),
+            web.get(READER_PATH, reader_endpoint),
             web.get(PINGPONG_PATH, pingpong_endpoint),
         ]
     )
@@ -390,13 +414,15 @@ def encode_message_frame(delivery: Delivery, message_id: str | None = None) -> s
 
 
 def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
-    mode = _enum_param(
-        query, "messageRoutingMode", MessageRoutingMode, MessageRoutingMode.SinglePartition
-    )
-    if mode is MessageRoutingMode.CustomPartition:
-        mode = MessageRoutingMode.SinglePartition  # as Pulsar's proxy: no custom routers
+    mode = _enum_param(query, "messageRoutingMode", MessageRoutingMode, None)
+    routing: dict[str, Any] = {}
+    if mode is not None and mode is not MessageRoutingMode.CustomPartition:
+        routing["routing_mode"] = mode
+    # Absent (or CustomPartition, which Pulsar's proxy cannot load and drops): the client
+    # default of sync.routing, RoundRobinPartition: without batching, each unkeyed message
+    # goes to the next partition; keyed ones by the hash of their key.
     config = ProducerConfig(
-        routing_mode=mode,
+        **routing,
         hashing_scheme=_enum_param(
             query, "hashingScheme", HashingScheme, HashingScheme.JavaStringHash
         ),
@@ -700,8 +726,69 @@ async def consumer_endpoint(request: web.Request) -> web.StreamResponse:
     return ws
 
 
+# --------------------------------------------------------------------------- reader
+
+
+def _reader_start(query: Mapping[str, str]) -> tuple[InitialPosition, MessageId | None]:
+    """Pulsar ReaderHandler's ``messageId``: ``latest`` (default), ``earliest`` or the
+    base64 id of a message to start after."""
+    text = (query.get("messageId") or "").strip()
+    if text in ("", "latest"):
+        return InitialPosition.Latest, None
+    if text == "earliest":
+        return InitialPosition.Earliest, None
+    try:
+        return InitialPosition.Earliest, MessageId.from_base64(text)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"messageId: {exc}") from exc
+
+
+async def reader_endpoint(request: web.Request) -> web.StreamResponse:
+    """``/ws/v2/reader/...``: read a topic from a position, without a durable subscription.
+
+    The same engine as the consumer endpoint, on a non-durable subscription named
+    ``reader-<random>``: nothing is committed and it ends with the connection. The
+    client's ``{"messageId"}`` frames only open the window for more messages (Pulsar's
+    ReaderHandler counts them for flow control; a reader acknowledges nothing).
+    """
+    engine = request.app[ENGINE_KEY]
+    query = request.query
+    try:
+        topic = _topic_of(request)
+        initial, start = _reader_start(query)
+        queue_size = _int_param(query, "receiverQueueSize", 0, 0)
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to create reader")
+    await _redirect(request, engine, topic)
+    try:
+        consumer = await engine.subscribe(
+            topic,
+            f"reader-{uuid.uuid4().hex[:10]}",
+            sub_type=SubscriptionType.Exclusive,
+            consumer_name=query.get("readerName"),
+            receiver_queue_size=queue_size or None,
+            initial_position=initial,
+            durable=False,
+            start_message_id=start,
+        )
+    except PolicySyncError as exc:
+        return _refuse(exc, "Failed to create reader")
+    ws = _ws_response()
+    try:
+        await ws.prepare(request)
+        session = _ConsumerSession(ws, _FrameBatcher(ws, request), consumer, engine, reader=True)
+        await session.run()
+    finally:
+        await consumer.close()
+    return ws
+
+
 class _ConsumerSession:
-    """Writes deliveries to the client, reads its acks and commands."""
+    """Writes deliveries to the client, reads its acks and commands.
+
+    ``reader``: a reader's session: only ``{"messageId"}`` (flow control) and
+    ``isEndOfTopic`` mean something; other commands are ignored, as Pulsar's ReaderHandler.
+    """
 
     def __init__(
         self,
@@ -709,7 +796,10 @@ class _ConsumerSession:
         frames: _FrameBatcher,
         consumer: Consumer,
         engine: MessagingEngine,
+        *,
+        reader: bool = False,
     ) -> None:
+        self.reader = reader
         self.ws = ws
         self.frames = frames
         self.consumer = consumer
@@ -748,6 +838,8 @@ class _ConsumerSession:
             if not isinstance(obj, dict):
                 raise InvalidInputError("a consumer command must be a JSON object")
             kind = obj.get("type")
+            if self.reader and kind not in (None, "isEndOfTopic"):
+                return True  # a reader has no permits, negative acks or unsubscribe
             if kind == "permit":
                 permits = obj.get("permitMessages")
                 if not isinstance(permits, int) or isinstance(permits, bool):

@@ -437,6 +437,11 @@ class Connection:
             if svc is not None:
                 svc.require_ready()
                 partitions = await svc.lookups.partitions_fresh(topic)
+                if partitions == 0 and not topic.is_partition and svc.store.topic(topic) is None:
+                    # Never created? Pulsar creates it here when the partitioned type is
+                    # allowed, refuses it when auto-creation is off (TopicNotFound).
+                    await self.ctx.engine.prepare_metadata(topic)
+                    partitions = await svc.lookups.partitions_fresh(topic)
             else:
                 partitions = await self._kafka_partitions(topic)
             resp.partitions = partitions
@@ -451,6 +456,7 @@ class Connection:
         """Without a cluster registry: Kafka's partition count (1 means not partitioned)."""
         if topic.is_partition:
             return 0
+        await self.ctx.engine.prepare_metadata(topic)
         count = await self.ctx.last_ids.partitions(topic)
         return count if count is not None and count > 1 else 0
 
@@ -759,6 +765,7 @@ class Connection:
                 pull_mode=True,
                 initial_position=initial,
                 negative_ack_delay_s=0.0,  # the client waits its nack delay itself
+                durable=m.durable,  # readers: nothing committed, no Kafka group left
             )
         except PolicySyncError as exc:
             self._error(m.request_id, exc)

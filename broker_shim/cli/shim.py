@@ -12,6 +12,7 @@ from aiohttp import log as web_log
 from aiohttp import web
 
 from sync import ConfigurationError
+from sync.messaging import AutoTopicCreation, TopicType
 
 from .._http import build_app
 from .._sidecar import Sidecar, SidecarConfig
@@ -110,8 +111,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="session timeout of the fence-holder election: how long a dead holder keeps "
         "the role (writes then fall back to the local writer meanwhile)",
     )
+    run.add_argument(
+        "--allow-auto-topic-creation",
+        type=_true_false,
+        default=True,
+        help="Pulsar's allowAutoTopicCreation: a producer or consumer on a topic never "
+        "created creates it (true, the default, or false)",
+    )
+    run.add_argument(
+        "--allow-auto-topic-creation-type",
+        choices=[t.value for t in TopicType],
+        default=TopicType.NON_PARTITIONED.value,
+        help="Pulsar's allowAutoTopicCreationType (default non-partitioned)",
+    )
+    run.add_argument(
+        "--default-num-partitions",
+        type=int,
+        default=1,
+        help="Pulsar's defaultNumPartitions of auto-created partitioned topics (default 1)",
+    )
     add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser
+
+
+def _true_false(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+    return value == "true"
+
+
+def auto_topic_creation(args: argparse.Namespace) -> AutoTopicCreation:
+    """The broker's auto-creation defaults the flags describe.
+
+    Raises:
+        ConfigurationError: ``--default-num-partitions`` below 1.
+    """
+    return AutoTopicCreation(
+        allow=bool(args.allow_auto_topic_creation),
+        topic_type=TopicType(args.allow_auto_topic_creation_type),
+        default_num_partitions=int(args.default_num_partitions),
+    )
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -145,6 +185,7 @@ def _run(args: argparse.Namespace) -> int:
         lookup=lookup_settings(args),
         forward_writes=bool(args.forward_writes),
         holder_session_timeout_ms=int(args.holder_session_timeout_ms),
+        auto_topic_creation=auto_topic_creation(args),
     )
     sidecar = Sidecar(config)
     logger.info(

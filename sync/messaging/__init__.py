@@ -14,7 +14,8 @@ One file per behaviour:
 * ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
 * ``_ownership.py`` – the seam to bundle ownership;
 * ``_types.py`` – subscription types and the state machines;
-* ``_config.py`` – settings.
+* ``_config.py`` – settings;
+* ``_autocreate.py`` – topic auto-creation: broker defaults and the namespace override.
 
 * ``_producer.py`` – producing Pulsar messages to Kafka: routing, message ids, headers.
 
@@ -31,6 +32,7 @@ from .._errors import (
     ProducerBusyError,
     SubscriptionBusyError,
 )
+from ._autocreate import AutoTopicCreation, TopicCreator, TopicType, validate_override
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogQuotas
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
@@ -60,6 +62,10 @@ from ._types import (
 )
 
 __all__ = [
+    "AutoTopicCreation",
+    "TopicCreator",
+    "TopicType",
+    "validate_override",
     "BACKLOG_EXCEEDED",
     "BacklogAction",
     "BacklogQuotas",

@@ -71,6 +71,7 @@ from sync.messaging._producer import (
 )
 from sync.transport import Admin, Transport
 
+from ._autocreate import AutoTopicCreation, TopicCreator
 from ._backlog import (
     BACKLOG_EXCEEDED,
     BacklogAction,
@@ -337,6 +338,16 @@ class TopicState:
         )
 
 
+def _start_offsets(message_id: MessageId | None, count: int) -> dict[int, int]:
+    """A reader's first offset: right after ``message_id`` on its partition."""
+    if message_id is None:
+        return {}
+    partition = message_id.kafka_partition
+    if partition >= count:
+        raise InvalidInputError(f"messageId names partition {partition}; the topic has {count}")
+    return {partition: message_id.offset + 1}
+
+
 def _partitions_of(topic: TopicName, count: int) -> frozenset[int]:
     if topic.partition_index >= 0:
         if topic.partition_index >= count:
@@ -357,6 +368,10 @@ class MessagingEngine:
             again periodically, so a service restarted by the sidecar is picked up.
         ownership: who owns a topic (default: every topic is local).
         config: engine settings.
+        auto_creation: the broker's topic auto-creation defaults (a namespace's
+            ``autoTopicCreationOverride`` replaces them for its topics).
+        create_topic: creates a missing topic when auto-creation allows it; None: a topic
+            is never created implicitly (every missing topic is refused).
     """
 
     def __init__(
@@ -366,8 +381,12 @@ class MessagingEngine:
         *,
         ownership: TopicOwnership | None = None,
         config: MessagingConfig | None = None,
+        auto_creation: AutoTopicCreation | None = None,
+        create_topic: TopicCreator | None = None,
     ) -> None:
         self.transport = transport
+        self.auto_creation = auto_creation or AutoTopicCreation()
+        self._create_topic = create_topic
         self.config = config or MessagingConfig()
         self.ownership: TopicOwnership = ownership or LocalOwnership()
         self._policies = policies
@@ -946,7 +965,60 @@ class MessagingEngine:
         """The live state of a base topic, if it is served right now."""
         return self._topics.get(topic.base)
 
-    async def _topic_state(self, topic: TopicName, limits: TopicLimits) -> TopicState:
+    def auto_creation_for(self, topic: TopicName) -> AutoTopicCreation:
+        """The auto-creation rule of ``topic``'s namespace (its override, else the broker's)."""
+        svc = self._policies()
+        found = None
+        if svc is not None:
+            found = svc.get(PolicyTarget.namespace_of(topic.tenant, topic.namespace))
+        override = None if found is None else found.get("autoTopicCreationOverride")
+        return self.auto_creation.with_override(override)
+
+    async def _exists(self, topic: TopicName) -> bool:
+        if topic.base in self._topics:
+            return True
+        if self._admin is None:
+            self._admin = self.transport.admin()
+        admin = self._admin
+        return await asyncio.to_thread(admin.describe_topic, kafka_topic_of(topic.base)) is not None
+
+    async def _auto_create(self, topic: TopicName, *, partitioned_only: bool = False) -> bool:
+        """Create the missing base topic of ``topic`` if its rule allows (True: created).
+
+        ``partitioned_only``: only a partitioned type creates now (Pulsar's partitioned
+        metadata request; a non-partitioned topic is created by its first producer or
+        consumer).
+        """
+        if self._create_topic is None:
+            return False
+        rule = self.auto_creation_for(topic)
+        if not rule.allow:
+            return False
+        if partitioned_only and rule.partitions == 0:
+            return True
+        if topic.is_partition and rule.partitions <= topic.partition_index:
+            return False  # Pulsar: a partition beyond the partitioned default is not created
+        logger.info("auto-creating %s with %d partition(s)", topic.base, rule.partitions)
+        await self._create_topic(topic.base, rule.partitions)
+        return True
+
+    async def prepare_metadata(self, topic: TopicName) -> None:
+        """Pulsar's partitioned-metadata request on a topic that may not exist: a missing
+        topic is created when its rule is the partitioned type, left to its first producer
+        or consumer when non-partitioned, and refused when auto-creation is off.
+
+        Raises:
+            TopicNotFoundError: missing, and not allowed to be created (Pulsar's
+                ``TopicNotFound`` with an empty message).
+        """
+        if await self._exists(topic):
+            return
+        if not await self._auto_create(topic, partitioned_only=True):
+            raise TopicNotFoundError("", topic=str(topic))
+
+    async def _topic_state(
+        self, topic: TopicName, limits: TopicLimits, missing: str | None = None
+    ) -> TopicState:
         base = topic.base
         ts = self._topics.get(base)
         if ts is not None:
@@ -962,10 +1034,15 @@ class MessagingEngine:
                 self._admin = self.transport.admin()
             admin = self._admin
             desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None and await self._auto_create(topic):
+                desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
             if desc is None:
                 raise TopicNotFoundError(
-                    f"Topic {base} does not exist (no Kafka topic {kafka_topic!r}); "
-                    "create it with the admin API",
+                    missing
+                    or (
+                        f"Topic {base} does not exist (no Kafka topic {kafka_topic!r}); "
+                        "create it with the admin API"
+                    ),
                     topic=str(base),
                 )
             ts = TopicState(
@@ -1004,10 +1081,15 @@ class MessagingEngine:
                 self._spawn(self._snapshot_dedup_of(ts.dedup), "dedup-final-snapshot")
 
     @contextlib.asynccontextmanager
-    async def _locked(self, topic: TopicName, limits: TopicLimits) -> AsyncIterator[TopicState]:
-        """The topic's live state, locked; retried if it was dropped while we waited."""
+    async def _locked(
+        self, topic: TopicName, limits: TopicLimits, missing: str | None = None
+    ) -> AsyncIterator[TopicState]:
+        """The topic's live state, locked; retried if it was dropped while we waited.
+
+        ``missing``: the refusal text when the topic does not exist and is not created.
+        """
         while True:
-            ts = await self._topic_state(topic, limits)
+            ts = await self._topic_state(topic, limits, missing)
             async with ts.lock:
                 if self._topics.get(ts.topic) is not ts:
                     continue  # dropped (or unloaded) meanwhile: take the current one
@@ -1045,8 +1127,14 @@ class MessagingEngine:
         pull_mode: bool = False,
         initial_position: InitialPosition = InitialPosition.Latest,
         negative_ack_delay_s: float | None = None,
+        durable: bool = True,
+        start_message_id: MessageId | None = None,
     ) -> Consumer:
         """Attach a consumer, creating the (durable) subscription if needed.
+
+        ``durable=False``: a reader's subscription (Pulsar's non-durable cursor), which
+        commits nothing and ends with its consumer; ``start_message_id``: it starts right
+        after that message (on its partition; the others at ``initial_position``).
 
         Raises:
             InvalidInputError: empty subscription name.
@@ -1073,6 +1161,8 @@ class MessagingEngine:
                 pull_mode=pull_mode,
                 initial_position=initial_position,
                 negative_ack_delay_s=negative_ack_delay_s,
+                durable=durable,
+                start_message_id=start_message_id,
             )
 
     @contextlib.contextmanager
@@ -1098,8 +1188,11 @@ class MessagingEngine:
         pull_mode: bool,
         initial_position: InitialPosition,
         negative_ack_delay_s: float | None,
+        durable: bool = True,
+        start_message_id: MessageId | None = None,
     ) -> Consumer:
-        async with self._locked(topic, limits) as ts:
+        missing = f"Topic {topic} does not exist" if self._create_topic else None
+        async with self._locked(topic, limits, missing) as ts:
             parts = _partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             if not limits.type_enabled(sub_type):
@@ -1121,7 +1214,7 @@ class MessagingEngine:
             sub = ts.subscriptions.get(subscription)
             if sub is not None and not sub.attached:
                 sub = None
-            if sub is None and limits.max_subscriptions_per_topic > 0:
+            if sub is None and durable and limits.max_subscriptions_per_topic > 0:
                 existing = await self._durable_subscriptions(ts)
                 if (
                     subscription not in existing
@@ -1164,6 +1257,8 @@ class MessagingEngine:
                     topic_limiters=ts.dispatch_limiters,
                     limits=lambda: ts.limits,
                     on_idle=lambda s: self._spawn(self._close_idle(ts, s), "close-idle-sub"),
+                    durable=durable,
+                    start_offsets=_start_offsets(start_message_id, ts.num_partitions),
                 )
                 ts.subscriptions[subscription] = sub
                 try:
@@ -1286,7 +1381,9 @@ class MessagingEngine:
     async def _create_producer(
         self, topic: TopicName, config: ProducerConfig | None, limits: TopicLimits
     ) -> ProducerHandle:
-        async with self._locked(topic, limits) as ts:
+        # Pulsar's producer refusal (ServerCnx: the topic future completes empty).
+        missing = "Topic Not Found." if self._create_topic else None
+        async with self._locked(topic, limits, missing) as ts:
             parts = _partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             if limits.max_producers_per_topic > 0 and any(

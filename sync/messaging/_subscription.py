@@ -57,7 +57,7 @@ import heapq
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sync._constants import SUBSCRIPTION_GROUP_PREFIX
 from sync._names import TopicName
@@ -130,7 +130,12 @@ class _Part:
 
 
 class Subscription:
-    """A durable subscription served by this sidecar (create and attach via the engine)."""
+    """A subscription served by this sidecar (create and attach via the engine).
+
+    Durable by default: its position is a Kafka consumer group's committed offsets. A
+    non-durable one (``durable=False``: Pulsar's readers) starts at ``start_offsets`` /
+    the initial position, commits nothing and is closed as soon as its consumer leaves.
+    """
 
     def __init__(
         self,
@@ -145,8 +150,12 @@ class Subscription:
         topic_limiters: Sequence[RateLimiter],
         limits: Callable[[], TopicLimits],
         on_idle: Callable[[Subscription], None],
+        durable: bool = True,
+        start_offsets: Mapping[int, int] | None = None,
     ) -> None:
         self.topic = topic
+        self.durable = durable
+        self._start_offsets = dict(start_offsets or {})
         self.kafka_topic = kafka_topic
         self.name = name
         self.group_id = subscription_group(kafka_topic, name)
@@ -199,7 +208,11 @@ class Subscription:
         topic = self.kafka_topic
         parts = list(range(self.num_partitions))
         try:
-            committed = await reader.call(lambda c: c.committed(topic, parts))
+            if self.durable:
+                committed = await reader.call(lambda c: c.committed(topic, parts))
+            else:
+                given = self._start_offsets
+                committed = {p: (given[p], "") if p in given else None for p in parts}
             missing = [p for p in parts if committed.get(p) is None]
             if missing:
                 if initial_position is InitialPosition.Earliest:
@@ -207,8 +220,9 @@ class Subscription:
                 else:
                     starts = await reader.call(lambda c: c.end_offsets(topic, missing))
                 created = {p: (starts[p], "") for p in missing}
-                # Durable from the start: messages published from now on belong to it.
-                await reader.call(lambda c: c.commit(topic, created))
+                if self.durable:
+                    # Durable from the start: messages published from now on belong to it.
+                    await reader.call(lambda c: c.commit(topic, created))
                 committed.update(created)
                 logger.info(
                     "created subscription %s at %s (%s)",
@@ -233,7 +247,10 @@ class Subscription:
             raise
         self._set_state(SubscriptionState.ACTIVE)
         self.apply_limits(self._limits())  # also dispatches what arrived while loading
-        self._commit_task = asyncio.create_task(self._commit_loop(), name=f"commit:{self.label}")
+        if self.durable:
+            self._commit_task = asyncio.create_task(
+                self._commit_loop(), name=f"commit:{self.label}"
+            )
         logger.debug("subscription %s loaded: %s", self.label, self._last_commit)
 
     async def close(self, reason: CloseReason | None = None) -> None:
@@ -351,7 +368,8 @@ class Subscription:
         if not self.consumers and self.state is SubscriptionState.ACTIVE:
             self._set_state(SubscriptionState.IDLE)
             self._idle_timer = self._loop.call_later(
-                self.config.idle_subscription_close_s, self._idle_expired
+                self.config.idle_subscription_close_s if self.durable else 0.0,
+                self._idle_expired,
             )
             idle = True
         self.dispatch()
@@ -848,7 +866,7 @@ class Subscription:
         is logged and retried at the next interval (the acks stay in memory).
         """
         reader = self._reader
-        if reader is None or not self._parts:
+        if reader is None or not self._parts or not self.durable:
             return
         self._dirty = False
         offsets: dict[int, tuple[int, str]] = {}

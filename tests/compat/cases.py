@@ -272,6 +272,55 @@ def _namespace_policies() -> list[Case]:
                  "defaultNumPartitions": 0})),
         Case("ns-autoTopicCreation-delete", "DELETE", f"{n}/autoTopicCreation"),
         Case("ns-autoTopicCreation-deleted", "GET", f"{n}/autoTopicCreation"),
+        Case("ns-autoTopicCreation-non-partitioned", "POST", f"{n}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": True, "topicType": "non-partitioned"})),
+        Case("ns-autoTopicCreation-get-non-partitioned", "GET", f"{n}/autoTopicCreation"),
+        Case("ns-autoTopicCreation-bad-type", "POST", f"{n}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": True, "topicType": "sideways"})),
+        Case("ns-autoTopicCreation-null-partitions", "POST", f"{n}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": True, "topicType": "partitioned"})),
+        Case("ns-autoTopicCreation-np-with-partitions", "POST", f"{n}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": True, "topicType": "non-partitioned",
+                 "defaultNumPartitions": 2})),
+        Case("ns-autoTopicCreation-disallow", "POST", f"{n}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": False})),
+        Case("ns-autoTopicCreation-get-disallowed", "GET", f"{n}/autoTopicCreation"),
+        Case("ns-autoTopicCreation-missing", "POST", f"{missing}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": False})),
+        Case("ns-autoTopicCreation-delete-again", "DELETE", f"{n}/autoTopicCreation"),
+    ]  # fmt: skip
+
+
+def _namespace_get_with_policies() -> list[Case]:
+    """``GET /admin/v2/namespaces/{t}/{ns}`` shows the namespace policies we store.
+
+    On a namespace of its own: Pulsar's ``GET …/backlogQuotaMap?applied=true`` on a topic
+    writes the broker defaults into its namespace's cached Policies, which ``compat/ns``'s
+    topics have done by now (its GET then shows a filled ``backlog_quota_map``).
+    """
+    n = f"/admin/v2/namespaces/{TENANT}/nsget"
+    rate = {"dispatchThrottlingRateInMsg": 100, "dispatchThrottlingRateInByte": 1000,
+            "relativeToPublishRate": False, "ratePeriodInSecond": 1}
+    return [
+        Case("nsget-create", "PUT", n, _j({"bundles": {"numBundles": 4}})),
+        Case("nsget-set-messageTTL", "POST", f"{n}/messageTTL", "300"),
+        Case("nsget-set-retention", "POST", f"{n}/retention",
+             _j({"retentionTimeInMinutes": 30, "retentionSizeInMB": 50})),
+        Case("nsget-set-maxConsumersPerTopic", "POST", f"{n}/maxConsumersPerTopic", "7"),
+        Case("nsget-set-autoTopicCreation", "POST", f"{n}/autoTopicCreation",
+             _j({"allowAutoTopicCreation": True, "topicType": "partitioned",
+                 "defaultNumPartitions": 3})),
+        Case("nsget-set-dispatchRate", "POST", f"{n}/dispatchRate", _j(rate)),
+        Case("nsget-set-deduplication", "POST", f"{n}/deduplication", "true"),
+        Case("namespace-get-with-policies", "GET", n),
+        Case("nsget-delete-messageTTL", "DELETE", f"{n}/messageTTL"),
+        Case("nsget-delete-retention", "DELETE", f"{n}/retention"),
+        Case("nsget-delete-maxConsumersPerTopic", "DELETE", f"{n}/maxConsumersPerTopic"),
+        Case("nsget-delete-autoTopicCreation", "DELETE", f"{n}/autoTopicCreation"),
+        Case("nsget-delete-dispatchRate", "DELETE", f"{n}/dispatchRate"),
+        Case("nsget-delete-deduplication", "DELETE", f"{n}/deduplication"),
+        Case("namespace-get-policies-deleted", "GET", n),
+        Case("nsget-delete", "DELETE", n),
     ]  # fmt: skip
 
 
@@ -297,7 +346,8 @@ def _all() -> tuple[Case, ...]:
     cases = _setup() + _topics()
     for name, value, bad in POLICY_VALUES:
         cases += _policy_cases(name, value, bad)
-    cases += _backlog_quota() + _namespace_policies() + _teardown()
+    cases += _backlog_quota() + _namespace_policies() + _namespace_get_with_policies()
+    cases += _teardown()
     names = [c.name for c in cases]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:

@@ -329,10 +329,13 @@ def test_seek_to_a_message_id_and_to_earliest(kafka_bootstrap: str, client: puls
     consumer.close()
 
 
-def test_missing_topic_is_refused(client: pulsar.Client) -> None:
+def test_missing_topic_is_auto_created_by_default(client: pulsar.Client) -> None:
+    # Pulsar's allowAutoTopicCreation=true default (non-partitioned); the refusals when it
+    # is off are in test_auto_topic_creation.py.
     name = f"persistent://public/default/missing-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(pulsar.PulsarException):
-        client.create_producer(name, send_timeout_millis=2000)
+    producer = client.create_producer(name, send_timeout_millis=20_000)
+    producer.send(b"created")
+    assert client.get_topic_partitions(name) == [name]
 
 
 def test_sidecar_counts_the_commands_it_served(

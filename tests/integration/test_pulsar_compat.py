@@ -40,7 +40,7 @@ _BACKGROUND_KEYS = ("broker/", "members/")
 
 
 class CompatSidecar:
-    def __init__(self, bootstrap: str, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, workdir: Path, extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.policy_topic = f"__change_events.compat-{uuid.uuid4().hex[:8]}"
@@ -57,6 +57,7 @@ class CompatSidecar:
                     "--state-dir", str(workdir / "state"),
                     "--topic", self.policy_topic,
                     "--log-level", "warning",
+                    *extra,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -72,7 +72,7 @@ def test_frames_round_trip_with_pulsar_fields(sidecar: ThreadSidecar, kafka_boot
                 reply = json.loads(await prod.recv())
                 assert reply["result"] == "ok" and reply["context"] == "c-1"
                 mid = MessageId.from_base64(reply["messageId"])
-                # the WebSocket producer's default: SinglePartition + JavaStringHash for keys
+                # the WebSocket producer's default: RoundRobinPartition + JavaStringHash keys
                 assert mid.partition == java_string_hash("order-7") % 3
                 await prod.send("{not json")
                 bad = json.loads(await prod.recv())
@@ -121,6 +121,30 @@ def test_round_robin_murmur_routing_query_params(
     run(scenario())
 
 
+def test_default_routing_sends_unkeyed_messages_round_robin(
+    sidecar: ThreadSidecar, kafka_bootstrap: str
+) -> None:
+    """No messageRoutingMode: Pulsar's default RoundRobinPartition, batching off (the
+    WebSocket default): unkeyed messages go to the next partition each; keys still hash."""
+    topic = make_topic(kafka_bootstrap, 3)
+
+    async def scenario() -> None:
+        async with connect(producer_url(sidecar, topic)) as prod:
+            unkeyed = [MessageId.from_base64(m).partition for m in await produce(prod, [b"u"] * 6)]
+            first = unkeyed[0]
+            assert unkeyed == [(first + i) % 3 for i in range(6)]
+            keyed = await produce(prod, [b"k"] * 4, key="user-1")
+            assert {MessageId.from_base64(m).partition for m in keyed} == {
+                java_string_hash("user-1") % 3
+            }
+        # a second producer starts at its own (random) partition and cycles too
+        async with connect(producer_url(sidecar, topic, messageRoutingMode="SinglePartition")) as p:
+            single = {MessageId.from_base64(m).partition for m in await produce(p, [b"s"] * 6)}
+            assert len(single) == 1
+
+    run(scenario())
+
+
 def test_exclusive_refuses_a_second_consumer_with_409(
     sidecar: ThreadSidecar, kafka_bootstrap: str
 ) -> None:
@@ -142,11 +166,11 @@ def test_exclusive_refuses_a_second_consumer_with_409(
                 async with connect(consumer_url(sidecar, topic, "x", subscriptionType="Nope")):
                     pass
             assert info.value.response.status_code == 400
-        missing = TopicName.parse("persistent://public/default/does-not-exist-ws")
-        with pytest.raises(InvalidStatus) as info:
-            async with connect(consumer_url(sidecar, missing, "x")):
-                pass
-        assert info.value.response.status_code == 404
+        # Pulsar's default allowAutoTopicCreation=true: a topic never created is created
+        # (non-partitioned); refusals are in test_auto_topic_creation.py.
+        missing = TopicName.parse(f"persistent://public/default/auto-ws-{time.time_ns()}")
+        async with connect(consumer_url(sidecar, missing, "x")):
+            pass
 
     run(scenario())
 

@@ -8,6 +8,7 @@ import sync.messaging
 def test_messaging_exports() -> None:
     assert sorted(sync.messaging.__all__) == sorted(
         [
+            "AutoTopicCreation", "TopicCreator", "TopicType", "validate_override",
             "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
             "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
