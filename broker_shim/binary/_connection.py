@@ -39,6 +39,7 @@ from sync.errors import (
 )
 from sync.messaging import (
     BACKLOG_EXCEEDED,
+    CloseCause,
     Consumer,
     Delivery,
     InitialPosition,
@@ -250,6 +251,8 @@ class Connection:
         self.protocol_version = 0
         self.producers: dict[int, _Producer] = {}
         self.consumers: dict[int, _Consumer] = {}
+        #: Consumers the engine disconnected to reconnect (unload, seek), until they do.
+        self._reset_by_seek: dict[int, _Consumer] = {}
         self._last_read = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -372,6 +375,7 @@ class Connection:
             await self._drop_consumer(cons)
         self.producers.clear()
         self.consumers.clear()
+        self._reset_by_seek.clear()
         self.writer.close()
 
     def _spawn(self, coro: Coroutine[object, object, None], name: str) -> asyncio.Task[None]:
@@ -724,6 +728,7 @@ class Connection:
             return
         cons = _Consumer(m.consumer_id, consumer, durable=m.durable, skip_below=skip_below)
         self.consumers[m.consumer_id] = cons
+        self._reset_by_seek.pop(m.consumer_id, None)
         self._success(m.request_id)
         cons.task = self._spawn(self._dispatch(cons), f"binary-consumer {consumer.name}")
 
@@ -758,7 +763,10 @@ class Connection:
         if self.consumers.get(cons.consumer_id) is not cons or cons.closed_by_client:
             return
         del self.consumers[cons.consumer_id]
-        action = close_action_of(consumer.close_reason)
+        reason = consumer.close_reason
+        if reason is not None and reason.cause is CloseCause.UNLOADED:
+            self._reset_by_seek[cons.consumer_id] = cons
+        action = close_action_of(reason)
         if action is CloseAction.CLOSE_CONNECTION:
             self.writer.close()
         elif action is CloseAction.NOTIFY_CLIENT:
@@ -836,6 +844,7 @@ class Connection:
 
     async def on_close_consumer(self, cmd: api.BaseCommand) -> None:
         m = cmd.close_consumer
+        self._reset_by_seek.pop(m.consumer_id, None)
         cons = self.consumers.pop(m.consumer_id, None)
         if cons is not None:
             cons.closed_by_client = True
@@ -857,17 +866,26 @@ class Connection:
         """Pulsar's seek: the subscription moves, its consumers are disconnected
         (CLOSE_CONSUMER) and resume at the new position when they reconnect."""
         m = cmd.seek
-        cons = self._consumer(m.consumer_id)
+        # A consumer disconnected by a seek of a sibling partition (the client seeks every
+        # partition of a partitioned topic, one SEEK each) still seeks its own partition.
+        cons = self._consumer(m.consumer_id) or self._reset_by_seek.get(m.consumer_id)
         try:
             if cons is None:
                 raise ConsumerBusyError(f"Consumer {m.consumer_id} not found")
-            if not m.HasField("message_id"):
-                raise InvalidInputError(
-                    "SEEK by publish time is not supported by policy-sync; seek to a message id"
-                )
             consumer = cons.consumer
+            sub = consumer.subscription
             parts = sorted(consumer.partitions)
-            kafka_topic = consumer.subscription.kafka_topic
+            kafka_topic = sub.kafka_topic
+            if not m.HasField("message_id"):
+                if not m.HasField("message_publish_time"):
+                    raise InvalidInputError("SEEK needs a message id or a publish time")
+                # Pulsar: the first message published at or after the time, per partition.
+                offsets = await self.ctx.last_ids.offsets_at(
+                    kafka_topic, parts, m.message_publish_time
+                )
+                await self.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
+                self._success(m.request_id)
+                return
             target = m.message_id
             if target.ledgerId == _EARLIEST_LEDGER:
                 offsets = await self.ctx.last_ids.start_offsets(kafka_topic, parts)
@@ -876,7 +894,7 @@ class Connection:
             else:
                 mid = cons.message_id(target)
                 offsets = {mid.kafka_partition: mid.offset}
-            await self.ctx.engine.reset_cursor(consumer, offsets)
+            await self.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
         except PolicySyncError as exc:
             self._error(m.request_id, exc)
             return

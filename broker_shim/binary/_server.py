@@ -98,6 +98,21 @@ class LastMessageIds:
         """First offsets still stored in ``partitions``."""
         return await self._offsets(kafka_topic, partitions, earliest=True)
 
+    async def offsets_at(
+        self, kafka_topic: str, partitions: Sequence[int], time_ms: int
+    ) -> dict[int, int]:
+        """Per partition, the offset of the first record whose timestamp (the publish
+        time) is ``>= time_ms``; the end offset where no record is that recent (Kafka's
+        ``ListOffsets`` by timestamp, as ``offsets_for_times``)."""
+
+        def query() -> dict[int, int]:
+            with self._lock:
+                if self._admin is None:
+                    self._admin = self._transport.admin()
+                return self._admin.list_offsets(kafka_topic, list(partitions), time_ms)
+
+        return await asyncio.to_thread(query)
+
     async def _offsets(
         self, kafka_topic: str, partitions: Sequence[int], *, earliest: bool
     ) -> dict[int, int]:

@@ -1091,24 +1091,41 @@ class MessagingEngine:
             raise ConsumerBusyError(
                 "Subscription is not served here any more", topic=str(sub.topic)
             )
-        async with ts.lock:
-            if ts.subscriptions.get(sub.name) is sub:
-                del ts.subscriptions[sub.name]
-            # Under the lock: a consumer reconnecting now loads the new position.
-            await sub.close(
-                CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
-            )
+        await self.reset_subscription(sub.topic, sub.name, offsets)
+
+    async def reset_subscription(
+        self, topic: TopicName, name: str, offsets: dict[int, int]
+    ) -> None:
+        """Move subscription ``name`` of ``topic`` to ``offsets`` (Kafka partition → the
+        offset delivered next; other partitions keep their position), whether or not it is
+        loaded: a loaded one is closed first (its consumers get cause UNLOADED and
+        reconnect at the new position). Pulsar seeks each partition of a partitioned topic
+        on its own; the partitions' seeks of one client arrive one after the other, and the
+        first already disconnected the others' consumers, so this works by name.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            TransportError: Kafka refused the new position.
+        """
+        async with self._locked(topic, self.read_limits(topic)) as ts:
+            sub = ts.subscriptions.pop(name, None)
+            if sub is not None:
+                # Under the lock: a consumer reconnecting now loads the new position.
+                await sub.close(
+                    CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
+                )
             positions = {p: (o, "") for p, o in offsets.items()}
+            group = subscription_group(ts.kafka_topic, name)
 
             def commit() -> None:
-                kafka = self.transport.consumer(group_id=sub.group_id)
+                kafka = self.transport.consumer(group_id=group)
                 try:
                     kafka.commit(ts.kafka_topic, positions)
                 finally:
                     kafka.close()
 
             await asyncio.to_thread(commit)
-        logger.info("subscription %s reset to %s", sub.label, offsets)
+        logger.info("subscription %s of %s reset to %s", name, ts.topic, offsets)
         self._maybe_drop(ts)
 
     async def unsubscribe(self, consumer: Consumer) -> None:

@@ -324,8 +324,41 @@ def test_seek_to_a_message_id_and_to_earliest(kafka_bootstrap: str, client: puls
     assert [m.data() for m in _receive_all(consumer, 3)] == [b"7", b"8", b"9"]
     consumer.seek(pulsar.MessageId.earliest)
     assert [m.data() for m in _receive_all(consumer, 10)] == [b"%d" % i for i in range(10)]
-    with pytest.raises(pulsar.PulsarException):
-        consumer.seek(int(time.time() * 1000))  # by publish time: refused, not hung
+    consumer.close()
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_seek_by_publish_time(kafka_bootstrap: str, client: pulsar.Client, partitions: int) -> None:
+    """``consumer.seek(timestamp_ms)``: the subscription moves to the first message
+    published at or after that time, in every partition (Kafka's offsets for times), and the
+    consumer gets those messages again, as with Pulsar."""
+    topic = make_topic(kafka_bootstrap, partitions)
+    producer = client.create_producer(
+        str(topic),
+        batching_enabled=False,
+        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+    )
+    for i in range(12):
+        producer.send(b"old-%d" % i)
+    time.sleep(0.05)  # the second half is published strictly later (ms timestamps)
+    for i in range(12):
+        producer.send(b"new-%d" % i)
+    consumer = client.subscribe(
+        str(topic), "seek-time", initial_position=pulsar.InitialPosition.Earliest
+    )
+    got = _receive_all(consumer, 24)
+    first_new = min(m.publish_timestamp() for m in got if m.data().startswith(b"new-"))
+    assert all(m.publish_timestamp() < first_new for m in got if m.data().startswith(b"old-"))
+    consumer.seek(first_new)
+    again = _receive_all(consumer, 12)
+    assert sorted(m.data() for m in again) == sorted(b"new-%d" % i for i in range(12))
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=1000)  # nothing older comes back
+    consumer.seek(0)  # before everything: the whole topic again
+    assert len({m.data() for m in _receive_all(consumer, 24)}) == 24
+    consumer.seek(int(time.time() * 1000) + 3_600_000)  # after everything: nothing
+    producer.send(b"after")
+    assert consumer.receive(timeout_millis=20_000).data() == b"after"
     consumer.close()
 
 
