@@ -109,7 +109,8 @@ class LookupOwnership:
         local = (
             live.broker_id == service.identity.broker_id and live.incarnation == service.incarnation
         )
-        return OwnerInfo(local=local, http_url=live.registration.http_url)
+        claim = service.lookups.claim_of(topic) if local else None
+        return OwnerInfo(local=local, http_url=live.registration.http_url, claim=claim)
 
 
 CLUSTER_KEY = web.AppKey("cluster", CurrentService)

@@ -292,6 +292,8 @@ class TopicState:
     published_bytes: int = 0
     #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
     dedup: Deduplicator | None = None
+    #: The ownership term it is served under (:attr:`OwnerInfo.claim`; None: unknown).
+    owner_claim: str | None = None
 
     def __post_init__(self) -> None:
         self.writable.set()
@@ -814,6 +816,29 @@ class MessagingEngine:
                         CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
                     ),
                 )
+            elif owner.claim is not None and ts.owner_claim != owner.claim:
+                if ts.owner_claim is None:
+                    ts.owner_claim = owner.claim  # first seen
+                    continue
+                logger.info(
+                    "%s was unloaded (ownership %s, now %s): closing its clients",
+                    ts.topic,
+                    ts.owner_claim,
+                    owner.claim,
+                )
+                await self._unload(
+                    ts, CloseReason(CloseCause.UNLOADED, "Topic was unloaded; reconnect")
+                )
+
+    async def _claim_of(self, topic: TopicName) -> str | None:
+        """The ownership term a topic is loaded under (None if unknown right now: the
+        first ownership check records it)."""
+        try:
+            owner = await self.ownership.owner_of(topic)
+        except Exception as exc:  # noqa: BLE001 - best effort; the periodic check retries
+            logger.debug("ownership term of %s unknown: %s", topic, exc)
+            return None
+        return owner.claim if owner.local else None
 
     async def owner_of(self, topic: TopicName) -> OwnerInfo:
         """Ask the ownership seam who serves ``topic``."""
@@ -855,6 +880,7 @@ class MessagingEngine:
                     RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
                 ],
                 publish_limiters=[RateLimiter(limits.publish_rate) for _ in range(desc.partitions)],
+                owner_claim=await self._claim_of(base),
             )
             self._topics[base] = ts
             self._update_live_keys()
