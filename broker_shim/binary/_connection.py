@@ -730,21 +730,14 @@ class Connection:
         self.consumers[m.consumer_id] = cons
         self._reset_by_seek.pop(m.consumer_id, None)
         self._success(m.request_id)
+        if consumer.sub_type is SubscriptionType.Failover:
+            self._spawn(self._announce_active(cons), f"binary-active {consumer.name}")
         cons.task = self._spawn(self._dispatch(cons), f"binary-consumer {consumer.name}")
 
     async def _dispatch(self, cons: _Consumer) -> None:
         consumer = cons.consumer
         trace = self.ctx.trace
-        active: bool | None = None
         while True:
-            if consumer.sub_type is SubscriptionType.Failover:
-                now_active = self._is_active(consumer)
-                if now_active != active:
-                    active = now_active
-                    out = _T(type=_T.ACTIVE_CONSUMER_CHANGE)
-                    out.active_consumer_change.consumer_id = cons.consumer_id
-                    out.active_consumer_change.is_active = now_active
-                    self.write_command(out)
             batch = await consumer.receive_batch()
             if not batch:
                 break
@@ -775,11 +768,22 @@ class Connection:
             out.close_consumer.request_id = _NO_REQUEST
             self.write_command(out)
 
-    @staticmethod
-    def _is_active(consumer: Consumer) -> bool:
-        """Failover: whether the subscription currently dispatches to ``consumer``."""
-        sub = consumer.subscription
-        return any(sub.active_consumer(p) is consumer for p in consumer.partitions)
+    async def _announce_active(self, cons: _Consumer) -> None:
+        """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever
+        it becomes or stops being the active one (Pulsar's ``notifyActiveConsumerChanged``),
+        at the moment the subscription changes its pick."""
+        consumer = cons.consumer
+        announced: bool | None = None
+        while not consumer.closed and not self.closed:
+            consumer.active_changed.clear()
+            active = consumer.is_active()
+            if active != announced:
+                announced = active
+                out = _T(type=_T.ACTIVE_CONSUMER_CHANGE)
+                out.active_consumer_change.consumer_id = cons.consumer_id
+                out.active_consumer_change.is_active = active
+                self.write_command(out)
+            await consumer.active_changed.wait()
 
     def _consumer(self, consumer_id: int) -> _Consumer | None:
         return self.consumers.get(consumer_id)
