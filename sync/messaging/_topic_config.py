@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from sync import CacheState, PolicyService, PolicyTarget
-from sync._errors import InvalidTopicNameError
+from sync._errors import InvalidTopicNameError, NotFoundError
 from sync._kafka_names import kafka_topic_of, pulsar_topic_of
 from sync._names import TopicName
 from sync.transport import Admin, Transport
@@ -70,6 +70,9 @@ KAFKA_DEFAULT_MAX_MESSAGE_BYTES: Final = 1_048_588
 RECORD_OVERHEAD_BYTES: Final = 16_384
 _MINUTE_MS: Final = 60_000
 _MB: Final = 1024 * 1024
+#: Back-off of a topic whose ownership is not known yet: first retry, doubling, cap.
+RETRY_FIRST_S: Final = 0.2
+RETRY_MAX_S: Final = 10.0
 
 
 def desired_topic_config(policies: Mapping[str, Any]) -> dict[str, str | None]:
@@ -131,7 +134,8 @@ class TopicConfigReconciler:
         self._admin: Admin | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[str] = set()
-        self._retry: set[TopicName] = set()
+        #: topic -> (failed attempts in a row, monotonic time of the next try)
+        self._retry: dict[TopicName, tuple[int, float]] = {}
         self._wake = asyncio.Event()
         self._service: PolicyService | None = None
         self._remove_listener: Callable[[], None] | None = None
@@ -202,17 +206,32 @@ class TopicConfigReconciler:
                 logger.exception("topic config reconciler failed; continuing")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 0.2 if self._retry else 1.0)
+                await asyncio.wait_for(self._wake.wait(), self._next_wait())
+
+    def _next_wait(self) -> float:
+        """Seconds until the earliest retry is due (at most 1 s, the idle poll)."""
+        if not self._retry:
+            return 1.0
+        due = min(at for _, at in self._retry.values())
+        return min(1.0, max(0.0, due - time.monotonic()))
 
     async def _changed(self) -> None:
-        """Reconcile the topics whose policies changed (and those waiting for a retry)."""
+        """Reconcile the topics whose policies changed (and the retries that are due)."""
         keys, self._pending = self._pending, set()
-        retry, self._retry = self._retry, set()
-        for topic in retry:
+        now = time.monotonic()
+        for topic in [t for t, (_, at) in self._retry.items() if at <= now]:
             await self.reconcile(topic)
         for key in keys:
             for topic in await self._topics_of_key(key):
                 await self.reconcile(topic)
+
+    def _schedule_retry(self, topic: TopicName, exc: Exception) -> None:
+        attempts = self._retry.get(topic, (0, 0.0))[0] + 1
+        delay = min(RETRY_FIRST_S * 2 ** (attempts - 1), RETRY_MAX_S)
+        self._retry[topic] = (attempts, time.monotonic() + delay)
+        # One warning per topic and outage; the repeats only at debug level.
+        log = logger.warning if attempts == 1 else logger.debug
+        log("ownership of %s unknown (%s); retry %d in %.1fs", topic, exc, attempts, delay)
 
     async def mapped_topics(self, prefix: str = "") -> list[TopicName]:
         """Every persistent Pulsar topic backed by a Kafka topic starting with ``prefix``."""
@@ -246,12 +265,18 @@ class TopicConfigReconciler:
         if svc is None or svc.cache.state is not CacheState.READY:
             return False
         try:
-            if not (await self._ownership.owner_of(topic)).local:
-                return False
+            local = (await self._ownership.owner_of(topic)).local
+        except NotFoundError as exc:
+            # No namespace (yet): nothing to own. Created later, the sweep applies it.
+            self._retry.pop(topic, None)
+            logger.debug("%s not reconciled: %s", topic, exc)
+            return False
         except Exception as exc:
-            # e.g. the lookup service is still starting: try again shortly.
-            logger.warning("ownership of %s unknown (%s); retrying", topic, exc)
-            self._retry.add(topic)
+            # e.g. the lookup service is still starting: try again, backing off.
+            self._schedule_retry(topic, exc)
+            return False
+        self._retry.pop(topic, None)
+        if not local:
             return False
         desired = desired_topic_config(svc.applied(topic.base))
         kafka_topic = kafka_topic_of(topic)

@@ -210,3 +210,48 @@ def test_reconciler_applies_and_resets_topic_config_on_the_twin() -> None:
 
     asyncio.run(scenario())
     assert transport.admin().topic_overrides(kafka_topic_of(topic)) == {}
+
+
+def test_reconciler_backs_off_unknown_ownership_and_drops_missing_namespaces() -> None:
+    from sync._errors import NotFoundError, UnavailableError
+    from sync.messaging._topic_config import RETRY_MAX_S, TopicConfigReconciler
+
+    class _Svc:
+        cache = type("C", (), {"state": __import__("sync").CacheState.READY})()
+
+        def applied(self, _topic: TopicName) -> dict[str, Any]:
+            return {}
+
+    class _Ownership:
+        error: Exception = UnavailableError("lookup service STARTING")
+        asked = 0
+
+        async def owner_of(self, _topic: TopicName) -> Any:
+            self.asked += 1
+            raise self.error
+
+    own = _Ownership()
+    svc = _Svc()
+    rec = TopicConfigReconciler(MemoryTransport(), lambda: svc, own)  # type: ignore[arg-type, return-value]
+    topic = TopicName.parse("persistent://t/n/wait")
+
+    async def scenario() -> list[tuple[int, float]]:
+        seen = []
+        for _ in range(8):
+            assert not await rec.reconcile(topic)
+            attempts, due = rec._retry[topic]
+            seen.append((attempts, due - time.monotonic()))
+        return seen
+
+    # Each failure doubles the wait before the next try, up to the cap.
+    seen = asyncio.run(scenario())
+    assert [a for a, _ in seen] == [1, 2, 3, 4, 5, 6, 7, 8]
+    waits = [w for _, w in seen]
+    assert waits[0] < waits[1] < waits[2] < waits[3] and waits[-1] <= RETRY_MAX_S
+    assert waits[-1] > RETRY_MAX_S / 2  # capped, not reset
+    # Nothing is due right after a failure: the loop sleeps instead of spinning.
+    assert 0 < rec._next_wait() <= 1.0
+    # A namespace that does not exist is not retried at all (the sweep applies it later).
+    own.error = NotFoundError("Namespace not found")
+    assert not asyncio.run(rec.reconcile(topic))
+    assert topic not in rec._retry and rec._next_wait() == 1.0

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from sync import TopicName
 from sync.cluster import ClusterService
 from sync.cluster._records import TenantRecord, TopicRecord
-from tests.unit.test_lookup_http import cluster, run
+from tests.unit.broker_shim.test_lookup_http import cluster, run
 
 VND = {"Content-Type": "application/vnd.partitioned-topic-metadata+json"}
 

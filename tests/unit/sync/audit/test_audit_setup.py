@@ -153,7 +153,7 @@ class TestJars:
     def test_the_shipped_pom_matches_pyspark(self) -> None:
         import pyspark
 
-        pom = Path(__file__).resolve().parents[2] / "sync" / "audit" / "connectors.pom.xml"
+        pom = Path(__file__).resolve().parents[4] / "sync" / "audit" / "connectors.pom.xml"
         pinned = re.search(r"<spark\.version>([^<]+)</spark\.version>", pom.read_text())
         assert pinned is not None and pinned.group(1) == pyspark.__version__
 

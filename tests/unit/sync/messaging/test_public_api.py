@@ -1,0 +1,22 @@
+"""Pin the exported names of ``sync.messaging``: changing its public surface must be deliberate."""
+
+from __future__ import annotations
+
+import sync.messaging
+
+
+def test_messaging_exports() -> None:
+    assert sorted(sync.messaging.__all__) == sorted(
+        [
+            "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
+            "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
+            "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
+            "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
+            "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",
+            "PartitionedProducer", "ProducerBusyError", "ProducerClient", "ProducerConfig",
+            "ProducerHandle", "ProducerState", "RateSpec", "StateTransitionError",
+            "Subscription", "SubscriptionBusyError", "SubscriptionState", "SubscriptionType",
+            "TopicLimits", "TopicOwnership", "TopicState", "decode_ack_ranges",
+            "decode_properties", "encode_ack_ranges", "subscription_group",
+        ]
+    )  # fmt: skip

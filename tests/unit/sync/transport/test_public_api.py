@@ -1,0 +1,17 @@
+"""Pin the exported names of ``sync.transport``: changing its public surface must be deliberate."""
+
+from __future__ import annotations
+
+import sync.transport
+
+
+def test_transport_exports() -> None:
+    assert sorted(sync.transport.__all__) == sorted(
+        [
+            "OFFSET_INVALID", "GroupConsumer", "GroupDescription", "GroupMember", "GroupMetadata",
+            "RebalanceListener",
+            "OFFSET_BEGINNING", "Admin", "Consumer", "DeliveryCallback", "DeliveryReport",
+            "Header", "KafkaConfig", "KafkaTransport", "Message", "MemoryBroker",
+            "MemoryTransport", "Producer", "TopicDescription", "TopicSpec", "Transport",
+        ]
+    )  # fmt: skip
