@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from sync import TopicName
+from sync import TopicName, routing
 from sync._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._binary_harness import BinarySidecar, make_topic
@@ -132,9 +132,10 @@ def test_partitioned_topic_client_routing_is_kept(
     """The client routes (round robin for unkeyed messages, a key hash for keyed ones) and
     every message is stored in the Kafka partition of the partition producer it chose.
 
-    The Python wheel cannot select Murmur3 (it hashes keys with the C++ client's default,
-    BoostHash), so the partition of a key is checked for consistency, not against
-    :mod:`sync.routing`; the Java client would be needed for that.
+    With its default router the wheel hashes keys with the C++ client's default, BoostHash,
+    which :mod:`sync.routing` does not implement, so here the partition of a key is checked
+    for consistency; ``test_keyed_messages_land_where_sync_routing_says`` checks Murmur3 and
+    JavaStringHash against :mod:`sync.routing`.
     """
     topic = make_topic(kafka_bootstrap, 4)
     assert client.get_topic_partitions(str(topic)) == [str(topic.partition(i)) for i in range(4)]
@@ -165,6 +166,56 @@ def test_partitioned_topic_client_routing_is_kept(
     records = _records(kafka_bootstrap, topic)
     assert sum(records.values()) == 60
     assert all(n > 0 for n in records.values()), records  # round robin reached every partition
+
+
+@pytest.mark.parametrize(
+    "scheme", [routing.HashingScheme.Murmur3_32Hash, routing.HashingScheme.JavaStringHash]
+)
+def test_keyed_messages_land_where_sync_routing_says(
+    kafka_bootstrap: str, client: pulsar.Client, scheme: routing.HashingScheme
+) -> None:
+    """The C++ core of the Python wheel hashes keys with ``BoostHash`` by default
+    (``ProducerConfigurationImpl``: ``hashingScheme(ProducerConfiguration::BoostHash)``)
+    and the wheel (3.13) has no ``hashing_scheme`` option, so a Python application that
+    wants Pulsar's Java-compatible routing passes a ``message_router``. With the router
+    :mod:`sync.routing` builds (RoundRobinPartition mode, Murmur3_32Hash or
+    JavaStringHash), every keyed message is stored in the Kafka partition ``sync.routing``
+    computes for its key, and unkeyed messages go round robin over every partition."""
+    partitions = 5
+    topic = make_topic(kafka_bootstrap, partitions)
+    router = routing.make_router(routing.MessageRoutingMode.RoundRobinPartition, scheme)
+
+    def choose(msg: pulsar.Message, num_partitions: int) -> int:
+        key = msg.partition_key() or None
+        return routing.checked_choose(
+            router, routing.RoutedMessage(key=key), routing.TopicMetadata(num_partitions)
+        )
+
+    producer = client.create_producer(str(topic), batching_enabled=False, message_router=choose)
+    keys = [f"user-{i}" for i in range(25)] + ["", "ключ", "k" * 40]
+    for i, key in enumerate(keys):
+        producer.send(b"keyed-%d" % i, partition_key=key)
+    for i in range(15):
+        producer.send(b"unkeyed-%d" % i)
+    consumer = client.subscribe(
+        str(topic), "route", initial_position=pulsar.InitialPosition.Earliest
+    )
+    got = _receive_all(consumer, len(keys) + 15)
+    unkeyed: set[int] = set()
+    for msg in got:
+        partition = TopicName.parse(msg.topic_name()).partition_index
+        assert msg.message_id().partition() == partition
+        if msg.data().startswith(b"keyed-"):
+            key = keys[int(msg.data()[6:])]
+            if key == "":
+                continue  # the C++ client sends an empty key as no key
+            assert partition == scheme.make_hash(key) % partitions, key
+        else:
+            unkeyed.add(partition)
+    assert unkeyed == set(range(partitions))  # round robin reached every partition
+    records = _records(kafka_bootstrap, topic)
+    assert sum(records.values()) == len(keys) + 15
+    consumer.close()
 
 
 @pytest.mark.parametrize(
