@@ -141,6 +141,9 @@ class ServerContext:
     config: BinaryConfig
     trace: CommandTrace
     last_ids: LastMessageIds
+    #: Without a cluster registry (Pulsar's standalone): whether the advertised URL is a
+    #: loopback address, which makes Connect answers ``proxy_through_service_url``.
+    advertises_loopback: bool = False
     names: itertools.count[int] = field(default_factory=lambda: itertools.count(0))
 
 
@@ -465,8 +468,13 @@ class Connection:
             topic = _topic(m.topic)
             self._check_lookup(topic)
             svc = self.ctx.cluster()
+            # Pulsar (TopicLookupBase.shouldRedirectThroughServiceUrl): a Redirect never
+            # proxies; a Connect does when the broker runs standalone and advertises a
+            # loopback address, so the client keeps using the address it reached us by.
+            proxy = False
             if svc is None:
                 url, local = self.ctx.advertised_url, True
+                proxy = self.ctx.advertises_loopback
             else:
                 svc.require_ready()
                 await svc.lookups.layout_fresh(topic.namespace_name)
@@ -486,7 +494,7 @@ class Connection:
                 else api.CommandLookupTopicResponse.Redirect
             )
             resp.authoritative = True
-            resp.proxy_through_service_url = False
+            resp.proxy_through_service_url = proxy
         except PolicySyncError as exc:
             resp.response = api.CommandLookupTopicResponse.Failed
             resp.error = server_error_of(exc)  # type: ignore[assignment]

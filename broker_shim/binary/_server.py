@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import threading
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -133,6 +135,22 @@ class LastMessageIds:
                 self._consumer = None
 
 
+def _is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is a loopback address (Java's ``InetAddress.getByName(host)
+    .isLoopbackAddress()``; a host that does not resolve is not)."""
+    host = urllib.parse.urlsplit(url).hostname
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
 class BinaryServer:
     """Serves Pulsar's binary protocol over the messaging engine.
 
@@ -163,6 +181,7 @@ class BinaryServer:
             config=config or BinaryConfig(),
             trace=self.trace,
             last_ids=self.last_ids,
+            advertises_loopback=_is_loopback(advertised_url),
         )
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None

@@ -17,6 +17,7 @@ from sync import TopicName, routing
 from sync._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._binary_harness import BinarySidecar, make_topic
+from tests.kafka_broker import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -443,3 +444,29 @@ def test_sidecar_counts_the_commands_it_served(
         "CLOSE_CONSUMER",
     ):
         assert seen[name] > 0, name
+
+
+def test_standalone_lookup_keeps_the_client_on_the_service_url(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A sidecar without the cluster registry is Pulsar's standalone: it advertises a
+    loopback URL where nothing listens (as a standalone behind a port forward would), and
+    its Connect answers carry ``proxy_through_service_url``, so the real client keeps
+    using the service URL it reached the sidecar by instead of the advertised address."""
+    nowhere = f"pulsar://127.0.0.1:{free_port()}"
+    with BinarySidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("standalone"), advertised_url=nowhere
+    ) as sidecar:
+        client = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
+        try:
+            topic = make_topic(kafka_bootstrap, 2)
+            consumer = client.subscribe(
+                str(topic), "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            producer = client.create_producer(str(topic), batching_enabled=False)
+            for i in range(6):
+                producer.send(b"%d" % i)
+            got = _receive_all(consumer, 6)
+            assert sorted(m.data() for m in got) == [b"%d" % i for i in range(6)]
+        finally:
+            client.close()
