@@ -48,6 +48,7 @@ from sync.messaging import (
     ProducerConfig,
     ProducerHandle,
     SubscriptionType,
+    decode_origin,
     decode_properties,
 )
 from sync.routing import MessageRoutingMode
@@ -86,6 +87,8 @@ _SUB_TYPES = {
 _EARLIEST_LEDGER = (1 << 64) - 1
 _LATEST_LEDGER = (1 << 63) - 1
 _WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+#: MessageMetadata.producer_name of records that do not name their producer.
+_UNKNOWN_PRODUCER = "policy-sync"
 
 
 class ConnectionState(enum.Enum):
@@ -964,10 +967,17 @@ def _message_frame(consumer_id: int, delivery: Delivery) -> bytes:
     if delivery.redelivery_count:
         msg.redelivery_count = delivery.redelivery_count
     meta = api.MessageMetadata()
-    meta.producer_name = "policy-sync"
+    # The sender's name and sequence id where the record keeps them; for records of plain
+    # Kafka producers and unnamed producers: "policy-sync" and the Kafka offset.
+    meta.producer_name = _UNKNOWN_PRODUCER
     meta.sequence_id = entry.offset
     meta.publish_time = entry.publish_ms
     if entry.headers:
+        producer, sequence = decode_origin(entry.headers)
+        if producer is not None:
+            meta.producer_name = producer
+        if sequence is not None:
+            meta.sequence_id = sequence
         properties, event_time = decode_properties(entry.headers)
         for k, v in properties.items():
             kv = meta.properties.add()

@@ -47,6 +47,7 @@ from ._producer import (
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
+    decode_origin,
     decode_properties,
 )
 from ._subscription import Subscription, subscription_group
@@ -68,6 +69,7 @@ __all__ = [
     "PartitionedProducer",
     "ProducerClient",
     "ProducerConfig",
+    "decode_origin",
     "decode_properties",
     "CloseCause",
     "CloseReason",

@@ -68,6 +68,7 @@ from sync.messaging._producer import (
     ProducerClient,
     ProducerConfig,
     SendCallback,
+    origin_headers,
 )
 from sync.transport import Admin, Transport
 
@@ -180,8 +181,10 @@ class ProducerHandle:
                     return
                 if verdict is Verdict.IN_FLIGHT:
                     raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
-                reserved = (reserved or []) + dedup.headers(name, sequence_id)
                 callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
+        if name and sequence_id is not None:
+            # Who sent it, kept for consumers (and deduplication's replay).
+            reserved = (reserved or []) + origin_headers(name, sequence_id)
         partition = self.producer.send_callback(
             payload,
             callback,

@@ -222,3 +222,40 @@ def test_standalone_connect_proxies_through_the_service_url_when_advertising_loo
             assert resp.proxy_through_service_url is proxy
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("headers", "producer", "sequence"),
+    [
+        ([("__pulsar.producer", b"alice"), ("__pulsar.seq", b"41"), ("p", b"v")], "alice", 41),
+        ([("p", b"v")], "policy-sync", 9),  # a plain Kafka record: defaults
+        (None, "policy-sync", 9),
+        ([("__pulsar.producer", b"bob"), ("__pulsar.seq", b"junk")], "bob", 9),
+    ],
+)
+def test_message_metadata_gives_back_producer_sequence_and_publish_time(
+    headers: list[tuple[str, bytes]] | None, producer: str, sequence: int
+) -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from broker_shim.binary import parse_frame
+    from broker_shim.binary._connection import _message_frame
+    from sync.messaging import Delivery, MessageId
+
+    entry = SimpleNamespace(
+        offset=9, publish_ms=1_700_000_000_123, headers=headers, key="k", payload=b"x"
+    )
+    delivery = cast(
+        Delivery,
+        SimpleNamespace(entry=entry, message_id=MessageId(-1, 9), redelivery_count=0),
+    )
+    frame = parse_frame(_message_frame(5, delivery)[4:])
+    assert frame.metadata is not None
+    assert frame.metadata.producer_name == producer
+    assert frame.metadata.sequence_id == sequence
+    assert frame.metadata.publish_time == 1_700_000_000_123
+    assert {kv.key: kv.value for kv in frame.metadata.properties} == {
+        k: v.decode() for k, v in headers or [] if not k.startswith("__pulsar.")
+    }
+    assert frame.payload == b"x"
