@@ -333,8 +333,17 @@ class PolicyCache(TableReader):
                 self._poison(m, PoisonKind.UNDECODABLE.value, f"{type(exc).__name__}: {exc}")
 
     def _insert(self, k: bytes, v: bytes, stored_keys: list[bytes] | None) -> None:
-        """An INSERT of a key found in the store: applies if the stored value is poison."""
+        """An INSERT of a key found in the store: applies if the stored value is poison.
+
+        A conflicting INSERT changes nothing only if it is readable itself: one whose body
+        does not decode is poison, and the key becomes absent (the rule judges the record
+        met in the log, whatever the key held before; live readers judge it first).
+        """
         if self._present(k):
+            verdict = judge(self.codec, k, v)
+            if verdict.effect is Effect.POISON:
+                self._drop_stored(k, v, verdict.detail)
+                return
             self._counters.conflicting_inserts += 1
             return
         self._store.put(k, v)

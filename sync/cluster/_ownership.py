@@ -308,6 +308,11 @@ class _Write:
     topic: str
 
 
+#: A fenced ownership producer is renewed at most once in this many seconds (see
+#: ``OwnershipMember._renew_producer``).
+RENEWAL_WINDOW_S = 30.0
+
+
 class OwnershipMember:
     """This sidecar as a member of its cluster's ownership group."""
 
@@ -369,6 +374,8 @@ class OwnershipMember:
         self.requests_handled = 0
         self.membership_published = 0
         self.step_failures = 0
+        self.producer_renewals = 0
+        self._renewed_at = -RENEWAL_WINDOW_S
         self._retry_delay = config.poll_s
         self._membership_backoff = config.membership_poll_s
         self._membership_retry_at = 0.0
@@ -487,15 +494,7 @@ class OwnershipMember:
     # -- the member thread -------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self._producer = self._transport.producer(
-                transactional_id=(
-                    f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{self.cluster}.{self.broker_id}"
-                ),
-                transaction_timeout_ms=self.config.effective_transaction_timeout_ms,
-            )
-            # Also fences a previous incarnation of this broker: its open transaction is
-            # aborted now instead of after the transaction timeout.
-            self._producer.init_transactions(self.config.timeout_s)
+            self._new_producer()
             self._consumer = self._transport.group_consumer(
                 self._group,
                 client_id=self._client_id,
@@ -523,6 +522,59 @@ class OwnershipMember:
                     self._producer.close()
                 except PolicySyncError:
                     logger.debug("closing the ownership producer failed", exc_info=True)
+
+    def _new_producer(self) -> None:
+        self._producer = self._transport.producer(
+            transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{self.cluster}.{self.broker_id}",
+            transaction_timeout_ms=self.config.effective_transaction_timeout_ms,
+        )
+        # Also fences a previous incarnation of this broker: its open transaction is
+        # aborted now instead of after the transaction timeout.
+        self._producer.init_transactions(self.config.timeout_s)
+
+    def _superseded(self) -> bool:
+        """Whether a newer incarnation registered our broker id (it fenced us on purpose)."""
+        self.store.table.sync(self.config.timeout_s)
+        reg = self.store.registrations.get((self.cluster, self.broker_id))
+        return reg is not None and reg.incarnation != self.incarnation
+
+    def _renew_producer(self, exc: ProducerFencedError) -> bool:
+        """Replace a producer fenced while this incarnation is still the registered one.
+
+        That fence is our own transaction outliving ``transaction.timeout.ms`` (a stalled
+        process or broker: the coordinator aborts it and bumps the epoch), not another
+        process: take a fresh producer and re-activate our slots (the aborted transaction
+        wrote nothing). False when a newer incarnation holds our broker id: that fence is
+        final. A second fence within ``RENEWAL_WINDOW_S`` of a renewal is final too: two live
+        processes with one broker id keep fencing each other, and the older one yields.
+        """
+        now = time.monotonic()
+        if now - self._renewed_at < RENEWAL_WINDOW_S:
+            return False
+        try:
+            if self._superseded():
+                return False
+        except PolicySyncError:
+            return False
+        self._renewed_at = now
+        logger.warning(
+            "ownership producer of broker %s fenced with no newer incarnation registered "
+            "(its transaction timed out?): %s; renewing it",
+            self.broker_id,
+            exc,
+        )
+        old, self._producer = self._producer, None
+        if old is not None:
+            try:
+                old.close()
+            except PolicySyncError:
+                logger.debug("closing the fenced ownership producer failed", exc_info=True)
+        self._new_producer()
+        self.producer_renewals += 1
+        slots = set(self.active)
+        self._forget(slots)
+        self._pending.update(slots)  # activated again, after the table caught up
+        return True
 
     def _fail(self, exc: BaseException, what: str) -> None:
         self._failure = exc
@@ -562,8 +614,9 @@ class OwnershipMember:
             if self.active and now - self._last_reconcile >= self.config.reconcile_interval_s:
                 self._last_reconcile = now
                 self._reconcile()
-        except ProducerFencedError:
-            raise  # fatal: a newer process with our broker id owns the transactional id
+        except ProducerFencedError as exc:
+            if not self._renew_producer(exc):
+                raise  # fatal: a newer process with our broker id owns the transactional id
         except (GroupFencedError, TransportError) as exc:
             # Not fatal: a rebalance moved our generation on (the listener will tell us
             # what we still own), or Kafka hiccupped. Nothing we wrote became visible.

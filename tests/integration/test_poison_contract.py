@@ -155,6 +155,28 @@ def test_every_poison_kind_gives_one_state_live_and_replayed(
         assert (ORDERS in expected) == (then in ("insert", "update"))
 
 
+
+@pytest.mark.parametrize("kind", sorted(MUTATIONS))
+def test_a_mutated_insert_over_a_held_value_gives_one_state(
+    transport: Transport, caches: Any, kind: str
+) -> None:
+    """An INSERT meeting a held key is a conflict only if it is readable: an INSERT whose
+    body does not decode is poison and the key becomes absent, on the fast path too (the
+    chaos soak's fresh replays held the old value where live caches held nothing)."""
+    listening = caches()
+    listening.add_listener(lambda _k, _v: None)
+    quiet = caches()
+    rng = random.Random(kind)
+    insert = _event(ORDERS, "INSERT", maxConsumerPerTopic=2)
+    records: list[Record] = [
+        (ORDERS, _event(ORDERS, "UPDATE", maxConsumerPerTopic=1)),
+        (ORDERS, MUTATIONS[kind](ORDERS, insert, rng)),
+    ]
+    _produce(transport, caches.topic, records)
+    expected = _check_everyone_agrees(transport, caches, [listening, quiet], records)
+    if judge(CODEC, ORDERS, records[1][1]).effect is Effect.POISON:
+        assert ORDERS not in expected
+
 def test_the_issue_truncated_record_never_wedges_a_fresh_replay(
     transport: Transport, caches: Any
 ) -> None:

@@ -7,6 +7,7 @@ Waits use generous deadlines for liveness only; failover *times* are `make bench
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +115,42 @@ def test_owners_killed_and_restarted_at_once_become_healthy_and_never_answer_500
                 assert got < 500 or got == 503, (shim.broker_id, path, got)
                 got = shim.get("/lookup/v2/topic/" + topic.replace("://", "/")).status
                 assert got in (200, 503), (shim.broker_id, topic, got)
+
+
+def test_an_ownership_producer_fenced_by_its_own_timeout_is_renewed_not_failed(
+    three: ShimCluster,
+) -> None:
+    """What a stalled sidecar sees after its ownership transaction outlived
+    transaction.timeout.ms: the coordinator bumped the epoch, the next commit is fenced,
+    though no other process has its broker id. Simulated by bumping the epoch from outside
+    (init_transactions with its transactional id); the sidecar renews its producer instead of
+    failing its cluster service, and stays healthy and serving."""
+    from sync._constants import OWNERSHIP_TRANSACTIONAL_ID_PREFIX
+    from sync.transport import KafkaConfig, KafkaTransport
+
+    for shim in three.shims:
+        _until_healthy(shim)
+    urls = {s.broker_url for s in three.shims}
+    _serves_everything(three.shims[0], urls)
+    victim = three.shims[1]
+    bump = KafkaTransport(KafkaConfig(three.bootstrap)).producer(
+        transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{three.name}.{victim.broker_id}"
+    )
+    bump.init_transactions(30)
+    bump.close()
+    # A fresh namespace's bundles need claims: each member commits for its own slots.
+    ns = f"/admin/v2/namespaces/public/renewed-{three.name}"  # namespaces are global
+    assert three.shims[0].put(ns, json.dumps({"bundles": {"numBundles": 16}})).status == 204
+    fresh = [f"persistent://public/renewed-{three.name}/t-{i}" for i in range(48)]
+    deadline = time.monotonic() + 60
+    log = ""
+    while "renewing it" not in log and time.monotonic() < deadline:
+        lookups(victim, fresh)
+        time.sleep(0.2)
+        log = victim.log.read_text(errors="replace")
+    assert "renewing it" in log, victim.log_tail()
+    assert "cluster service failed" not in log
+    _until_healthy(victim)
+    assert all(url in urls for url in lookups(victim, fresh))
+    status = victim.status()
+    assert status is not None and status["memberState"] == "ACTIVE"

@@ -358,3 +358,36 @@ def test_requests_for_foreign_or_unknown_bundles_are_harmless() -> None:
         time.sleep(0.2)
         assert services[0].ownership.get("nosuch/ns/0x00000000_0xffffffff") is None
         assert all(s.member.state.value == "ACTIVE" for s in services)
+
+
+def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() -> None:
+    """The coordinator aborting our transaction after transaction.timeout.ms (a stalled
+    process) bumps the epoch: the producer is fenced though no other process took the broker
+    id. The member renews its producer and keeps deciding; it does not FAIL the service."""
+    from sync._constants import OWNERSHIP_TRANSACTIONAL_ID_PREFIX
+    from sync.cluster._ownership import MemberState
+
+    with memory_cluster(2) as (transport, services):
+        victim = services[0]
+        cluster = victim.identity.cluster
+        look_up_all(victim, topics_in("public/default", 20))
+        # What the coordinator's epoch bump does to the member's producer.
+        bump = transport.producer(
+            transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{cluster}.{victim.identity.broker_id}"
+        )
+        bump.init_transactions(5)
+        bump.close()
+        # New bundles need claims committed by both members' slots.
+        topics = topics_in("public/default", 20) + topics_in("public/other", 0)
+        services[0].admin.create_namespace(NamespaceName("public", "fresh"), num_bundles=16)
+        fresh = topics_in("public/fresh", 60)
+        first = look_up_all(services[1], fresh)
+        for s in services:
+            wait_until(partial(lambda s: answers(s, fresh) == first, s), what="agreement")
+        assert victim.member.producer_renewals == 1
+        assert victim.member.state is MemberState.ACTIVE and victim.member.failure is None
+        assert {r.broker for r in victim.lookups.bundle_records().values()} == {
+            s.identity.broker_id for s in services
+        }
+        assert answers(victim, topics) == answers(services[1], topics)
+        assert_log_invariants(transport, cluster)
