@@ -25,7 +25,15 @@ pytestmark = pytest.mark.timeout(300)
 def shims(kafka_bootstrap: str, tmp_path: Path) -> Iterator[list[BinaryShim]]:
     name = "unl" + uuid.uuid4().hex[:8]
     shims = [
-        BinaryShim(kafka_bootstrap, name, f"b{i}", tmp_path, extra=("--log-level", "info"))
+        # No kill here: a session timeout that survives a loaded host (argparse keeps the
+        # last value, overriding BinaryShim's 1 s).
+        BinaryShim(
+            kafka_bootstrap,
+            name,
+            f"b{i}",
+            tmp_path,
+            extra=("--log-level", "info", "--session-timeout-ms", "6000"),
+        )
         for i in range(2)
     ]
     try:
@@ -64,7 +72,7 @@ def test_unload_closes_binary_clients_and_they_resume_at_the_new_owner(
     kafka_bootstrap: str, shims: list[BinaryShim], sub_type: pulsar.ConsumerType
 ) -> None:
     topic = make_topic(kafka_bootstrap, 1)
-    _, owners = wait_agreement(shims, [str(topic)])  # type: ignore[arg-type]
+    _, owners = wait_agreement(shims, [str(topic)], timeout=90)  # type: ignore[arg-type]
     owner = next(s for s in shims if s.broker_url == owners[0])
     other = next(s for s in shims if s is not owner)
     client = pulsar.Client(other.broker_url, operation_timeout_seconds=30)
