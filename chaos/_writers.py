@@ -95,7 +95,9 @@ class Writer:
             headers={"Content-Type": "application/json"},
         )  # fmt: skip
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+            # 60 s: the Pulsar admin client's default read timeout; a sidecar's own write
+            # deadline is 30 s, plus the hop to the fence holder.
+            with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310
                 return resp.status == 204, f"HTTP {resp.status}"
         except urllib.error.HTTPError as err:
             reason = err.read()[:90].decode(errors="replace")

@@ -71,6 +71,7 @@ __all__ = [
     "InvalidMessageIdError",
     "InvalidPolicyError",
     "InvalidTopicNameError",
+    "KafkaUnavailableError",
     "LifecycleError",
     "MessageTooLargeError",
     "MessagingError",
@@ -149,6 +150,11 @@ class BundleUnloadingError(UnavailableError):
 
 class TransportError(PolicySyncError):
     """Kafka refused a request or did not answer in time."""
+
+
+class KafkaUnavailableError(TransportError, UnavailableError):
+    """Kafka did not take a write within its deadline (brokers down, no coordinator): the
+    write may or may not have landed; retry it (HTTP 503 with ``Retry-After``)."""
 
 
 class TopicConfigurationMismatch(TransportError):

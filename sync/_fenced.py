@@ -46,6 +46,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ._errors import (
     ConfigurationError,
+    KafkaUnavailableError,
     PolicySyncError,
     ProducerFencedError,
     TransportError,
@@ -434,7 +435,7 @@ class FencedWriter(Generic[V]):
                 "this one; retry later"
             )
         else:
-            err = TransportError(
+            err = KafkaUnavailableError(
                 f"{self.config.name} write failed after {took}: {last}; is Kafka reachable?"
             )
         err.__cause__ = last

@@ -387,14 +387,17 @@ def test_a_failed_service_is_replaced_by_a_new_incarnation() -> None:
         client = clients[0]
         current = client.app[CLUSTER_KEY]
         first = current.service
-        # Another process takes our broker id: it fences our ownership producer ...
-        rival = first._transport.producer(
-            transactional_id=f"policy-sync.ownership.{first.identity.cluster}.b0"
-        )
-        rival.init_transactions(5)
-        # ... and the next claim we try to commit fails for good: the member FAILED.
-        resp = await client.get("/lookup/v2/topic/persistent/public/default/fenced")
+        # Another process takes our broker id and keeps fencing our ownership producer:
+        # the member renews it once (a fence can be its own timed-out transaction) ...
+        for attempt in range(2):
+            rival = first._transport.producer(
+                transactional_id=f"policy-sync.ownership.{first.identity.cluster}.b0"
+            )
+            rival.init_transactions(5)
+            resp = await client.get(f"/lookup/v2/topic/persistent/public/default/fenced-{attempt}")
+        # ... and the second fence is final: the member FAILED, the lookup got 503.
         assert resp.status == 503
+        assert first.member.producer_renewals == 1
         deadline = time.monotonic() + 10
         while current.restarts == 0 or current.service.state.value != "READY":
             assert time.monotonic() < deadline, "no restart"

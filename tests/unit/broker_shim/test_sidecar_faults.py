@@ -5,6 +5,7 @@ on real Kafka in tests/integration/test_faults.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -193,3 +194,24 @@ def test_one_topic_name_one_key_on_every_route() -> None:
             assert 400 <= resp.status < 500, (bad, resp.status)
 
     _serve(scenario)
+
+
+
+def test_a_write_kafka_did_not_take_in_time_is_503_not_500() -> None:
+    """The fenced writer's give-up (brokers down, no transaction coordinator) is a
+    retryable unavailability: 503 with Retry-After, never 500 (issue 11's chaos soak)."""
+    from broker_shim._http_errors import http_status
+    from sync import FenceConfig, FencedWriter
+    from sync._fenced import Ticket
+    from sync.errors import KafkaUnavailableError, TransportError
+    from sync.transport import MemoryTransport
+
+    config = FenceConfig("tid", "topic", name="policy", timeout_s=1.0)
+    writer: FencedWriter[Any] = FencedWriter(MemoryTransport(), Any, config, lambda _k: None)  # type: ignore[arg-type]
+    ticket: Ticket[Any] = Ticket(lambda _d: None, time.monotonic(), Any, None)  # type: ignore[arg-type]
+    ticket.attempts = 2
+    ticket.last_error = TransportError("init_transactions failed: KafkaError{code=_TRANSPORT}")
+    err = writer._give_up(ticket)
+    assert isinstance(err, KafkaUnavailableError) and isinstance(err, TransportError)
+    assert http_status(err) == 503
+    assert "is Kafka reachable?" in str(err)
