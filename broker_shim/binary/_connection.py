@@ -883,12 +883,15 @@ class Connection:
         m = cmd.seek
         # A consumer disconnected by a seek of a sibling partition (the client seeks every
         # partition of a partitioned topic, one SEEK each) still seeks its own partition.
-        cons = self._consumer(m.consumer_id) or self._reset_by_seek.get(m.consumer_id)
+        live = self._consumer(m.consumer_id)
+        cons = live or self._reset_by_seek.get(m.consumer_id)
         try:
             if cons is None:
                 raise ConsumerBusyError(f"Consumer {m.consumer_id} not found")
             consumer = cons.consumer
             sub = consumer.subscription
+            if live is None:
+                await self._require_owned(sub.topic)  # it was closed: maybe by a move
             parts = sorted(consumer.partitions)
             kafka_topic = sub.kafka_topic
             if not m.HasField("message_id"):
