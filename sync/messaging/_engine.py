@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sync import CacheState, PolicyService, PolicyTarget
-from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
+from sync._constants import GLOBAL_KEY_PREFIX, HEADER_SEQUENCE, NAMESPACE_KEY_PREFIX
 from sync._errors import (
     CacheStateError,
     ConsumerBusyError,
@@ -70,7 +70,7 @@ from sync.messaging._producer import (
     SendCallback,
     origin_headers,
 )
-from sync.transport import Admin, Transport
+from sync.transport import Admin, Header, Transport
 
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogMeasure, measure_backlog
 from ._config import MessagingConfig
@@ -118,6 +118,9 @@ class ProducerHandle:
         self.state = ProducerState.ACTIVE
         self.close_reason: CloseReason | None = None
         self._closed = asyncio.Event()
+        name = producer.config.producer_name
+        #: The producer-name header every message of a named producer carries (encoded once).
+        self._origin: Header | None = None if not name else origin_headers(name, 0)[0]
 
     @property
     def closed(self) -> bool:
@@ -182,9 +185,14 @@ class ProducerHandle:
                 if verdict is Verdict.IN_FLIGHT:
                     raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
                 callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
-        if name and sequence_id is not None:
+        origin = self._origin
+        if origin is not None and sequence_id is not None:
             # Who sent it, kept for consumers (and deduplication's replay).
-            reserved = (reserved or []) + origin_headers(name, sequence_id)
+            sequence = (HEADER_SEQUENCE, str(sequence_id).encode("ascii"))
+            if reserved is None:
+                reserved = [origin, sequence]
+            else:
+                reserved += (origin, sequence)
         partition = self.producer.send_callback(
             payload,
             callback,
