@@ -303,8 +303,9 @@ class TopicState:
     published_bytes: int = 0
     #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
     dedup: Deduplicator | None = None
-    #: The ownership term it is served under (:attr:`OwnerInfo.claim`; None: unknown).
-    owner_claim: str | None = None
+    #: The ownership term it is served under (:attr:`OwnerInfo.bundle` and ``claim``;
+    #: None: unknown).
+    owner_claim: tuple[str | None, str] | None = None
 
     def __post_init__(self) -> None:
         self.writable.set()
@@ -827,21 +828,23 @@ class MessagingEngine:
                         CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
                     ),
                 )
-            elif owner.claim is not None and ts.owner_claim != owner.claim:
-                if ts.owner_claim is None:
-                    ts.owner_claim = owner.claim  # first seen
-                    continue
+            elif owner.claim is not None and ts.owner_claim != (owner.bundle, owner.claim):
+                seen = ts.owner_claim
+                ts.owner_claim = (owner.bundle, owner.claim)
+                if seen is None or seen[0] != owner.bundle:
+                    continue  # first seen, or split into a bundle this sidecar owns too
                 logger.info(
-                    "%s was unloaded (ownership %s, now %s): closing its clients",
+                    "%s was unloaded (ownership of %s: term %s, now %s): closing its clients",
                     ts.topic,
-                    ts.owner_claim,
+                    owner.bundle,
+                    seen[1],
                     owner.claim,
                 )
                 await self._unload(
                     ts, CloseReason(CloseCause.UNLOADED, "Topic was unloaded; reconnect")
                 )
 
-    async def _claim_of(self, topic: TopicName) -> str | None:
+    async def _claim_of(self, topic: TopicName) -> tuple[str | None, str] | None:
         """The ownership term a topic is loaded under (None if unknown right now: the
         first ownership check records it)."""
         try:
@@ -849,7 +852,9 @@ class MessagingEngine:
         except Exception as exc:  # noqa: BLE001 - best effort; the periodic check retries
             logger.debug("ownership term of %s unknown: %s", topic, exc)
             return None
-        return owner.claim if owner.local else None
+        if not owner.local or owner.claim is None:
+            return None
+        return owner.bundle, owner.claim
 
     async def owner_of(self, topic: TopicName) -> OwnerInfo:
         """Ask the ownership seam who serves ``topic``."""

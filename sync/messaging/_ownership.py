@@ -26,14 +26,17 @@ __all__ = ["LocalOwnership", "OwnerInfo", "TopicOwnership"]
 class OwnerInfo:
     """Where a topic is served: here (``local``) or at ``http_url`` (``http(s)://host:port``).
 
-    ``claim`` names the ownership term when known (e.g. the bundle's ownership record
-    version): a live topic whose claim changed while it stayed local was unloaded and
-    claimed again, so its clients are closed exactly as on a move (Pulsar's unload always
-    closes the topic, even when the same broker takes the bundle again).
+    ``bundle`` and ``claim`` name the ownership term when known (the topic's bundle and its
+    ownership record's version): a live topic whose claim on the *same* bundle changed
+    while it stayed local was unloaded and claimed again, so its clients are closed exactly
+    as on a move (Pulsar's unload always closes the topic, even when the same broker takes
+    the bundle again). A new bundle (a split) with the topic still local closes nothing,
+    as Pulsar keeps topics loaded across a split that does not unload.
     """
 
     local: bool
     http_url: str | None = None
+    bundle: str | None = None
     claim: str | None = None
 
 

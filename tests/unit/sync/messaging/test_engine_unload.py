@@ -22,13 +22,16 @@ class _Terms:
     """Always local; the ownership term changes when the test says so."""
 
     def __init__(self) -> None:
-        self.claim: str | None = "bundle@1"
+        self.bundle = "t/ns/0x00000000_0xffffffff"
+        self.claim: str | None = "1"
 
     async def owner_of(self, topic: TopicName) -> OwnerInfo:
-        return OwnerInfo(local=True, claim=self.claim)
+        return OwnerInfo(local=True, bundle=self.bundle, claim=self.claim)
 
 
-async def _scenario(terms: _Terms, new_claim: str | None) -> tuple[bool, bool]:
+async def _scenario(
+    terms: _Terms, new_claim: str | None, new_bundle: str | None = None
+) -> tuple[bool, bool]:
     transport = MemoryTransport()
     svc = PolicyService(transport).start(timeout_s=10)
     topic = TopicName.parse("persistent://t/ns/unload")
@@ -48,6 +51,8 @@ async def _scenario(terms: _Terms, new_claim: str | None) -> tuple[bool, bool]:
         await asyncio.sleep(0.3)  # several ownership checks under the same term
         assert not consumer.closed and not producer.closed
         terms.claim = new_claim
+        if new_bundle is not None:
+            terms.bundle = new_bundle
         deadline = asyncio.get_running_loop().time() + 5
         while not consumer.closed and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
@@ -63,8 +68,15 @@ async def _scenario(terms: _Terms, new_claim: str | None) -> tuple[bool, bool]:
 
 
 def test_a_new_ownership_term_closes_consumers_and_producers() -> None:
+    """Unloaded and claimed again by this sidecar: the record's version moved on."""
     terms = _Terms()
-    assert asyncio.run(_scenario(terms, "bundle@3")) == (True, True)
+    assert asyncio.run(_scenario(terms, "3")) == (True, True)
+
+
+def test_a_split_that_keeps_the_topic_here_closes_nothing() -> None:
+    """Pulsar keeps topics loaded across a split that does not unload."""
+    terms = _Terms()
+    assert asyncio.run(_scenario(terms, "1", "t/ns/0x00000000_0x80000000")) == (False, False)
 
 
 def test_an_unknown_term_keeps_the_topic() -> None:
