@@ -109,7 +109,13 @@ class LookupOwnership:
         local = (
             live.broker_id == service.identity.broker_id and live.incarnation == service.incarnation
         )
-        return OwnerInfo(local=local, http_url=live.registration.http_url)
+        term = service.lookups.claim_of(topic) if local else None
+        return OwnerInfo(
+            local=local,
+            http_url=live.registration.http_url,
+            bundle=None if term is None else term[0],
+            claim=None if term is None else str(term[1]),
+        )
 
 
 CLUSTER_KEY = web.AppKey("cluster", CurrentService)

@@ -77,6 +77,11 @@ BOOTSTRAP_ENV_VAR: Final = "KAFKA_BOOTSTRAP_SERVERS"
 RESERVED_HEADER_PREFIX: Final = "__pulsar."
 #: Header carrying a message's Pulsar ``eventTime`` (decimal epoch milliseconds).
 HEADER_EVENT_TIME: Final = "__pulsar.eventTime"
+#: Headers carrying the name of the producer that sent a message and its sequence id
+#: (decimal), written for every message whose producer has a name and gave a sequence id
+#: (deduplication replays them; consumers get them back as Pulsar's message metadata).
+HEADER_PRODUCER: Final = "__pulsar.producer"
+HEADER_SEQUENCE: Final = "__pulsar.seq"
 #: Kafka consumer group of a Pulsar subscription: ``<prefix><kafka topic>/<subscription>``.
 #: A Kafka topic name has no ``/``, so the subscription is everything after the second one.
 SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"

@@ -22,9 +22,12 @@ either API (or a plain Kafka producer with the same layout) is read the same by 
   sidecar stored it, as for WebSocket sends);
 * message id = ``(ledgerId 0, entryId = Kafka offset, partition)``; a SEND_RECEIPT carries
   the id of the batch's first message (the client numbers the batch indexes itself);
+* the producer name and sequence id of each message as the headers ``__pulsar.producer`` /
+  ``__pulsar.seq`` (also from WebSocket producers with ``producerName`` and ``sequenceId``);
 * delivered messages are unbatched MESSAGE commands, one per record, with
-  ``redelivery_count``; the producer name and sequence id of a stored message are not
-  kept (consumers see producer ``policy-sync`` and the offset as sequence id).
+  ``redelivery_count``, the producer name and sequence id stored with the record
+  (``policy-sync`` and the Kafka offset for records without them, e.g. of plain Kafka
+  producers) and the Kafka timestamp as publish time.
 """
 
 from ._connection import BinaryConfig, Connection, ConnectionState

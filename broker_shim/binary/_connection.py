@@ -38,6 +38,7 @@ from sync.errors import (
     UnavailableError,
 )
 from sync.messaging import (
+    CloseCause,
     Consumer,
     Delivery,
     InitialPosition,
@@ -46,6 +47,7 @@ from sync.messaging import (
     ProducerConfig,
     ProducerHandle,
     SubscriptionType,
+    decode_origin,
     decode_properties,
 )
 from sync.routing import MessageRoutingMode
@@ -84,6 +86,8 @@ _SUB_TYPES = {
 _EARLIEST_LEDGER = (1 << 64) - 1
 _LATEST_LEDGER = (1 << 63) - 1
 _WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+#: MessageMetadata.producer_name of records that do not name their producer.
+_UNKNOWN_PRODUCER = "policy-sync"
 
 
 class ConnectionState(enum.Enum):
@@ -139,6 +143,9 @@ class ServerContext:
     config: BinaryConfig
     trace: CommandTrace
     last_ids: LastMessageIds
+    #: Without a cluster registry (Pulsar's standalone): whether the advertised URL is a
+    #: loopback address, which makes Connect answers ``proxy_through_service_url``.
+    advertises_loopback: bool = False
     names: itertools.count[int] = field(default_factory=lambda: itertools.count(0))
 
 
@@ -252,6 +259,8 @@ class Connection:
         #: SENDs still in flight are dropped unanswered (the client resends them).
         self._held_ids: set[int] = set()
         self.consumers: dict[int, _Consumer] = {}
+        #: Consumers the engine disconnected to reconnect (unload, seek), until they do.
+        self._reset_by_seek: dict[int, _Consumer] = {}
         self._last_read = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -374,6 +383,7 @@ class Connection:
             await self._drop_consumer(cons)
         self.producers.clear()
         self.consumers.clear()
+        self._reset_by_seek.clear()
         self.writer.close()
 
     def _spawn(self, coro: Coroutine[object, object, None], name: str) -> asyncio.Task[None]:
@@ -469,8 +479,13 @@ class Connection:
             topic = _topic(m.topic)
             self._check_lookup(topic)
             svc = self.ctx.cluster()
+            # Pulsar (TopicLookupBase.shouldRedirectThroughServiceUrl): a Redirect never
+            # proxies; a Connect does when the broker runs standalone and advertises a
+            # loopback address, so the client keeps using the address it reached us by.
+            proxy = False
             if svc is None:
                 url, local = self.ctx.advertised_url, True
+                proxy = self.ctx.advertises_loopback
             else:
                 svc.require_ready()
                 await svc.lookups.layout_fresh(topic.namespace_name)
@@ -490,7 +505,7 @@ class Connection:
                 else api.CommandLookupTopicResponse.Redirect
             )
             resp.authoritative = True
-            resp.proxy_through_service_url = False
+            resp.proxy_through_service_url = proxy
         except PolicySyncError as exc:
             resp.response = api.CommandLookupTopicResponse.Failed
             resp.error = server_error_of(exc)  # type: ignore[assignment]
@@ -775,22 +790,16 @@ class Connection:
             return
         cons = _Consumer(m.consumer_id, consumer, durable=m.durable, skip_below=skip_below)
         self.consumers[m.consumer_id] = cons
+        self._reset_by_seek.pop(m.consumer_id, None)
         self._success(m.request_id)
+        if consumer.sub_type is SubscriptionType.Failover:
+            self._spawn(self._announce_active(cons), f"binary-active {consumer.name}")
         cons.task = self._spawn(self._dispatch(cons), f"binary-consumer {consumer.name}")
 
     async def _dispatch(self, cons: _Consumer) -> None:
         consumer = cons.consumer
         trace = self.ctx.trace
-        active: bool | None = None
         while True:
-            if consumer.sub_type is SubscriptionType.Failover:
-                now_active = self._is_active(consumer)
-                if now_active != active:
-                    active = now_active
-                    out = _T(type=_T.ACTIVE_CONSUMER_CHANGE)
-                    out.active_consumer_change.consumer_id = cons.consumer_id
-                    out.active_consumer_change.is_active = now_active
-                    self.write_command(out)
             batch = await consumer.receive_batch()
             if not batch:
                 break
@@ -809,7 +818,10 @@ class Connection:
         if self.consumers.get(cons.consumer_id) is not cons or cons.closed_by_client:
             return
         del self.consumers[cons.consumer_id]
-        action = close_action_of(consumer.close_reason)
+        reason = consumer.close_reason
+        if reason is not None and reason.cause is CloseCause.UNLOADED:
+            self._reset_by_seek[cons.consumer_id] = cons
+        action = close_action_of(reason)
         if action is CloseAction.CLOSE_CONNECTION:
             self.writer.close()
         elif action is CloseAction.NOTIFY_CLIENT:
@@ -818,11 +830,22 @@ class Connection:
             out.close_consumer.request_id = _NO_REQUEST
             self.write_command(out)
 
-    @staticmethod
-    def _is_active(consumer: Consumer) -> bool:
-        """Failover: whether the subscription currently dispatches to ``consumer``."""
-        sub = consumer.subscription
-        return any(sub.active_consumer(p) is consumer for p in consumer.partitions)
+    async def _announce_active(self, cons: _Consumer) -> None:
+        """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever
+        it becomes or stops being the active one (Pulsar's ``notifyActiveConsumerChanged``),
+        at the moment the subscription changes its pick."""
+        consumer = cons.consumer
+        announced: bool | None = None
+        while not consumer.closed and not self.closed:
+            consumer.active_changed.clear()
+            active = consumer.is_active()
+            if active != announced:
+                announced = active
+                out = _T(type=_T.ACTIVE_CONSUMER_CHANGE)
+                out.active_consumer_change.consumer_id = cons.consumer_id
+                out.active_consumer_change.is_active = active
+                self.write_command(out)
+            await consumer.active_changed.wait()
 
     def _consumer(self, consumer_id: int) -> _Consumer | None:
         return self.consumers.get(consumer_id)
@@ -887,6 +910,7 @@ class Connection:
 
     async def on_close_consumer(self, cmd: api.BaseCommand) -> None:
         m = cmd.close_consumer
+        self._reset_by_seek.pop(m.consumer_id, None)
         cons = self.consumers.pop(m.consumer_id, None)
         if cons is not None:
             cons.closed_by_client = True
@@ -908,17 +932,29 @@ class Connection:
         """Pulsar's seek: the subscription moves, its consumers are disconnected
         (CLOSE_CONSUMER) and resume at the new position when they reconnect."""
         m = cmd.seek
-        cons = self._consumer(m.consumer_id)
+        # A consumer disconnected by a seek of a sibling partition (the client seeks every
+        # partition of a partitioned topic, one SEEK each) still seeks its own partition.
+        live = self._consumer(m.consumer_id)
+        cons = live or self._reset_by_seek.get(m.consumer_id)
         try:
             if cons is None:
                 raise ConsumerBusyError(f"Consumer {m.consumer_id} not found")
-            if not m.HasField("message_id"):
-                raise InvalidInputError(
-                    "SEEK by publish time is not supported by policy-sync; seek to a message id"
-                )
             consumer = cons.consumer
+            sub = consumer.subscription
+            if live is None:
+                await self._require_owned(sub.topic)  # it was closed: maybe by a move
             parts = sorted(consumer.partitions)
-            kafka_topic = consumer.subscription.kafka_topic
+            kafka_topic = sub.kafka_topic
+            if not m.HasField("message_id"):
+                if not m.HasField("message_publish_time"):
+                    raise InvalidInputError("SEEK needs a message id or a publish time")
+                # Pulsar: the first message published at or after the time, per partition.
+                offsets = await self.ctx.last_ids.offsets_at(
+                    kafka_topic, parts, m.message_publish_time
+                )
+                await self.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
+                self._success(m.request_id)
+                return
             target = m.message_id
             if target.ledgerId == _EARLIEST_LEDGER:
                 offsets = await self.ctx.last_ids.start_offsets(kafka_topic, parts)
@@ -927,7 +963,7 @@ class Connection:
             else:
                 mid = cons.message_id(target)
                 offsets = {mid.kafka_partition: mid.offset}
-            await self.ctx.engine.reset_cursor(consumer, offsets)
+            await self.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
         except PolicySyncError as exc:
             self._error(m.request_id, exc)
             return
@@ -985,10 +1021,17 @@ def _message_frame(consumer_id: int, delivery: Delivery) -> bytes:
     if delivery.redelivery_count:
         msg.redelivery_count = delivery.redelivery_count
     meta = api.MessageMetadata()
-    meta.producer_name = "policy-sync"
+    # The sender's name and sequence id where the record keeps them; for records of plain
+    # Kafka producers and unnamed producers: "policy-sync" and the Kafka offset.
+    meta.producer_name = _UNKNOWN_PRODUCER
     meta.sequence_id = entry.offset
     meta.publish_time = entry.publish_ms
     if entry.headers:
+        producer, sequence = decode_origin(entry.headers)
+        if producer is not None:
+            meta.producer_name = producer
+        if sequence is not None:
+            meta.sequence_id = sequence
         properties, event_time = decode_properties(entry.headers)
         for k, v in properties.items():
             kv = meta.properties.add()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import threading
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -98,6 +100,21 @@ class LastMessageIds:
         """First offsets still stored in ``partitions``."""
         return await self._offsets(kafka_topic, partitions, earliest=True)
 
+    async def offsets_at(
+        self, kafka_topic: str, partitions: Sequence[int], time_ms: int
+    ) -> dict[int, int]:
+        """Per partition, the offset of the first record whose timestamp (the publish
+        time) is ``>= time_ms``; the end offset where no record is that recent (Kafka's
+        ``ListOffsets`` by timestamp, as ``offsets_for_times``)."""
+
+        def query() -> dict[int, int]:
+            with self._lock:
+                if self._admin is None:
+                    self._admin = self._transport.admin()
+                return self._admin.list_offsets(kafka_topic, list(partitions), time_ms)
+
+        return await asyncio.to_thread(query)
+
     async def _offsets(
         self, kafka_topic: str, partitions: Sequence[int], *, earliest: bool
     ) -> dict[int, int]:
@@ -116,6 +133,22 @@ class LastMessageIds:
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
+
+
+def _is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is a loopback address (Java's ``InetAddress.getByName(host)
+    .isLoopbackAddress()``; a host that does not resolve is not)."""
+    host = urllib.parse.urlsplit(url).hostname
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
 
 
 class BinaryServer:
@@ -148,6 +181,7 @@ class BinaryServer:
             config=config or BinaryConfig(),
             trace=self.trace,
             last_ids=self.last_ids,
+            advertises_loopback=_is_loopback(advertised_url),
         )
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None

@@ -364,6 +364,16 @@ class LookupService:
                     break
         return found
 
+    def claim_of(self, topic: TopicName) -> tuple[str, int] | None:
+        """The current ownership term of ``topic``'s bundle: ``(bundle, version)`` of its
+        OWNED record, None while it has no owner. The version grows on every unload and
+        move; a split gives the topic another bundle."""
+        bundle = self.bundle_of(topic)
+        record = self._rows.get(bundle)
+        if record is None or record.state is not BundleState.OWNED:
+            return None
+        return bundle, record.version
+
     def bundle_records(self, namespace: NamespaceName | None = None) -> dict[str, OwnershipRecord]:
         """Ownership records of current bundles (all namespaces, or one)."""
         out: dict[str, OwnershipRecord] = {}

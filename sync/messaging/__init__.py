@@ -49,6 +49,7 @@ from ._producer import (
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
+    decode_origin,
     decode_properties,
 )
 from ._subscription import Subscription, subscription_group
@@ -74,6 +75,7 @@ __all__ = [
     "PartitionedProducer",
     "ProducerClient",
     "ProducerConfig",
+    "decode_origin",
     "decode_properties",
     "CloseCause",
     "CloseReason",

@@ -95,6 +95,10 @@ class Consumer:
         self.acked_total = 0
         self._outbox: deque[Delivery] = deque()
         self._signal = asyncio.Event()
+        #: Set when this consumer became or stopped being its partitions' active consumer
+        #: (Exclusive/Failover), and when it closes: front ends that announce it (the binary
+        #: protocol's ACTIVE_CONSUMER_CHANGE) clear it, read :meth:`is_active` and wait.
+        self.active_changed = asyncio.Event()
 
     # -- flow control ------------------------------------------------------------------
     def can_receive(self) -> bool:
@@ -140,8 +144,15 @@ class Consumer:
         self.state = transition(self.state, ConsumerState.CLOSED, f"consumer {self.name}")
         self.close_reason = reason
         self._signal.set()
+        self.active_changed.set()
 
     # -- called by the connection --------------------------------------------------------
+    def is_active(self) -> bool:
+        """Exclusive/Failover: whether the subscription dispatches to this consumer now (on
+        any of its partitions)."""
+        sub = self.subscription
+        return any(sub.active_consumer(p) is self for p in self.partitions)
+
     @property
     def closed(self) -> bool:
         """True once the consumer left (or was evicted)."""

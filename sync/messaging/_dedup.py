@@ -26,9 +26,10 @@ import logging
 import time
 from dataclasses import dataclass
 
+from sync._constants import HEADER_PRODUCER, HEADER_SEQUENCE
 from sync.transport import Header, Transport
 
-from ._producer import MessageId
+from ._producer import MessageId, origin_headers
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +42,6 @@ __all__ = [
     "dedup_group",
 ]
 
-HEADER_PRODUCER = "__pulsar.producer"
-HEADER_SEQUENCE = "__pulsar.seq"
 DUPLICATE_IN_FLIGHT = (
     "Message is duplicated: a message with this sequence id is still being persisted; retry"
 )
@@ -126,10 +125,7 @@ class Deduplicator:
     @staticmethod
     def headers(producer: str, sequence_id: int) -> list[Header]:
         """The reserved headers a deduplicated message is written with."""
-        return [
-            (HEADER_PRODUCER, producer.encode("utf-8")),
-            (HEADER_SEQUENCE, str(sequence_id).encode("ascii")),
-        ]
+        return origin_headers(producer, sequence_id)
 
     # -- durability (blocking: call in a thread) ----------------------------------------
     def load(self, transport: Transport) -> None:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sync import CacheState, PolicyService, PolicyTarget
-from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
+from sync._constants import GLOBAL_KEY_PREFIX, HEADER_SEQUENCE, NAMESPACE_KEY_PREFIX
 from sync._errors import (
     CacheStateError,
     ConsumerBusyError,
@@ -68,8 +68,9 @@ from sync.messaging._producer import (
     ProducerClient,
     ProducerConfig,
     SendCallback,
+    origin_headers,
 )
-from sync.transport import Admin, Transport
+from sync.transport import Admin, Header, Transport
 
 from ._autocreate import AutoTopicCreation, TopicCreator
 from ._backlog import (
@@ -127,6 +128,9 @@ class ProducerHandle:
         self.state = ProducerState.ACTIVE
         self.close_reason: CloseReason | None = None
         self._closed = asyncio.Event()
+        name = producer.config.producer_name
+        #: The producer-name header every message of a named producer carries (encoded once).
+        self._origin: Header | None = None if not name else origin_headers(name, 0)[0]
 
     @property
     def closed(self) -> bool:
@@ -190,8 +194,15 @@ class ProducerHandle:
                     return
                 if verdict is Verdict.IN_FLIGHT:
                     raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
-                reserved = (reserved or []) + dedup.headers(name, sequence_id)
                 callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
+        origin = self._origin
+        if origin is not None and sequence_id is not None:
+            # Who sent it, kept for consumers (and deduplication's replay).
+            sequence = (HEADER_SEQUENCE, str(sequence_id).encode("ascii"))
+            if reserved is None:
+                reserved = [origin, sequence]
+            else:
+                reserved += (origin, sequence)
         partition = self.producer.send_callback(
             payload,
             callback,
@@ -310,6 +321,9 @@ class TopicState:
     published_bytes: int = 0
     #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
     dedup: Deduplicator | None = None
+    #: The ownership term it is served under (:attr:`OwnerInfo.bundle` and ``claim``;
+    #: None: unknown).
+    owner_claim: tuple[str | None, str] | None = None
 
     def __post_init__(self) -> None:
         self.writable.set()
@@ -955,6 +969,33 @@ class MessagingEngine:
                         CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
                     ),
                 )
+            elif owner.claim is not None and ts.owner_claim != (owner.bundle, owner.claim):
+                seen = ts.owner_claim
+                ts.owner_claim = (owner.bundle, owner.claim)
+                if seen is None or seen[0] != owner.bundle:
+                    continue  # first seen, or split into a bundle this sidecar owns too
+                logger.info(
+                    "%s was unloaded (ownership of %s: term %s, now %s): closing its clients",
+                    ts.topic,
+                    owner.bundle,
+                    seen[1],
+                    owner.claim,
+                )
+                await self._unload(
+                    ts, CloseReason(CloseCause.UNLOADED, "Topic was unloaded; reconnect")
+                )
+
+    async def _claim_of(self, topic: TopicName) -> tuple[str | None, str] | None:
+        """The ownership term a topic is loaded under (None if unknown right now: the
+        first ownership check records it)."""
+        try:
+            owner = await self.ownership.owner_of(topic)
+        except Exception as exc:  # noqa: BLE001 - best effort; the periodic check retries
+            logger.debug("ownership term of %s unknown: %s", topic, exc)
+            return None
+        if not owner.local or owner.claim is None:
+            return None
+        return owner.bundle, owner.claim
 
     async def owner_of(self, topic: TopicName) -> OwnerInfo:
         """Ask the ownership seam who serves ``topic``."""
@@ -1054,6 +1095,7 @@ class MessagingEngine:
                     RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
                 ],
                 publish_limiters=[RateLimiter(limits.publish_rate) for _ in range(desc.partitions)],
+                owner_claim=await self._claim_of(base),
             )
             self._topics[base] = ts
             self._update_live_keys()
@@ -1308,24 +1350,41 @@ class MessagingEngine:
             raise ConsumerBusyError(
                 "Subscription is not served here any more", topic=str(sub.topic)
             )
-        async with ts.lock:
-            if ts.subscriptions.get(sub.name) is sub:
-                del ts.subscriptions[sub.name]
-            # Under the lock: a consumer reconnecting now loads the new position.
-            await sub.close(
-                CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
-            )
+        await self.reset_subscription(sub.topic, sub.name, offsets)
+
+    async def reset_subscription(
+        self, topic: TopicName, name: str, offsets: dict[int, int]
+    ) -> None:
+        """Move subscription ``name`` of ``topic`` to ``offsets`` (Kafka partition → the
+        offset delivered next; other partitions keep their position), whether or not it is
+        loaded: a loaded one is closed first (its consumers get cause UNLOADED and
+        reconnect at the new position). Pulsar seeks each partition of a partitioned topic
+        on its own; the partitions' seeks of one client arrive one after the other, and the
+        first already disconnected the others' consumers, so this works by name.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            TransportError: Kafka refused the new position.
+        """
+        async with self._locked(topic, self.read_limits(topic)) as ts:
+            sub = ts.subscriptions.pop(name, None)
+            if sub is not None:
+                # Under the lock: a consumer reconnecting now loads the new position.
+                await sub.close(
+                    CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
+                )
             positions = {p: (o, "") for p, o in offsets.items()}
+            group = subscription_group(ts.kafka_topic, name)
 
             def commit() -> None:
-                kafka = self.transport.consumer(group_id=sub.group_id)
+                kafka = self.transport.consumer(group_id=group)
                 try:
                     kafka.commit(ts.kafka_topic, positions)
                 finally:
                     kafka.close()
 
             await asyncio.to_thread(commit)
-        logger.info("subscription %s reset to %s", sub.label, offsets)
+        logger.info("subscription %s of %s reset to %s", name, ts.topic, offsets)
         self._maybe_drop(ts)
 
     async def unsubscribe(self, consumer: Consumer) -> None:

@@ -7,7 +7,9 @@ topic. When a topic is not local, the WebSocket endpoints answer the handshake w
 ``307 Temporary Redirect`` to the same path on the owner (``ws://`` or ``wss://`` from
 its ``http_url``); a live topic found not local any more is unloaded: its acknowledgements
 are committed and its connections closed (cause UNLOADED) so that clients reconnect and
-are redirected to the new owner, which resumes from the committed positions.
+are redirected to the new owner, which resumes from the committed positions. The same
+happens when the topic stays local but its ownership term (:attr:`OwnerInfo.claim`)
+changed: the bundle was unloaded and claimed again.
 """
 
 from __future__ import annotations
@@ -22,10 +24,20 @@ __all__ = ["LocalOwnership", "OwnerInfo", "TopicOwnership"]
 
 @dataclass(frozen=True, slots=True)
 class OwnerInfo:
-    """Where a topic is served: here (``local``) or at ``http_url`` (``http(s)://host:port``)."""
+    """Where a topic is served: here (``local``) or at ``http_url`` (``http(s)://host:port``).
+
+    ``bundle`` and ``claim`` name the ownership term when known (the topic's bundle and its
+    ownership record's version): a live topic whose claim on the *same* bundle changed
+    while it stayed local was unloaded and claimed again, so its clients are closed exactly
+    as on a move (Pulsar's unload always closes the topic, even when the same broker takes
+    the bundle again). A new bundle (a split) with the topic still local closes nothing,
+    as Pulsar keeps topics loaded across a split that does not unload.
+    """
 
     local: bool
     http_url: str | None = None
+    bundle: str | None = None
+    claim: str | None = None
 
 
 @runtime_checkable

@@ -46,7 +46,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from .._constants import HEADER_EVENT_TIME, RESERVED_HEADER_PREFIX
+from .._constants import (
+    HEADER_EVENT_TIME,
+    HEADER_PRODUCER,
+    HEADER_SEQUENCE,
+    RESERVED_HEADER_PREFIX,
+)
 from .._errors import (
     ConfigurationError,
     DeliveryError,
@@ -82,7 +87,9 @@ __all__ = [
     "ProducerConfig",
     "SendCallback",
     "TopicNotFoundError",
+    "decode_origin",
     "decode_properties",
+    "origin_headers",
     "encode_headers",
 ]
 
@@ -272,6 +279,30 @@ def decode_properties(
             continue
         properties[name] = "" if value is None else value.decode("utf-8", "replace")
     return properties, event_time
+
+
+def origin_headers(producer_name: str, sequence_id: int) -> list[Header]:
+    """The reserved headers naming a message's producer and its sequence id."""
+    return [
+        (HEADER_PRODUCER, producer_name.encode("utf-8")),
+        (HEADER_SEQUENCE, str(sequence_id).encode("ascii")),
+    ]
+
+
+def decode_origin(headers: list[tuple[str, bytes]] | None) -> tuple[str | None, int | None]:
+    """``(producer name, sequence id)`` from :func:`origin_headers` (None where a record
+    does not carry them: plain Kafka producers, unnamed producers)."""
+    name: str | None = None
+    sequence: int | None = None
+    for key, value in headers or ():
+        if key == HEADER_PRODUCER and value:
+            name = value.decode("utf-8", "replace")
+        elif key == HEADER_SEQUENCE and value:
+            try:
+                sequence = int(value)
+            except ValueError:
+                sequence = None
+    return name, sequence
 
 
 # --------------------------------------------------------------------------- client

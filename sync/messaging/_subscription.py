@@ -392,6 +392,9 @@ class Subscription:
         if new is old:
             return
         part.active = new
+        for changed in (old, new):
+            if changed is not None:
+                changed.active_changed.set()
         if old is not None:
             # Like Pulsar's cursor rewind: what the old active consumer holds goes again
             # to the new one, in offset order (acknowledged ones are skipped).

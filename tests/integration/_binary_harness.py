@@ -18,7 +18,8 @@ __all__ = ["BinarySidecar", "make_topic", "wait_healthy"]
 class BinarySidecar(ThreadSidecar):
     """The real sidecar app served from a thread, with its ``pulsar://`` listener."""
 
-    def __init__(self, bootstrap: str, state_dir: Path) -> None:
+    def __init__(self, bootstrap: str, state_dir: Path, advertised_url: str | None = None) -> None:
+        """``advertised_url``: what lookups answer (default: the listener itself)."""
         super().__init__(bootstrap, state_dir, app_factory=self._build)
         self.broker_port = free_port()
         self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
@@ -29,6 +30,7 @@ class BinarySidecar(ThreadSidecar):
                 bootstrap_servers=bootstrap,
                 state_dir=state_dir,
                 broker_port=self.broker_port,
+                broker_url=advertised_url,
             )
         )
         self.server: BinaryServer | None = None

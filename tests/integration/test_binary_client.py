@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from sync import TopicName
+from sync import TopicName, routing
 from sync._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._binary_harness import BinarySidecar, make_topic
+from tests.kafka_broker import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -132,9 +133,10 @@ def test_partitioned_topic_client_routing_is_kept(
     """The client routes (round robin for unkeyed messages, a key hash for keyed ones) and
     every message is stored in the Kafka partition of the partition producer it chose.
 
-    The Python wheel cannot select Murmur3 (it hashes keys with the C++ client's default,
-    BoostHash), so the partition of a key is checked for consistency, not against
-    :mod:`sync.routing`; the Java client would be needed for that.
+    With its default router the wheel hashes keys with the C++ client's default, BoostHash,
+    which :mod:`sync.routing` does not implement, so here the partition of a key is checked
+    for consistency; ``test_keyed_messages_land_where_sync_routing_says`` checks Murmur3 and
+    JavaStringHash against :mod:`sync.routing`.
     """
     topic = make_topic(kafka_bootstrap, 4)
     assert client.get_topic_partitions(str(topic)) == [str(topic.partition(i)) for i in range(4)]
@@ -165,6 +167,56 @@ def test_partitioned_topic_client_routing_is_kept(
     records = _records(kafka_bootstrap, topic)
     assert sum(records.values()) == 60
     assert all(n > 0 for n in records.values()), records  # round robin reached every partition
+
+
+@pytest.mark.parametrize(
+    "scheme", [routing.HashingScheme.Murmur3_32Hash, routing.HashingScheme.JavaStringHash]
+)
+def test_keyed_messages_land_where_sync_routing_says(
+    kafka_bootstrap: str, client: pulsar.Client, scheme: routing.HashingScheme
+) -> None:
+    """The C++ core of the Python wheel hashes keys with ``BoostHash`` by default
+    (``ProducerConfigurationImpl``: ``hashingScheme(ProducerConfiguration::BoostHash)``)
+    and the wheel (3.13) has no ``hashing_scheme`` option, so a Python application that
+    wants Pulsar's Java-compatible routing passes a ``message_router``. With the router
+    :mod:`sync.routing` builds (RoundRobinPartition mode, Murmur3_32Hash or
+    JavaStringHash), every keyed message is stored in the Kafka partition ``sync.routing``
+    computes for its key, and unkeyed messages go round robin over every partition."""
+    partitions = 5
+    topic = make_topic(kafka_bootstrap, partitions)
+    router = routing.make_router(routing.MessageRoutingMode.RoundRobinPartition, scheme)
+
+    def choose(msg: pulsar.Message, num_partitions: int) -> int:
+        key = msg.partition_key() or None
+        return routing.checked_choose(
+            router, routing.RoutedMessage(key=key), routing.TopicMetadata(num_partitions)
+        )
+
+    producer = client.create_producer(str(topic), batching_enabled=False, message_router=choose)
+    keys = [f"user-{i}" for i in range(25)] + ["", "ключ", "k" * 40]
+    for i, key in enumerate(keys):
+        producer.send(b"keyed-%d" % i, partition_key=key)
+    for i in range(15):
+        producer.send(b"unkeyed-%d" % i)
+    consumer = client.subscribe(
+        str(topic), "route", initial_position=pulsar.InitialPosition.Earliest
+    )
+    got = _receive_all(consumer, len(keys) + 15)
+    unkeyed: set[int] = set()
+    for msg in got:
+        partition = TopicName.parse(msg.topic_name()).partition_index
+        assert msg.message_id().partition() == partition
+        if msg.data().startswith(b"keyed-"):
+            key = keys[int(msg.data()[6:])]
+            if key == "":
+                continue  # the C++ client sends an empty key as no key
+            assert partition == scheme.make_hash(key) % partitions, key
+        else:
+            unkeyed.add(partition)
+    assert unkeyed == set(range(partitions))  # round robin reached every partition
+    records = _records(kafka_bootstrap, topic)
+    assert sum(records.values()) == len(keys) + 15
+    consumer.close()
 
 
 @pytest.mark.parametrize(
@@ -324,8 +376,41 @@ def test_seek_to_a_message_id_and_to_earliest(kafka_bootstrap: str, client: puls
     assert [m.data() for m in _receive_all(consumer, 3)] == [b"7", b"8", b"9"]
     consumer.seek(pulsar.MessageId.earliest)
     assert [m.data() for m in _receive_all(consumer, 10)] == [b"%d" % i for i in range(10)]
-    with pytest.raises(pulsar.PulsarException):
-        consumer.seek(int(time.time() * 1000))  # by publish time: refused, not hung
+    consumer.close()
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_seek_by_publish_time(kafka_bootstrap: str, client: pulsar.Client, partitions: int) -> None:
+    """``consumer.seek(timestamp_ms)``: the subscription moves to the first message
+    published at or after that time, in every partition (Kafka's offsets for times), and the
+    consumer gets those messages again, as with Pulsar."""
+    topic = make_topic(kafka_bootstrap, partitions)
+    producer = client.create_producer(
+        str(topic),
+        batching_enabled=False,
+        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+    )
+    for i in range(12):
+        producer.send(b"old-%d" % i)
+    time.sleep(0.05)  # the second half is published strictly later (ms timestamps)
+    for i in range(12):
+        producer.send(b"new-%d" % i)
+    consumer = client.subscribe(
+        str(topic), "seek-time", initial_position=pulsar.InitialPosition.Earliest
+    )
+    got = _receive_all(consumer, 24)
+    first_new = min(m.publish_timestamp() for m in got if m.data().startswith(b"new-"))
+    assert all(m.publish_timestamp() < first_new for m in got if m.data().startswith(b"old-"))
+    consumer.seek(first_new)
+    again = _receive_all(consumer, 12)
+    assert sorted(m.data() for m in again) == sorted(b"new-%d" % i for i in range(12))
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=1000)  # nothing older comes back
+    consumer.seek(0)  # before everything: the whole topic again
+    assert len({m.data() for m in _receive_all(consumer, 24)}) == 24
+    consumer.seek(int(time.time() * 1000) + 3_600_000)  # after everything: nothing
+    producer.send(b"after")
+    assert consumer.receive(timeout_millis=20_000).data() == b"after"
     consumer.close()
 
 
@@ -362,3 +447,29 @@ def test_sidecar_counts_the_commands_it_served(
         "CLOSE_CONSUMER",
     ):
         assert seen[name] > 0, name
+
+
+def test_standalone_lookup_keeps_the_client_on_the_service_url(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A sidecar without the cluster registry is Pulsar's standalone: it advertises a
+    loopback URL where nothing listens (as a standalone behind a port forward would), and
+    its Connect answers carry ``proxy_through_service_url``, so the real client keeps
+    using the service URL it reached the sidecar by instead of the advertised address."""
+    nowhere = f"pulsar://127.0.0.1:{free_port()}"
+    with BinarySidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("standalone"), advertised_url=nowhere
+    ) as sidecar:
+        client = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
+        try:
+            topic = make_topic(kafka_bootstrap, 2)
+            consumer = client.subscribe(
+                str(topic), "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            producer = client.create_producer(str(topic), batching_enabled=False)
+            for i in range(6):
+                producer.send(b"%d" % i)
+            got = _receive_all(consumer, 6)
+            assert sorted(m.data() for m in got) == [b"%d" % i for i in range(6)]
+        finally:
+            client.close()

@@ -55,3 +55,31 @@ def test_java_client_runs_seed_002(
             "CLOSE_CONSUMER"]  # fmt: skip
     assert [c for c in order if c in seed] == seed, order  # seed 002's sequence
     assert {"PRODUCER", "SEND", "CLOSE_PRODUCER"} <= set(order)
+
+
+def test_java_client_sees_failover_active_consumer_changes(
+    kafka_bootstrap: str, sidecar: BinarySidecar, classpath: str
+) -> None:
+    """The Java client's ``ConsumerEventListener`` (which the Python wheel does not expose)
+    reports ACTIVE_CONSUMER_CHANGE: the first Failover consumer is told it is active, the
+    second that it is not, and the second becomes active when the first closes."""
+    topic = make_topic(kafka_bootstrap, 1)
+    run = subprocess.run(
+        ["java", "-cp", classpath, str(JAVA / "FailoverEvents.java"), sidecar.broker_url,
+         str(topic)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    lines = [line for line in run.stdout.splitlines() if line.startswith(("event ", "step "))]
+    steps: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in lines:
+        if line.startswith("step "):
+            steps[line[5:]] = current
+            current = []
+        else:
+            current.append(line[6:])
+    assert steps["a-joined"] == ["a active"], lines
+    assert "b inactive" in steps["b-joined"] and "b active" not in steps["b-joined"], lines
+    assert steps["a-closed"][-1] == "b active", lines
+    assert "a inactive" not in steps["a-closed"], lines  # a left; nothing to tell it

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from sync import kafka_topic_of
+from sync.transport import KafkaConfig, KafkaTransport, Message
 from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration._ws_harness import (
     connect,
@@ -112,3 +114,72 @@ def test_a_disabled_subscription_type_is_refused_and_closes_live_consumers(
     exclusive.close()
     with contextlib.suppress(pulsar.PulsarException):  # it keeps being refused on reconnect
         live.close()
+
+
+def test_producer_name_sequence_id_and_publish_time_reach_consumers(
+    sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
+) -> None:
+    """Every record keeps who sent it (``__pulsar.producer`` / ``__pulsar.seq`` headers)
+    and when it was stored (the Kafka timestamp); binary consumers get them back as
+    ``MessageMetadata.producer_name`` / ``sequence_id`` / ``publish_time``. Records of
+    plain Kafka producers (and of unnamed producers) read as producer ``policy-sync`` with
+    their offset as sequence id."""
+    topic = make_topic(kafka_bootstrap, 1)
+    alice = client.create_producer(str(topic), producer_name="alice", batching_enabled=False)
+    for i in range(3):
+        alice.send(b"alice-%d" % i, sequence_id=100 + i)
+    bob = client.create_producer(
+        str(topic), producer_name="bob", batching_enabled=True, batching_max_messages=3
+    )
+    for i in range(3):
+        bob.send_async(b"bob-%d" % i, None)
+    bob.flush()
+
+    async def websocket_side() -> None:
+        url = f"{sidecar.ws_url}/producer/{path_of(topic)}?producerName=ws-carol"
+        async with connect(url) as prod:
+            await produce(prod, [b"carol"], sequenceId=7)
+
+    run(websocket_side())
+    transport = KafkaTransport(KafkaConfig(kafka_bootstrap))
+    plain = transport.producer()
+    plain.produce(kafka_topic_of(topic), None, b"plain-kafka", partition=0)
+    plain.flush(30)
+    plain.close()
+
+    consumer = client.subscribe(
+        str(topic), "origin", initial_position=pulsar.InitialPosition.Earliest
+    )
+    got = {}
+    for _ in range(8):
+        msg = consumer.receive(timeout_millis=20_000)
+        got[msg.data()] = msg
+    assert {k: m.producer_name() for k, m in got.items()} == {
+        b"alice-0": "alice",
+        b"alice-1": "alice",
+        b"alice-2": "alice",
+        b"bob-0": "bob",
+        b"bob-1": "bob",
+        b"bob-2": "bob",
+        b"carol": "ws-carol",
+        b"plain-kafka": "policy-sync",
+    }
+    # The records as Kafka holds them: sequence ids as sent, timestamps as published.
+    reader = transport.consumer()
+    try:
+        reader.assign(kafka_topic_of(topic), {0: 0})
+        records: list[Message] = []
+        deadline = time.monotonic() + 30
+        while len(records) < 8 and time.monotonic() < deadline:
+            records.extend(reader.consume(8, 1.0))
+    finally:
+        reader.close()
+    sequences = {r.value(): dict(r.headers() or []).get("__pulsar.seq") for r in records}
+    assert sequences[b"alice-0"] == b"100" and sequences[b"alice-2"] == b"102"
+    assert [sequences[b"bob-%d" % i] for i in range(3)] == [b"0", b"1", b"2"]
+    assert sequences[b"carol"] == b"7"
+    assert sequences[b"plain-kafka"] is None
+    for record in records:
+        value = record.value()
+        assert value is not None
+        assert got[value].publish_timestamp() == record.timestamp()[1]

@@ -61,13 +61,13 @@ class Peer:
 
 
 @contextlib.asynccontextmanager
-async def serving() -> AsyncIterator[BinaryServer]:
+async def serving(advertised_url: str = URL) -> AsyncIterator[BinaryServer]:
     """A listener over an engine on the in-memory transport, without policies."""
     engine = MessagingEngine(MemoryTransport(), lambda: None)
     srv = BinaryServer(
         engine,
         cluster=lambda: None,
-        advertised_url=URL,
+        advertised_url=advertised_url,
         producer_name_prefix="t",
         config=BinaryConfig(keepalive_s=0.3, protocol_version=21),
     )
@@ -116,8 +116,9 @@ def test_connect_negotiates_the_lower_version_then_serves() -> None:
             assert bad.lookupTopicResponse.response == api.CommandLookupTopicResponse.Failed
             assert bad.lookupTopicResponse.error == api.InvalidTopicName
             peer.send(
-                _cmd(_T.PRODUCER, topic="persistent://public/default/x", producer_id=1,
-                     request_id=10)  # fmt: skip
+                _cmd(
+                    _T.PRODUCER, topic="persistent://public/default/x", producer_id=1, request_id=10
+                )  # fmt: skip
             )
             refused = await peer.recv()
             assert refused is not None and refused.type == _T.ERROR
@@ -187,3 +188,74 @@ def test_a_peer_that_never_connects_is_dropped() -> None:
             assert await peer.recv() is None  # nothing but the close
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("advertised", "proxy"),
+    [
+        ("pulsar://127.0.0.1:6650", True),
+        ("pulsar://127.0.0.2:6650", True),
+        ("pulsar://localhost:6650", True),
+        ("pulsar://[::1]:6650", True),
+        ("pulsar://10.1.2.3:6650", False),
+        ("pulsar://no-such-host.invalid:6650", False),
+    ],
+)
+def test_standalone_connect_proxies_through_the_service_url_when_advertising_loopback(
+    advertised: str, proxy: bool
+) -> None:
+    """Pulsar's ``shouldRedirectThroughServiceUrl``: a standalone broker (no cluster
+    registry) whose advertised address is a loopback one answers Connect with
+    ``proxy_through_service_url``, so the client keeps using the address it came by."""
+
+    async def scenario() -> None:
+        async with serving(advertised) as srv:
+            peer = await _open(srv)
+            peer.send(_connect())
+            assert (await peer.recv()) is not None
+            peer.send(_cmd(_T.LOOKUP, topic="persistent://public/default/x", request_id=3))
+            answer = await peer.recv()
+            assert answer is not None
+            resp = answer.lookupTopicResponse
+            assert resp.response == api.CommandLookupTopicResponse.Connect
+            assert resp.brokerServiceUrl == advertised
+            assert resp.proxy_through_service_url is proxy
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("headers", "producer", "sequence"),
+    [
+        ([("__pulsar.producer", b"alice"), ("__pulsar.seq", b"41"), ("p", b"v")], "alice", 41),
+        ([("p", b"v")], "policy-sync", 9),  # a plain Kafka record: defaults
+        (None, "policy-sync", 9),
+        ([("__pulsar.producer", b"bob"), ("__pulsar.seq", b"junk")], "bob", 9),
+    ],
+)
+def test_message_metadata_gives_back_producer_sequence_and_publish_time(
+    headers: list[tuple[str, bytes]] | None, producer: str, sequence: int
+) -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from broker_shim.binary import parse_frame
+    from broker_shim.binary._connection import _message_frame
+    from sync.messaging import Delivery, MessageId
+
+    entry = SimpleNamespace(
+        offset=9, publish_ms=1_700_000_000_123, headers=headers, key="k", payload=b"x"
+    )
+    delivery = cast(
+        Delivery,
+        SimpleNamespace(entry=entry, message_id=MessageId(-1, 9), redelivery_count=0),
+    )
+    frame = parse_frame(_message_frame(5, delivery)[4:])
+    assert frame.metadata is not None
+    assert frame.metadata.producer_name == producer
+    assert frame.metadata.sequence_id == sequence
+    assert frame.metadata.publish_time == 1_700_000_000_123
+    assert {kv.key: kv.value for kv in frame.metadata.properties} == {
+        k: v.decode() for k, v in headers or [] if not k.startswith("__pulsar.")
+    }
+    assert frame.payload == b"x"

@@ -18,6 +18,6 @@ def test_messaging_exports() -> None:
             "ProducerHandle", "ProducerState", "RateSpec", "StateTransitionError",
             "Subscription", "SubscriptionBusyError", "SubscriptionState", "SubscriptionType",
             "TopicLimits", "TopicOwnership", "TopicState", "decode_ack_ranges",
-            "decode_properties", "encode_ack_ranges", "subscription_group",
+            "decode_origin", "decode_properties", "encode_ack_ranges", "subscription_group",
         ]
     )  # fmt: skip

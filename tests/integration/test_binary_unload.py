@@ -1,0 +1,120 @@
+"""Unloading a bundle closes the binary clients of its topics (CLOSE_PRODUCER /
+CLOSE_CONSUMER); the real ``pulsar-client`` looks up again, reconnects to the (new) owner
+and carries on, losing nothing acknowledged and getting nothing acknowledged again."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from sync import TopicName
+from tests.integration._binary_harness import make_topic
+from tests.integration.test_binary_cluster import BinaryShim
+from tests.integration.test_lookup_http import wait_agreement
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def shims(kafka_bootstrap: str, tmp_path: Path) -> Iterator[list[BinaryShim]]:
+    name = "unl" + uuid.uuid4().hex[:8]
+    shims = [
+        # No kill here: a session timeout that survives a loaded host (argparse keeps the
+        # last value, overriding BinaryShim's 1 s).
+        BinaryShim(
+            kafka_bootstrap,
+            name,
+            f"b{i}",
+            tmp_path,
+            extra=("--log-level", "info", "--session-timeout-ms", "6000"),
+        )
+        for i in range(2)
+    ]
+    try:
+        for s in shims:
+            s.start()
+        for s in shims:
+            s.wait_ready()
+        yield shims
+    finally:
+        for s in shims:
+            s.stop()
+
+
+def _sent_commands(shim: BinaryShim, command: str) -> float:
+    """How many ``command``s the sidecar sent (its ``/metrics``)."""
+    text = shim.get("/metrics").body
+    pattern = rf'pulsar_binary_commands_total\{{command="{command}",direction="out"\}} (\S+)'
+    found = re.search(pattern, text)
+    return float(found.group(1)) if found else 0.0
+
+
+def _unload(shim: BinaryShim, topic: TopicName) -> None:
+    path = f"persistent/{topic.tenant}/{topic.namespace}/{topic.local_name}"
+    bundle = shim.get(f"/lookup/v2/topic/{path}/bundle")
+    assert bundle.status == 200, bundle.body
+    result = shim.put(f"/admin/v2/namespaces/{topic.tenant}/{topic.namespace}/{bundle.body}/unload")
+    assert result.status == 204, result.body
+
+
+@pytest.mark.parametrize(
+    "sub_type",
+    [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Failover],
+    ids=["Shared", "Failover"],
+)
+def test_unload_closes_binary_clients_and_they_resume_at_the_new_owner(
+    kafka_bootstrap: str, shims: list[BinaryShim], sub_type: pulsar.ConsumerType
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    _, owners = wait_agreement(shims, [str(topic)], timeout=90)  # type: ignore[arg-type]
+    owner = next(s for s in shims if s.broker_url == owners[0])
+    other = next(s for s in shims if s is not owner)
+    client = pulsar.Client(other.broker_url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(str(topic), batching_enabled=False)
+        consumer = client.subscribe(
+            str(topic),
+            "unload",
+            consumer_type=sub_type,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        for i in range(20):
+            producer.send(b"%d" % i)
+        acked: set[bytes] = set()
+        for _ in range(20):
+            msg = consumer.receive(timeout_millis=30_000)
+            if int(msg.data()) % 5 != 4:  # a few stay unacknowledged
+                consumer.acknowledge(msg)
+                acked.add(msg.data())
+        time.sleep(1.0)  # > the 100 ms commit interval: the acks are durable
+        closed_producers = _sent_commands(owner, "CLOSE_PRODUCER")
+        closed_consumers = _sent_commands(owner, "CLOSE_CONSUMER")
+        _unload(other, topic)
+        for i in range(20, 40):  # the producer reconnects (after looking up again)
+            producer.send(b"%d" % i)
+        expected = {b"%d" % i for i in range(40)} - acked
+        got: list[bytes] = []
+        deadline = time.monotonic() + 90
+        while set(got) != expected and time.monotonic() < deadline:
+            try:
+                msg = consumer.receive(timeout_millis=1000)
+            except pulsar.Timeout:
+                continue
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+        assert set(got) == expected  # nothing acknowledged lost…
+        assert not set(got) & acked  # …or delivered again
+        assert len(got) == len(set(got))
+        # The old owner told the client to go (it did not just drop the connection).
+        assert _sent_commands(owner, "CLOSE_PRODUCER") == closed_producers + 1
+        assert _sent_commands(owner, "CLOSE_CONSUMER") == closed_consumers + 1
+        # and the stream is whole in Kafka: 40 records, one per send
+        assert [m.entry_id() for m in [producer.send(b"last")]] == [40]
+    finally:
+        client.close()
