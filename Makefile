@@ -62,7 +62,7 @@ compat: setup
 	$(PY) -m tests.compat.record record --target http://127.0.0.1:$(PULSAR_WEB_PORT) || status=$$?; \
 	$(PULSARCTL) down --web-port $(PULSAR_WEB_PORT); \
 	test $$status -eq 0
-	$(VENV)/bin/pytest -q tests/integration/test_pulsar_compat.py
+	$(VENV)/bin/pytest -q tests/integration/compat/test_pulsar_compat.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,7 @@
 """Tenants, namespaces and topics over Pulsar's admin REST, on the in-memory twin (issue 13).
 
 The same surface is compared with a real Pulsar's recorded answers in
-``tests/integration/test_pulsar_compat.py`` (real Kafka); these are the fast checks of
+``tests/integration/compat/test_pulsar_compat.py`` (real Kafka); these are the fast checks of
 the lifecycle rules: two sidecars see the same records, and refused requests write nothing.
 """
 

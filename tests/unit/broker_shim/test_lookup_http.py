@@ -2,7 +2,7 @@
 
 Shapes, status codes and reasons follow Pulsar (TopicLookupBase, NamespacesBase,
 BrokersBase, LookupData); the same API is exercised on real Kafka with real processes
-in ``tests/integration/test_lookup_http.py``.
+in ``tests/integration/broker_shim/test_lookup_http.py``.
 """
 
 from __future__ import annotations

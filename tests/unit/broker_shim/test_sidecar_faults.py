@@ -1,6 +1,6 @@
 """Issue 11 on the in-memory twin: malformed input is a 4xx with a reason, 503s say when to
 retry, and /health follows the supervised cluster service (the same behaviour is checked
-on real Kafka in tests/integration/test_faults.py)."""
+on real Kafka in tests/integration/broker_shim/test_faults.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Bundle ownership across several sidecars on the in-memory twin (fast, deterministic).
 
 The same scenarios run against real Kafka and real processes (kill -9) in
-``tests/integration/test_ownership_failover.py``.
+``tests/integration/sync/cluster/test_ownership_failover.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The in-memory twin of Kafka's consumer-group protocol, as ownership relies on it.
 
 The same behaviours are checked against a real broker in
-``tests/integration/test_ownership_group_contract.py``.
+``tests/integration/sync/transport/test_ownership_group_contract.py``.
 """
 
 from __future__ import annotations

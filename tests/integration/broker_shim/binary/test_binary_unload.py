@@ -15,8 +15,8 @@ import pytest
 
 from sync import TopicName
 from tests.integration._binary_harness import make_topic
-from tests.integration.test_binary_cluster import BinaryShim
-from tests.integration.test_lookup_http import wait_agreement
+from tests.integration.broker_shim.binary.test_binary_cluster import BinaryShim
+from tests.integration.broker_shim.test_lookup_http import wait_agreement
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -19,7 +19,7 @@ from broker_shim.binary import PulsarApi_pb2 as api
 from broker_shim.binary._framing import MAX_FRAME_SIZE, encode_command, encode_payload_command
 from sync import TopicName
 from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration.test_binary_client import _records
+from tests.integration.broker_shim.binary.test_binary_client import _records
 
 pytestmark = pytest.mark.timeout(300)
 

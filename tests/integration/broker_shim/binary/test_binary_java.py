@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration.test_binary_client import _records
+from tests.integration.broker_shim.binary.test_binary_client import _records
 from tests.kafka_broker import ROOT
 
 pytestmark = pytest.mark.timeout(600)

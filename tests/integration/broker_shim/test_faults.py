@@ -20,9 +20,8 @@ import pytest
 
 from sync import CacheConfig, PolicyCache, PolicyService, PolicyTarget, ServiceConfig
 from sync.transport import KafkaConfig, KafkaTransport
+from tests.integration.helpers import Sidecar, http, run_cli
 from tests.kafka_broker import KAFKACTL, free_port, jar_broker
-
-from .helpers import Sidecar, http, run_cli
 
 
 def _fresh_digest(bootstrap: str, topic: str) -> str:

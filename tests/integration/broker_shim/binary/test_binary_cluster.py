@@ -18,8 +18,8 @@ import pytest
 from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.integration._binary_harness import make_topic
-from tests.integration.test_lookup_auth import TOKENS, call
-from tests.integration.test_lookup_http import ShimProcess, wait_agreement
+from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
+from tests.integration.broker_shim.test_lookup_http import ShimProcess, wait_agreement
 from tests.kafka_broker import free_port
 
 pytestmark = pytest.mark.timeout(300)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.admin_clients import go_command, java_command
-from tests.integration.test_pulsar_compat import CompatSidecar
+from tests.integration.compat.test_pulsar_compat import CompatSidecar
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,6 @@ def test_go_pulsaradmin(sidecar: CompatSidecar) -> None:
 
 
 def test_client_sources_are_pinned() -> None:
-    here = Path(__file__).resolve().parents[1] / "clients"
+    here = Path(__file__).resolve().parents[2] / "clients"
     assert "<pulsar.version>4.0.7</pulsar.version>" in (here / "java" / "pom.xml").read_text()
     assert "github.com/apache/pulsar-client-go v0.19.0" in (here / "go" / "go.mod").read_text()

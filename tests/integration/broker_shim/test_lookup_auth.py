@@ -24,8 +24,8 @@ from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync.cluster._ownership import ownership_topic, slots_topic
 from sync.transport import KafkaConfig, KafkaTransport
+from tests.integration.broker_shim.test_lookup_http import ShimProcess
 from tests.integration.helpers import HttpResult
-from tests.integration.test_lookup_http import ShimProcess
 
 TOKENS = {"t-admin": "admin", "t-alice": "alice", "t-bob": "bob", "t-eve": "eve"}
 

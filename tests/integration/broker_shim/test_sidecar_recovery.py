@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_lookup_http import ShimCluster, ShimProcess, lookups
+from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, lookups
 
 SESSION_MS = 1000
 TOPICS = [f"persistent://public/default/recovery-{i}" for i in range(24)]

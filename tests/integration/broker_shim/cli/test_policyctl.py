@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from sync.transport import KafkaConfig, KafkaTransport
-
-from .helpers import run_cli
+from tests.integration.helpers import run_cli
 
 
 class Ctl:

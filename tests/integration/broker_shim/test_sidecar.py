@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.helpers import Sidecar, create_topic, http, run_cli
 from tests.kafka_broker import free_port
-
-from .helpers import Sidecar, create_topic, http, run_cli
 
 BASE = "/admin/v2/persistent/acme/ops/orders"
 

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.helpers import Sidecar, http
 from tests.kafka_broker import free_port
-
-from .helpers import Sidecar, http
 
 BASE = "/admin/v2/persistent/public/default/"
 LIVENESS_S = 60.0

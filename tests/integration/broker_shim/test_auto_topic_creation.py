@@ -234,7 +234,7 @@ def test_cluster_sidecar_registers_auto_created_topics(
 ) -> None:
     """With the cluster registry, an auto-created topic is a topic of the admin API (every
     sidecar lists it); a namespace that does not exist is not created implicitly."""
-    from tests.integration.test_pulsar_compat import CompatSidecar
+    from tests.integration.compat.test_pulsar_compat import CompatSidecar
 
     shim = CompatSidecar(
         kafka_bootstrap,

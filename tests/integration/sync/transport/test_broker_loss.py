@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sync.cluster._ownership import group_id
-from tests.integration.test_lookup_http import ShimCluster, ShimProcess, lookups
+from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, lookups
 from tests.kafka_broker import KAFKACTL
 
 CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
-from tests.integration.test_lookup_http import ShimCluster, ShimProcess, wait_agreement
+from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, wait_agreement
 
 SESSION_MS = 1000
 #: Failover must finish within 2x the liveness timeout (the issue's target, which the
