@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from ._errors import (
+    CacheStateError,
     ConfigurationError,
     KafkaUnavailableError,
     PolicySyncError,
@@ -420,6 +421,12 @@ class FencedWriter(Generic[V]):
                 error = exc
                 self._abort_quietly()
                 logger.warning("%s write failed: %s; retrying", self.config.name, exc)
+            except CacheStateError as exc:
+                # The log's reader is behind (or being replaced) while the producer re-syncs
+                # after a fence: nothing was written; retry within the deadline.
+                error = KafkaUnavailableError(f"{self.config.name} log not caught up: {exc}")
+                self._lose_fence()
+                logger.warning("%s write waits for its log: %s; retrying", self.config.name, exc)
             for ticket in pending:
                 ticket.attempts += 1
                 ticket.last_error = error

@@ -230,3 +230,28 @@ def test_fence_lost_mid_batch_decides_the_whole_batch_again(
         assert fresh.get(ORDERS.key) == final
     finally:
         fresh.close()
+
+
+def test_a_log_behind_at_the_fence_is_retried_not_failed(
+    services: Callable[[], PolicyService],
+) -> None:
+    """Taking the fence re-syncs the log; a reader still behind (BootstrapTimeout, as the
+    chaos soak saw under a broker restart) is retried within the write's deadline, not
+    failed as an 'unexpected failure'."""
+    from sync.errors import BootstrapTimeout
+
+    svc = services()
+    real = svc.cache.sync
+    calls: list[float] = []
+
+    def behind_once(timeout_s: float = 30.0) -> None:
+        calls.append(timeout_s)
+        if len(calls) == 1:
+            raise BootstrapTimeout("policy cache did not reach {0: 9} within 7.0s (test)")
+        real(timeout_s)
+
+    svc.cache.sync = behind_once  # type: ignore[method-assign]
+    svc.set(ORDERS, {"maxConsumerPerTopic": 3})
+    assert len(calls) >= 2
+    got = svc.get(ORDERS)
+    assert got is not None and got["maxConsumerPerTopic"] == 3
