@@ -37,7 +37,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Entry", "PartitionCursor", "decode_ack_ranges", "encode_ack_ranges"]
+__all__ = [
+    "DISPATCHED_MARK",
+    "Entry",
+    "PartitionCursor",
+    "decode_ack_ranges",
+    "encode_ack_ranges",
+    "split_dispatched",
+]
+
+#: Separates the ack set from the dispatch mark in commit metadata: ``<ack set>~d<offset>``,
+#: the first offset never dispatched as of the commit ("~" is not in base64url).
+DISPATCHED_MARK = "~d"
 
 Range = tuple[int, int]
 
@@ -157,12 +168,29 @@ def encode_ack_ranges(base: int, ranges: Sequence[Range], max_bytes: int) -> tup
     return (_encode(base, ranges[:low]) if low else ""), low
 
 
+def split_dispatched(metadata: str) -> tuple[str, int]:
+    """``(ack-set metadata, first offset never dispatched)`` of a commit (0: not recorded).
+
+    Messages below the mark may have reached a consumer before the subscription moved
+    (an ownership move, a restart): delivered again, they carry ``redeliveryCount`` >= 1.
+    """
+    text, sep, mark = metadata.rpartition(DISPATCHED_MARK)
+    if not sep:
+        return metadata, 0
+    try:
+        return text, max(0, int(mark))
+    except ValueError:
+        logger.warning("ignoring an undecodable dispatch mark: %.40r", metadata)
+        return text, 0
+
+
 def decode_ack_ranges(base: int, metadata: str) -> list[Range]:
     """Inverse of :func:`encode_ack_ranges`; an empty or foreign string means no ranges.
 
     Malformed metadata is logged and treated as "no ranges": the messages are delivered
-    again rather than skipped (at-least-once).
+    again rather than skipped (at-least-once). A dispatch mark is ignored here.
     """
+    metadata = split_dispatched(metadata)[0]
     if not metadata:
         return []
     if not metadata.startswith(ACK_SET_METADATA_PREFIX):
@@ -205,15 +233,37 @@ class PartitionCursor:
     committed offset is the first of them, or the read position when there is none.
     """
 
-    __slots__ = ("_skip", "_skip_idx", "entries", "partition", "read_pos")
+    __slots__ = (
+        "_skip",
+        "_skip_idx",
+        "dispatched",
+        "entries",
+        "partition",
+        "read_pos",
+        "restored_dispatched",
+    )
 
     def __init__(self, partition: int, committed: int, metadata: str = "") -> None:
         self.partition = partition
         #: The next offset to read (everything below was read, or skipped as acked).
         self.read_pos = committed
         self.entries: dict[int, Entry] = {}
-        self._skip = decode_ack_ranges(committed, metadata)
+        acks, self.restored_dispatched = split_dispatched(metadata)
+        #: First offset never dispatched to a consumer (by us or, as committed, before us).
+        self.dispatched = self.restored_dispatched
+        self._skip = decode_ack_ranges(committed, acks)
         self._skip_idx = 0
+
+    def possibly_delivered(self, offset: int) -> bool:
+        """Whether ``offset`` may have reached a consumer before this cursor was loaded."""
+        return offset < self.restored_dispatched
+
+    def mark_dispatched(self, offset: int) -> bool:
+        """Record a dispatch of ``offset``; True if the mark moved (worth a commit)."""
+        if offset < self.dispatched:
+            return False
+        self.dispatched = offset + 1
+        return True
 
     def accept(self, offset: int) -> bool:
         """Account for a message read at ``offset``; False means drop it.
@@ -272,5 +322,6 @@ class PartitionCursor:
                 ranges[-1] = (ranges[-1][0], max(ranges[-1][1], end))
             else:
                 ranges.append((start, end))
-        metadata, kept = encode_ack_ranges(base, ranges, max_metadata_bytes)
-        return base, metadata, len(ranges) - kept
+        mark = f"{DISPATCHED_MARK}{self.dispatched}" if self.dispatched > base else ""
+        metadata, kept = encode_ack_ranges(base, ranges, max_metadata_bytes - len(mark))
+        return base, metadata + mark, len(ranges) - kept

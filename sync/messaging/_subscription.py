@@ -28,8 +28,12 @@ as Pulsar:
 * **Nothing unacknowledged is lost.** The committed offset never passes a message that is
   not acknowledged, and the commit metadata only lists acknowledged offsets (see
   :mod:`._cursor`), so every message not acknowledged at the last successful commit is
-  delivered again by whichever sidecar loads the subscription next (its
-  ``redeliveryCount`` starts again at 0: like Pulsar's, the count lives in memory).
+  delivered again by whichever sidecar loads the subscription next. The commit also
+  carries a dispatch mark (the first offset never dispatched, see :mod:`._cursor`): a
+  message below it may have reached a consumer before the move, so it comes back with
+  ``redeliveryCount`` >= 1 (Pulsar keeps the count in memory only and says 0 after a
+  broker crash). Dispatches newer than the last commit (a <= 100 ms window before a
+  kill -9) still come back with 0.
   Bounded by Kafka, not by us: messages the topic's ``retention.ms``/``retention.bytes``
   deletes are gone acknowledged or not (Pulsar keeps unacknowledged messages unless a
   backlog quota or TTL says otherwise); a subscription whose group commits nothing for
@@ -454,6 +458,8 @@ class Subscription:
                         with contextlib.suppress(ValueError):
                             entry.deliver_at = int(value)
                         break
+            if part.cursor.possibly_delivered(offset):
+                entry.redeliveries = 1  # it may have reached a consumer before a move
             part.cursor.add(entry)
             part.pending.append(entry)
         self.dispatch()
@@ -762,6 +768,8 @@ class Subscription:
 
     def _deliver(self, part: _Part, entry: Entry, consumer: Consumer) -> None:
         entry.holder = consumer
+        if part.cursor.mark_dispatched(entry.offset):
+            self._dirty = True  # the next commit carries the dispatch mark
         consumer.delivered[(part.index, entry.offset)] = entry
         if part.selector is not None:
             if entry.sticky_hash < 0:

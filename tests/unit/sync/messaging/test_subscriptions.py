@@ -373,6 +373,46 @@ def test_acks_are_committed_within_the_interval_without_a_clean_close() -> None:
     assert run(after()) == [2, 4]
 
 
+
+def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -> None:
+    """What a consumer may already have seen when its sidecar died (or the subscription
+    moved) is delivered again with redeliveryCount >= 1; what was never dispatched keeps 0."""
+    transport = MemoryTransport()
+    group: list[str] = []
+    marks: list[int] = []
+
+    async def crashy() -> None:
+        env = Env(transport)
+        await env.engine.start()
+        topic = env.topic("marked")
+        c = await env.subscribe(topic, sub_type=Shared, receiver_queue_size=4)
+        env.publish(topic, 10)
+        got = await take(c, 4)  # 4 dispatched (its queue), 6 still pending
+        c.ack(got[0].message_id)
+        sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
+        group.append(sub.group_id)
+        await eventually(lambda: sub.committed_positions()[0][0] == 1 and sub.commits > 0)
+        await asyncio.sleep(0.2)  # the dispatch mark goes with the next commit
+        marks.append(sub._parts[0].cursor.dispatched)  # 5: the ack freed a permit
+        assert sub._reader is not None
+        sub._reader.stop()  # "kill -9": no final commit
+        env.svc.close()
+
+    run(crashy())
+
+    async def after() -> list[tuple[int, int]]:
+        async with Env(transport) as env:
+            c = await env.subscribe(TopicName.parse("t/ns/marked"), sub_type=Shared)
+            got = await take(c, 9)
+            return [(d.message_id.offset, d.redelivery_count) for d in got]
+
+    redelivered = run(after())
+    assert [o for o, _ in redelivered] == list(range(1, 10))
+    mark = marks[0]
+    assert 4 <= mark < 10
+    assert all(n == 1 for o, n in redelivered if o < mark)
+    assert all(n == 0 for o, n in redelivered if o >= mark)
+
 def test_new_subscription_starts_at_latest_and_is_durable_before_any_ack() -> None:
     transport = MemoryTransport()
 

@@ -211,3 +211,23 @@ def test_failover_choice_is_sorted_by_name_modulo_partition() -> None:
     assert failover_active(cs, 5) is c
     assert failover_active(cs, -1) is a
     assert failover_active([], 0) is None
+
+
+def test_the_dispatch_mark_rides_with_the_ack_set_and_old_commits_still_read() -> None:
+    from sync.messaging._cursor import split_dispatched
+
+    cursor = PartitionCursor(0, 7)
+    for offset in range(7, 12):
+        assert cursor.accept(offset)
+        cursor.add(Entry(0, offset, None, b"", None, 0))
+    assert cursor.mark_dispatched(9) and not cursor.mark_dispatched(8)
+    cursor.ack(8)
+    offset, metadata, _ = cursor.commit_point(4000)
+    assert offset == 7 and split_dispatched(metadata)[1] == 10
+    assert decode_ack_ranges(7, metadata) == [(8, 9)]  # the mark never reads as acks
+    again = PartitionCursor(0, offset, metadata)
+    assert [o for o in range(7, 12) if again.possibly_delivered(o)] == [7, 8, 9]
+    # A commit of an earlier release (no mark): nothing counts as delivered before.
+    old = PartitionCursor(0, 7, metadata.rpartition("~d")[0])
+    assert not any(old.possibly_delivered(o) for o in range(7, 12))
+    assert split_dispatched("~dxyz") == ("", 0)
