@@ -39,7 +39,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -70,7 +70,7 @@ from sync.messaging._producer import (
     SendCallback,
     origin_headers,
 )
-from sync.transport import Admin, Header, Transport
+from sync.transport import Admin, Header, TopicDescription, Transport
 
 from ._autocreate import AutoTopicCreation, TopicCreator
 from ._backlog import (
@@ -290,6 +290,7 @@ def _dedup_report(
 
 _SEQ = itertools.count(1)
 _T = TypeVar("_T")
+_P = TypeVar("_P")
 
 
 @dataclass(eq=False)
@@ -419,9 +420,8 @@ class MessagingEngine:
         self._closing = False
         #: Wall-clock time since when a topic has had no connection here (dropped).
         self._idle_since: dict[TopicName, float] = {}
-        self._reaping = False
-        self._expiring = False
-        self._backlog_sweeping = False
+        #: Periodic sweeps running now (each runs once at a time).
+        self._sweeping: set[str] = set()
         #: Record sizes of the backlogs of topics with a ``limitSize`` quota.
         self._record_sizes: dict[str, RecordSizes] = {}
         self._sizes_locks: dict[str, asyncio.Lock] = {}
@@ -499,6 +499,23 @@ class MessagingEngine:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _spawn_sweep(self, name: str, sweep: Callable[[], Awaitable[object]]) -> None:
+        """Run a periodic sweep unless it is still running; a failure is logged and the
+        next period tries again."""
+        if name in self._sweeping:
+            return
+        self._sweeping.add(name)
+
+        async def run() -> None:
+            try:
+                await sweep()
+            except Exception:
+                logger.exception("%s sweep failed; retried later", name)
+            finally:
+                self._sweeping.discard(name)
+
+        self._spawn(run(), name)
 
     # -- policies ----------------------------------------------------------------------
     def read_limits(self, topic: TopicName) -> TopicLimits:
@@ -647,13 +664,13 @@ class MessagingEngine:
                             ts.backlog_checking
                         ):
                             self._spawn(self._check_backlog_quietly(ts), "backlog-check")
-                    self._spawn(self._enforce_unloaded_backlogs_quietly(), "backlog-unloaded")
+                    self._spawn_sweep("backlog-unloaded", self.enforce_unloaded_backlogs)
                 if now - last_inactive >= self.config.inactive_topic_check_s:
                     last_inactive = now
-                    self._spawn(self._reap_inactive_quietly(), "inactive-topics")
+                    self._spawn_sweep("inactive-topics", self.reap_inactive)
                 if now - last_cold_expiry >= self.config.unloaded_expiry_check_s:
                     last_cold_expiry = now
-                    self._spawn(self._expire_unloaded_quietly(), "expire-unloaded")
+                    self._spawn_sweep("expire-unloaded", self.expire_unloaded)
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -753,16 +770,23 @@ class MessagingEngine:
             logger.info("%s: group %s moved to %s (backlog eviction)", topic, group, offsets)
         return measure
 
-    async def _enforce_unloaded_backlogs_quietly(self) -> None:
-        if self._backlog_sweeping:
-            return
-        self._backlog_sweeping = True
-        try:
-            await self.enforce_unloaded_backlogs()
-        except Exception:
-            logger.exception("backlog check of unloaded topics failed; retried later")
-        finally:
-            self._backlog_sweeping = False
+    async def _unloaded_owned(
+        self, svc: PolicyService, pick: Callable[[Policies], _P | None]
+    ) -> AsyncIterator[tuple[TopicName, str, TopicDescription, _P]]:
+        """The owned topics not loaded here whose applied policies ``pick`` something
+        from, with their Kafka topic's description (periodic sweeps; a loaded topic is
+        checked with its live state instead)."""
+        admin = self._admin_client()
+        for topic in await self.topic_configs.mapped_topics():
+            if topic in self._topics or topic in self._topic_loading:
+                continue
+            picked = pick(svc.applied(topic))
+            if picked is None or not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is not None:
+                yield topic, kafka_topic, desc, picked
 
     async def enforce_unloaded_backlogs(self) -> int:
         """Apply ``consumer_backlog_eviction`` quotas to the owned topics that are not
@@ -772,24 +796,18 @@ class MessagingEngine:
         if svc is None or svc.cache.state is not CacheState.READY:
             return 0
         measured = 0
-        admin = self._admin_client()
         sized: set[str] = set()
-        for topic in await self.topic_configs.mapped_topics():
-            if topic in self._topics or topic in self._topic_loading:
-                continue  # loaded: checked with its live state
-            quotas = BacklogQuotas.from_policy(svc.applied(topic).get("backLogQuotaMap"))
-            evicting = BacklogAction.consumer_backlog_eviction
-            if not (
-                (quotas.limit_bytes > 0 and quotas.size_action is evicting)
-                or (quotas.limit_time_s > 0 and quotas.time_action is evicting)
+        evicting = BacklogAction.consumer_backlog_eviction
+
+        def evicting_quotas(policies: Policies) -> BacklogQuotas | None:
+            quotas = BacklogQuotas.from_policy(policies.get("backLogQuotaMap"))
+            if (quotas.limit_bytes > 0 and quotas.size_action is evicting) or (
+                quotas.limit_time_s > 0 and quotas.time_action is evicting
             ):
-                continue
-            if not (await self.ownership.owner_of(topic)).local:
-                continue
-            kafka_topic = kafka_topic_of(topic)
-            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is None:
-                continue
+                return quotas
+            return None
+
+        async for topic, kafka_topic, desc, quotas in self._unloaded_owned(svc, evicting_quotas):
             await self._measure_and_evict(topic, kafka_topic, desc.partitions, quotas, 0.0, None)
             measured += 1
             sized.add(kafka_topic)
@@ -817,17 +835,6 @@ class MessagingEngine:
                 self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
 
     # -- message TTL of subscriptions not loaded here -----------------------------------
-    async def _expire_unloaded_quietly(self) -> None:
-        if self._expiring:
-            return
-        self._expiring = True
-        try:
-            await self.expire_unloaded()
-        except Exception:
-            logger.exception("expiring unloaded subscriptions failed; retried later")
-        finally:
-            self._expiring = False
-
     async def expire_unloaded(self) -> int:
         """Move every durable subscription of an owned topic with ``messageTTLInSeconds``
         that is not loaded here past its expired messages (Kafka group positions; what is
@@ -874,17 +881,6 @@ class MessagingEngine:
         return moved
 
     # -- inactive topics ---------------------------------------------------------------
-    async def _reap_inactive_quietly(self) -> None:
-        if self._reaping:
-            return
-        self._reaping = True
-        try:
-            await self.reap_inactive()
-        except Exception:
-            logger.exception("inactive topic check failed; retried later")
-        finally:
-            self._reaping = False
-
     async def reap_inactive(self) -> list[TopicName]:
         """Delete the owned topics that ``inactiveTopicPolicies`` says are inactive."""
         svc = self._policies()
@@ -892,18 +888,11 @@ class MessagingEngine:
             return []
         deleted: list[TopicName] = []
         admin = self._admin_client()
-        for topic in await self.topic_configs.mapped_topics():
-            if topic in self._topics or topic in self._topic_loading:
-                continue  # served here right now: active
-            policy = InactivePolicy.from_policy(svc.applied(topic).get("inactiveTopicPolicies"))
-            if policy is None:
-                continue
-            if not (await self.ownership.owner_of(topic)).local:
-                continue
-            kafka_topic = kafka_topic_of(topic)
-            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is None:
-                continue
+
+        def inactive_policy(policies: Policies) -> InactivePolicy | None:
+            return InactivePolicy.from_policy(policies.get("inactiveTopicPolicies"))
+
+        async for topic, kafka_topic, desc, policy in self._unloaded_owned(svc, inactive_policy):
             idle = self._idle_since.get(topic, self._started_wall)
             prefix = subscription_group(kafka_topic, "")
             ok, groups = await asyncio.to_thread(
