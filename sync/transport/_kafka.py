@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 from confluent_kafka import (
     Consumer as _RdConsumer,
@@ -50,6 +50,7 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
+from ._kafka_controller import ControllerGuard, waited_for_controller
 from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
 from ._kafka_isolated import IsolatedAdmin
 
@@ -58,6 +59,11 @@ logger = logging.getLogger(__name__)
 _RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
 
 __all__ = ["KafkaTransport"]
+
+_T = TypeVar("_T")
+#: Longest single attempt of a read-only controller call (a call that was already waiting
+#: when its controller died is retried through the guard instead of waiting it out).
+_CONTROLLER_READ_ATTEMPT_S = 10.0
 
 _FENCED_CODES = frozenset(
     {
@@ -399,28 +405,70 @@ class KafkaAdmin:
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
             "client.id": config.client_id,
+            # The controller guard asks Metadata about topics that may not exist yet.
+            "allow.auto.create.topics": False,
             "logger": _RDKAFKA_LOG,
         }
         conf.update(config.extra)
         self._admin = AdminClient(conf)
         self._config = config
+        #: Controller-routed calls first check their controller is reachable (see module).
+        self._controller = ControllerGuard(self._admin)
         #: Coordinator-routed calls go through a worker process (see _kafka_isolated).
         self._isolated: IsolatedAdmin | None = None
 
+    def _via_controller(
+        self,
+        what: str,
+        topic: str | None,
+        timeout_s: float,
+        call: Callable[[float], _T],
+        *,
+        read_only: bool,
+    ) -> _T:
+        """Run one controller-routed call (``call(request_timeout_s)``) only while the
+        controller librdkafka will wait for is reachable (see ``_kafka_controller``).
+
+        A read-only call that still timed out waiting for the controller (it died
+        meanwhile) is retried through the guard within ``timeout_s``; a write is not
+        retried here (its caller decides). KafkaException propagates to the caller.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._controller.reachable(topic, deadline, what):
+                remaining = max(0.1, deadline - time.monotonic())
+                attempt = min(remaining, _CONTROLLER_READ_ATTEMPT_S) if read_only else remaining
+                try:
+                    return call(attempt)
+                except KafkaException as exc:
+                    if not (read_only and waited_for_controller(exc)):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise
+
+    def _metadata(self, topic: str | None, timeout_s: float) -> Any:
+        # Under the guard's lock: the response names a (random) controller for librdkafka.
+        with self._controller.lock:
+            return self._admin.list_topics(topic, timeout=timeout_s)
+
     def describe_topic(self, topic: str, timeout_s: float = 30.0) -> TopicDescription | None:
-        futures = self._admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
         try:
-            desc = futures[topic].result()
+            desc = self._via_controller(
+                f"describe topic {topic}",
+                topic,
+                timeout_s,
+                lambda t: self._admin.describe_topics(TopicCollection([topic]), request_timeout=t)[
+                    topic
+                ].result(),
+                read_only=True,
+            )
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return None
             raise _translate(exc, f"describe topic {topic}") from exc
-        resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
-            entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
-                resource
-            ].result()
+            entries = self._describe_configs(topic, timeout_s)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -435,6 +483,21 @@ class KafkaAdmin:
             replication_factor=len(desc.partitions[0].replicas) if desc.partitions else -1,
         )
 
+    def _describe_configs(self, topic: str, timeout_s: float) -> dict[str, Any]:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        return cast(
+            dict[str, Any],
+            self._via_controller(
+                f"describe configs of {topic}",
+                topic,
+                timeout_s,
+                lambda t: self._admin.describe_configs([resource], request_timeout=t)[
+                    resource
+                ].result(),
+                read_only=True,
+            ),
+        )
+
     def ensure_topic(self, spec: TopicSpec, timeout_s: float = 30.0) -> TopicDescription:
         existing = self.describe_topic(spec.name, timeout_s)
         if existing is None:
@@ -445,7 +508,15 @@ class KafkaAdmin:
                 config=dict(spec.config),
             )
             try:
-                self._admin.create_topics([new], request_timeout=timeout_s)[spec.name].result()
+                self._via_controller(
+                    f"create topic {spec.name}",
+                    spec.name,
+                    timeout_s,
+                    lambda t: self._admin.create_topics([new], request_timeout=t)[
+                        spec.name
+                    ].result(),
+                    read_only=False,
+                )
                 logger.info("created topic %s with %d partitions", spec.name, spec.partitions)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
@@ -471,7 +542,7 @@ class KafkaAdmin:
             time.sleep(0.05)
 
     def _leaders_ready(self, topic: str) -> bool:
-        meta = self._admin.list_topics(topic, timeout=5)
+        meta = self._metadata(topic, 5)
         tmeta = meta.topics.get(topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             return False
@@ -479,7 +550,13 @@ class KafkaAdmin:
 
     def delete_topic(self, topic: str, timeout_s: float = 30.0) -> None:
         try:
-            self._admin.delete_topics([topic], request_timeout=timeout_s)[topic].result()
+            self._via_controller(
+                f"delete topic {topic}",
+                topic,
+                timeout_s,
+                lambda t: self._admin.delete_topics([topic], request_timeout=t)[topic].result(),
+                read_only=False,
+            )
         except KafkaException as exc:
             raise _translate(exc, f"delete topic {topic}") from exc
 
@@ -491,7 +568,13 @@ class KafkaAdmin:
     def grow_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
         new = NewPartitions(topic, partitions)
         try:
-            self._admin.create_partitions([new], request_timeout=timeout_s)[topic].result()
+            self._via_controller(
+                f"grow topic {topic}",
+                topic,
+                timeout_s,
+                lambda t: self._admin.create_partitions([new], request_timeout=t)[topic].result(),
+                read_only=False,
+            )
         except KafkaException as exc:
             raise _translate(exc, f"grow topic {topic} to {partitions} partitions") from exc
         deadline = time.monotonic() + timeout_s
@@ -529,17 +612,14 @@ class KafkaAdmin:
 
     def list_topics(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
         try:
-            meta = self._admin.list_topics(timeout=timeout_s)
+            meta = self._metadata(None, timeout_s)
         except KafkaException as exc:
             raise _translate(exc, "list topics") from exc
         return sorted(t for t in meta.topics if t.startswith(prefix))
 
     def topic_overrides(self, topic: str, timeout_s: float = 30.0) -> dict[str, str] | None:
-        resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
-            entries = self._admin.describe_configs([resource], request_timeout=timeout_s)[
-                resource
-            ].result()
+            entries = self._describe_configs(topic, timeout_s)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -566,9 +646,15 @@ class KafkaAdmin:
         ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
         resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
         try:
-            self._admin.incremental_alter_configs([resource], request_timeout=timeout_s)[
-                resource
-            ].result()
+            self._via_controller(
+                f"alter configs of {topic}",
+                topic,
+                timeout_s,
+                lambda t: self._admin.incremental_alter_configs([resource], request_timeout=t)[
+                    resource
+                ].result(),
+                read_only=False,
+            )
         except KafkaException as exc:
             raise _translate(exc, f"alter configs of {topic}") from exc
 

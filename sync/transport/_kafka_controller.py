@@ -1,0 +1,138 @@
+"""Controller-routed Admin API calls without librdkafka's busy wait on a dead controller.
+
+librdkafka (2.16.0, the newest in a confluent-kafka release) sends ``CreateTopics``,
+``DeleteTopics``, ``CreatePartitions``, ``DescribeTopics``, ``DescribeConfigs`` and
+``IncrementalAlterConfigs`` to the broker its last Metadata response named controller
+(``rk_controllerid``; a KRaft broker names a random live broker). If that broker is down,
+the admin worker waits for it to come UP by registering for *any* broker state change
+(``rd_kafka_broker_controller_async``); every lookup asks the dead broker's thread to
+connect again, which changes its state, which wakes the waiter: the ``rdk:main`` and
+``rdk:broker<N>`` threads wake each other ~50,000 times a second each, for the whole
+request timeout, and the next call does the same, because nothing refreshes the
+controller id while it is merely down (only an unknown one triggers a refresh). Under
+traffic (describe_topic / topic_overrides called every few hundred ms) that is a
+permanent storm while the broker is down: docs/librdkafka-abort.md ("CPU storm"),
+reproducer ``tests/repro/broker_kill_storm.py``. No librdkafka setting changes it
+(``reconnect.backoff.ms``, ``topic.metadata.refresh.interval.ms``,
+``socket.connection.setup.timeout.ms`` measured).
+
+:class:`ControllerGuard` never lets such a call start while the controller it would wait
+for is unreachable. Measured (Kafka 4.1.1 KRaft, 3 brokers): every
+Metadata response names a *random* live-registered broker as controller — also a broker
+killed 30 s earlier — and librdkafka takes that id from *any* Metadata response, including
+the ones DescribeTopics itself returns. So, one call at a time per client (a lock), right
+before the call: ask for Metadata (which sets librdkafka's controller id), check that the
+broker it names accepts a TCP connection (a positive check is trusted for
+``_VERIFIED_FOR_S``), and ask again, backing off, until a reachable controller is named or
+the caller's deadline passes (:class:`~sync._errors.TransportError`, as any Kafka failure).
+A controller that dies after the check can still make that one call spin until its
+timeout; read-only calls are therefore made in attempts of at most 10 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from .._errors import TransportError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ControllerGuard", "waited_for_controller"]
+
+#: How long a successful reachability check of the controller is trusted.
+_VERIFIED_FOR_S = 1.0
+#: TCP connect timeout of one check.
+_PROBE_TIMEOUT_S = 1.0
+#: Back-off between Metadata refreshes while no reachable controller is named.
+_FIRST_DELAY_S = 0.05
+_MAX_DELAY_S = 1.0
+
+
+def waited_for_controller(exc: KafkaException) -> bool:
+    """True when an admin call failed because it never got to the controller."""
+    err = exc.args[0] if exc.args else None
+    return (
+        isinstance(err, KafkaError)
+        and err.code() == KafkaError._TIMED_OUT  # noqa: SLF001 - public constant
+        and "controller" in err.str().lower()
+    )
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+class ControllerGuard:
+    """Serialises one AdminClient's controller-routed calls and starts each one only
+    while the controller librdkafka will send it to is reachable."""
+
+    def __init__(self, admin: Any) -> None:
+        self._admin = admin
+        #: Held from the Metadata refresh to the end of the call: another Metadata
+        #: response in between could name another (dead) controller.
+        self.lock = threading.RLock()
+        #: (host, port) -> monotonic time until which it counts as reachable.
+        self._verified: dict[tuple[str, int], float] = {}
+        #: Metadata requests that named an unreachable controller (for tests and docs).
+        self.unreachable_named = 0
+
+    def _reachable(self, host: str, port: int) -> bool:
+        now = time.monotonic()
+        if self._verified.get((host, port), 0.0) > now:
+            return True
+        if _reachable(host, port):
+            self._verified[(host, port)] = now + _VERIFIED_FOR_S
+            return True
+        self._verified.pop((host, port), None)
+        return False
+
+    @contextmanager
+    def reachable(self, topic: str | None, deadline: float, what: str) -> Iterator[None]:
+        """Hold the client's controller calls for the ``with`` block, entered only once
+        the controller named by a fresh Metadata response (about ``topic``) is reachable."""
+        if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise TransportError(f"{what}: timed out waiting for this client's other calls")
+        try:
+            self._settle(topic, deadline, what)
+            yield
+        finally:
+            self.lock.release()
+
+    def _settle(self, topic: str | None, deadline: float, what: str) -> None:
+        delay = _FIRST_DELAY_S
+        named = "none"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(
+                    f"{what}: no reachable Kafka controller (last named: {named}); "
+                    "not waiting for it inside librdkafka"
+                )
+            try:
+                # Any live broker answers; the response also sets librdkafka's controller
+                # id, the one the call will wait for.
+                metadata = self._admin.list_topics(topic, timeout=max(0.1, min(remaining, 5.0)))
+            except KafkaException as exc:
+                named = f"none (metadata failed: {exc})"
+            else:
+                node = metadata.controller_id
+                broker = metadata.brokers.get(node) if node is not None and node >= 0 else None
+                if broker is not None and self._reachable(broker.host, broker.port):
+                    return
+                named = f"broker {node}"
+                self.unreachable_named += 1
+                logger.debug("%s: metadata named unreachable controller %s", what, named)
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, _MAX_DELAY_S)
