@@ -568,7 +568,7 @@ def add_lookup_routes(
     app: web.Application,
     service: ClusterService,
     *,
-    restart_backoff_s: float = 2.0,
+    restart_backoff_s: float = 0.5,
     metrics: LookupMetrics | None = None,
 ) -> None:
     """Register the routes above on ``app`` and start/close ``service`` with it.

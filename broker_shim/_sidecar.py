@@ -46,7 +46,7 @@ class SidecarConfig:
     topic: str = "__change_events"
     state_dir: Path | None = None
     bootstrap_timeout_s: float = 120.0
-    restart_backoff_s: float = 2.0
+    restart_backoff_s: float = 0.5
     kafka_extra: dict[str, str] = field(default_factory=dict)
     #: Registry, bundle ownership and lookup (issue 4); None: this sidecar does not join.
     lookup: ClusterSettings | None = None
