@@ -124,6 +124,18 @@ class KafkaProducer:
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
             conf["transaction.timeout.ms"] = transaction_timeout_ms or 15000
+        else:
+            # No local message timeout (issue 11, duplicates without a redelivery count):
+            # when a message times out locally while earlier requests to a stalled broker
+            # are being retried, librdkafka 2.16 bumps the idempotent producer's epoch and
+            # sends those retries under new sequence numbers, so the broker cannot
+            # deduplicate them and records already written are written again
+            # (tests/repro/producer_duplicates.py: 1,539 payloads stored twice in runs of
+            # consecutive offsets; 0 with this setting). A record is now delivered or
+            # still queued; callers bound their own waits (flush/send timeouts), like a
+            # Pulsar client's sendTimeout. Transactional producers keep the default (it
+            # must not exceed transaction.timeout.ms; a stalled transaction aborts).
+            conf["message.timeout.ms"] = 0
         conf.update(config.extra)
         self._producer = _RdProducer(conf)
         self._partition_counts: dict[str, int] = {}

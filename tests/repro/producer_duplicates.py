@@ -36,6 +36,7 @@ PARTITIONS = 6
 
 def _child(topic: str, rate: float, extra: dict[str, str | int], report: Path) -> None:
     sys.path.insert(0, str(ROOT))
+    from sync._errors import TransportError
     from sync.transport import DeliveryReport, KafkaConfig, KafkaTransport
 
     transport = KafkaTransport(KafkaConfig(BOOTSTRAP, client_id="repro-dups", extra=extra))
@@ -55,14 +56,22 @@ def _child(topic: str, rate: float, extra: dict[str, str | int], report: Path) -
     n = 0
     nxt = time.monotonic()
     while not stop[0]:
-        producer.produce(
-            topic, None, f"{topic}:{n}".encode(), partition=n % PARTITIONS, on_delivery=on_delivery
-        )
+        try:
+            _produce_one(producer, topic, n, on_delivery)
+        except TransportError as exc:  # a fatal client error: report it, make a new one
+            outcomes[f"produce raised: {exc}"[:80]] += 1
+            producer = transport.producer(linger_ms=5)
         n += 1
         nxt += gap
         producer.poll(max(0.0, nxt - time.monotonic()))
     left = producer.flush(60)
     report.write_text(json.dumps({"produced": n, "unanswered": left, "outcomes": outcomes}))
+
+
+def _produce_one(producer: object, topic: str, n: int, on_delivery: object) -> None:
+    producer.produce(  # type: ignore[attr-defined]
+        topic, None, f"{topic}:{n}".encode(), partition=n % PARTITIONS, on_delivery=on_delivery
+    )
 
 
 def _kafkactl(*args: str) -> None:
@@ -149,7 +158,11 @@ def main() -> int:
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(120)
-    result = json.loads(report.read_text())
+    result = (
+        json.loads(report.read_text())
+        if report.exists()
+        else {"child exit status": child.returncode}  # e.g. a fatal client error
+    )
     seen = _read_all(topic)
     dups = {k: v for k, v in seen.items() if len(v) > 1}
     print(f"producer: {result}")
