@@ -41,6 +41,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,8 +114,10 @@ def _child(kind: str, rate: float, fetch_wait_ms: int | None, extra: dict[str, s
                         time.sleep(0.5)
             time.sleep(0.05)
     elif kind == "consumer":
-        kwargs = {} if fetch_wait_ms is None else {"fetch_wait_max_ms": fetch_wait_ms}
-        consumer = transport.consumer(group_id="repro-storm-reader", **kwargs)
+        consumer = transport.consumer(
+            group_id="repro-storm-reader",
+            fetch_wait_max_ms=10 if fetch_wait_ms is None else fetch_wait_ms,  # 10: the default
+        )
         consumer.assign(TOPIC, {p: -1 for p in range(PARTITIONS)})  # OFFSET_END
         last_commit = time.monotonic()
         pos: dict[int, int] = {}
@@ -128,7 +131,6 @@ def _child(kind: str, rate: float, fetch_wait_ms: int | None, extra: dict[str, s
                     errors[0] += 1
                 last_commit = time.monotonic()
     elif kind == "group":
-        kwargs = {} if fetch_wait_ms is None else {"fetch_wait_max_ms": fetch_wait_ms}
 
         class _Listener:
             def on_assign(self, partitions: object) -> None: ...
@@ -138,14 +140,14 @@ def _child(kind: str, rate: float, fetch_wait_ms: int | None, extra: dict[str, s
         member = transport.group_consumer(
             "repro-storm-group",
             session_timeout_ms=2000,
-            **kwargs,  # type: ignore[arg-type]
+            fetch_wait_max_ms=10 if fetch_wait_ms is None else fetch_wait_ms,  # 10: the default
         )
         member.subscribe(TOPIC, _Listener())
         while True:
             member.consume(500, 0.1)
     elif kind.startswith("admin"):
         admin = transport.admin()
-        calls = {
+        calls: dict[str, Callable[[], object]] = {
             "admin": lambda: (
                 admin.describe_topic(TOPIC, 5),
                 admin.list_offsets(TOPIC, list(range(PARTITIONS)), "latest", 5),
@@ -179,7 +181,8 @@ def _raw_describe_topics(admin: object) -> None:
 
 def _raw_describe_configs(admin: object) -> None:
     """confluent-kafka's AdminClient.describe_configs, bypassing our transport's guard."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
+    from confluent_kafka.admin._config import ConfigResource
+    from confluent_kafka.admin._resource import ResourceType
 
     raw = admin._admin  # type: ignore[attr-defined]  # noqa: SLF001 - the repro's point
     resource = ConfigResource(ResourceType.TOPIC, TOPIC)

@@ -103,8 +103,9 @@ def _read_all(topic: str) -> dict[bytes, list[tuple[int, int]]]:
         msg = consumer.poll(1.0)
         if msg is None:
             continue
-        if msg.error() is not None:
-            if msg.error().code() == -191:  # _PARTITION_EOF
+        err = msg.error()
+        if err is not None:
+            if err.code() == -191:  # _PARTITION_EOF
                 eof.add(msg.partition() or 0)
             continue
         seen[msg.value() or b""].append((msg.partition() or 0, msg.offset() or 0))
