@@ -237,6 +237,7 @@ class PartitionCursor:
         "_skip",
         "_skip_idx",
         "dispatched",
+        "durable",
         "entries",
         "partition",
         "read_pos",
@@ -251,6 +252,9 @@ class PartitionCursor:
         acks, self.restored_dispatched = split_dispatched(metadata)
         #: First offset never dispatched to a consumer (by us or, as committed, before us).
         self.dispatched = self.restored_dispatched
+        #: The dispatch mark as of the last successful commit: a message at or above it
+        #: that reached a consumer would come back after a move with redeliveryCount 0.
+        self.durable = max(committed, self.restored_dispatched)
         self._skip = decode_ack_ranges(committed, acks)
         self._skip_idx = 0
 

@@ -33,7 +33,11 @@ as Pulsar:
   message below it may have reached a consumer before the move, so it comes back with
   ``redeliveryCount`` >= 1 (Pulsar keeps the count in memory only and says 0 after a
   broker crash). Dispatches newer than the last commit (a <= 100 ms window before a
-  kill -9) still come back with 0.
+  kill -9) still come back with 0. While commits fail (or one hangs for over
+  ``max(0.5 s, 5 x commit_interval_s)``, e.g. the group coordinator is down), nothing the
+  committed mark does not cover is dispatched: the next commit writes the mark over what
+  was read, and dispatch resumes once one succeeds (issue 11: a subscription that moved
+  after commits had failed for 15-28 s redelivered with 0).
   Bounded by Kafka, not by us: messages the topic's ``retention.ms``/``retention.bytes``
   deletes are gone acknowledged or not (Pulsar keeps unacknowledged messages unless a
   backlog quota or TTL says otherwise); a subscription whose group commits nothing for
@@ -189,6 +193,13 @@ class Subscription:
         self._dirty = False
         self._last_commit: dict[int, tuple[int, str]] = {}
         self._last_commit_at = 0.0
+        #: Since when commits fail (None: the last one succeeded), and since when one is
+        #: under way: while commits are in trouble, nothing at or above a partition's
+        #: durable dispatch mark is dispatched (see :meth:`_undurable`).
+        self._commit_failing_since: float | None = None
+        self._commit_started_at: float | None = None
+        #: A dispatch was held back for a durable mark: dispatch again after a commit.
+        self._held_for_commit = False
         self._dispatch_scheduled = False
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -541,6 +552,26 @@ class Subscription:
         self._throttle_timer = None
         self.dispatch()
 
+    def _commits_in_trouble(self) -> bool:
+        """The last commit failed, or one has been under way for too long (a stalled
+        group coordinator): the dispatch mark in Kafka stops following dispatches."""
+        if self._commit_failing_since is not None:
+            return True
+        started = self._commit_started_at
+        return started is not None and (
+            time.monotonic() - started > max(0.5, 5 * self.config.commit_interval_s)
+        )
+
+    def _undurable(self, part: _Part, entry: Entry) -> bool:
+        """Hold a message back while commits are in trouble and the committed dispatch mark
+        does not cover it: delivered now, it would come back after an ownership move or a
+        crash with redeliveryCount 0 (issue 11). Dispatch resumes when a commit succeeds."""
+        if entry.offset < part.cursor.durable or not self._commits_in_trouble():
+            return False
+        self._held_for_commit = True
+        self._dirty = True  # the next commit moves the mark over what was read
+        return True
+
     def _next(self, part: _Part) -> Entry | None:
         if self._unacked_blocked:
             return None
@@ -555,6 +586,8 @@ class Subscription:
                 heapq.heappop(replay)
                 self._expire(part, entry)
                 continue
+            if self._undurable(part, entry):
+                return None
             return entry
         pending = part.pending
         while pending:
@@ -569,6 +602,8 @@ class Subscription:
             if entry.deliver_at and self._hold_back(part, entry):
                 pending.popleft()
                 continue
+            if self._undurable(part, entry):
+                return None
             return entry
         return None
 
@@ -747,6 +782,10 @@ class Subscription:
                 if h in blocked:
                     keep.append(entry)
                     continue
+                if self._undurable(part, entry):
+                    blocked.add(h)  # keeps the key's order
+                    keep.append(entry)
+                    continue
                 consumer = selector.select(h)
                 hold = part.inflight_by_hash.get(h)
                 if (
@@ -881,8 +920,14 @@ class Subscription:
             return
         self._dirty = False
         offsets: dict[int, tuple[int, str]] = {}
+        marks: dict[int, int] = {}
         max_bytes = self.config.ack_metadata_max_bytes
         for part in self._parts:
+            if self._held_for_commit and part.cursor.read_pos > part.cursor.dispatched:
+                # Dispatch is held for a durable mark: write the mark ahead, over what
+                # was read, so the messages held can go once this commit succeeds.
+                part.cursor.dispatched = part.cursor.read_pos
+            marks[part.index] = part.cursor.dispatched
             offset, metadata, dropped = part.cursor.commit_point(max_bytes)
             if dropped:
                 self.dropped_ack_ranges += dropped
@@ -899,15 +944,27 @@ class Subscription:
         if not offsets:
             return
         topic = self.kafka_topic
+        self._commit_started_at = time.monotonic()
         try:
             await reader.call(lambda c: c.commit(topic, offsets))
         except Exception as exc:
             self._dirty = True
+            self._commit_started_at = None
+            if self._commit_failing_since is None:
+                self._commit_failing_since = time.monotonic()
             logger.warning("%s: commit failed (will retry): %s", self.label, exc)
             return
+        self._commit_started_at = None
+        self._commit_failing_since = None
+        for part in self._parts:
+            if part.index in offsets:
+                part.cursor.durable = max(part.cursor.durable, marks[part.index])
         self._last_commit.update(offsets)
         self._last_commit_at = time.monotonic()
         self.commits += 1
+        if self._held_for_commit:
+            self._held_for_commit = False
+            self.schedule_dispatch()
 
     # -- introspection -----------------------------------------------------------------
     def backlog(self) -> int:

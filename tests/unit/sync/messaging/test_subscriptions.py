@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from sync import PolicyService, PolicyTarget, TopicName
-from sync._errors import TopicNotFoundError
+from sync._errors import TopicNotFoundError, TransportError
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import (
     CloseCause,
@@ -714,3 +714,52 @@ def test_idle_subscription_is_closed_and_reloaded_from_its_commit() -> None:
             assert [d.message_id for d in back] == [d.message_id for d in got[2:]]
 
     run(scenario())
+
+
+def test_while_commits_fail_messages_wait_for_a_durable_dispatch_mark() -> None:
+    """Issue 11: while the group coordinator does not take commits, a message the committed
+    dispatch mark does not cover is not dispatched (after a move it would come back with
+    redeliveryCount 0); it goes once a commit writes the mark over it, and after a crash
+    everything dispatched comes back with redeliveryCount >= 1."""
+    transport = MemoryTransport()
+
+    async def stalled() -> None:
+        env = Env(transport)
+        await env.engine.start()
+        topic = env.topic("stalled")
+        c = await env.subscribe(topic, sub_type=Shared, receiver_queue_size=100)
+        env.publish(topic, 2)
+        ack_all(c, await take(c, 2))
+        sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
+        await eventually(lambda: sub.committed_positions()[0][0] == 2)
+        reader = sub._reader
+        assert reader is not None
+        working = reader.call
+
+        def coordinator_down(fn: Any) -> Any:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_exception(TransportError("commit failed: coordinator not available"))
+            return future
+
+        reader.call = coordinator_down  # type: ignore[method-assign]
+        env.publish(topic, 1)
+        first = await take(c, 1)  # before any commit failed: dispatched
+        await eventually(lambda: sub._commit_failing_since is not None)
+        env.publish(topic, 5)
+        with pytest.raises(AssertionError, match="got 0 of 1"):
+            await take(c, 1, timeout_s=1.0)  # held: the mark in Kafka does not cover them
+        reader.call = working  # type: ignore[method-assign]
+        held = await take(c, 5)
+        assert [d.redelivery_count for d in first + held] == [0] * 6
+        assert sub._parts[0].cursor.durable > max(d.message_id.offset for d in held)
+        reader.stop()  # "kill -9": no final commit
+        env.svc.close()
+
+    run(stalled())
+
+    async def after() -> list[int]:
+        async with Env(transport) as env:
+            c = await env.subscribe(TopicName.parse("t/ns/stalled"), sub_type=Shared)
+            return [d.redelivery_count for d in await take(c, 6)]
+
+    assert run(after()) == [1] * 6
