@@ -46,6 +46,7 @@ from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
 from ._producer import (
     MessageId,
+    OutboundMessage,
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
@@ -72,6 +73,7 @@ __all__ = [
     "BacklogQuotas",
     "DuplicateInFlightError",
     "MessageId",
+    "OutboundMessage",
     "PartitionedProducer",
     "ProducerClient",
     "ProducerConfig",

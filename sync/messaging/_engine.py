@@ -64,6 +64,7 @@ from sync._names import TopicName
 from sync._policies import Policies
 from sync.messaging._producer import (
     MessageId,
+    OutboundMessage,
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
@@ -220,6 +221,80 @@ class ProducerHandle:
         ts.published_bytes += len(payload)
         self._on_queued()
 
+    def send_batch(
+        self,
+        messages: list[OutboundMessage],
+        callback: SendCallback,
+        *,
+        deliver_at_ms: int | None = None,
+    ) -> None:
+        """Route and queue a producer's batch (one SEND frame); ``callback`` runs ONCE, on
+        the engine's loop, when the last message is answered: the lowest message id
+        stored, or the first error.
+
+        The same rules as :meth:`send`, checked once per batch where they are the same for
+        every message (``maxMessageSize``, the delayed-delivery limit, ``publishRate``
+        accounting): every message is checked before the first is queued, so a refusal
+        raises and writes nothing. With deduplication on for a named producer each
+        message goes through :meth:`send` (its own verdict), answered together.
+
+        Raises:
+            MessageTooLargeError, InvalidInputError, RoutingError, NotAllowedError:
+                nothing was queued.
+        """
+        if not messages:
+            asyncio.get_running_loop().call_soon(callback, None, None)
+            return
+        ts = self.topic_state
+        limits = ts.limits
+        if limits.dedup_enabled and self.producer.config.producer_name:
+            gather = _Gather(len(messages), callback)
+            for payload, key, properties, event_time_ms, sequence_id in messages:
+                try:
+                    self.send(
+                        payload,
+                        gather,
+                        key=key,
+                        properties=dict(properties) if properties else None,
+                        event_time_ms=event_time_ms,
+                        sequence_id=sequence_id,
+                        deliver_at_ms=deliver_at_ms,
+                    )
+                except PolicySyncError as exc:
+                    gather(None, exc)
+            return
+        reserved = None
+        if deliver_at_ms is not None:
+            delay = deliver_at_ms - int(time.time() * 1000)
+            if (
+                limits.delayed_enabled
+                and limits.delayed_max_ms > 0
+                and delay > limits.delayed_max_ms
+            ):
+                raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
+            if delay > 0:
+                reserved = [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))]
+        routed = self.producer.send_batch(
+            messages,
+            callback,
+            max_message_size=limits.max_message_size,
+            reserved_headers=reserved,
+            origin=self._origin,
+        )
+        total = 0
+        for message in messages:
+            total += len(message[0])
+        limiters = ts.publish_limiters
+        if limiters:
+            if isinstance(routed, int):
+                _take(limiters[routed], total, len(messages))
+            else:
+                for message, partition in zip(messages, routed, strict=True):
+                    _take(limiters[partition], len(message[0]), 1)
+        ts.published_msgs += len(messages)
+        ts.published_bytes += total
+        self._on_queued()
+
     def publish_wait_s(self) -> float:
         """How long the front end should stop reading this producer (``publishRate``):
         0.0 unless a partition it writes to is over its rate (Pulsar pauses the
@@ -271,6 +346,38 @@ class ProducerHandle:
 
     def __repr__(self) -> str:
         return f"ProducerHandle({self.producer.topic}, {self.state.value})"
+
+
+def _take(limiter: RateLimiter | None, nbytes: int, msgs: int) -> None:
+    """Account sent messages against a ``publishRate`` bucket (refilled first)."""
+    if limiter is not None and not limiter.spec.unlimited:
+        limiter.wait_s(0)
+        limiter.consume(nbytes, msgs)
+
+
+class _Gather:
+    """Answers a batch sent message by message once: the lowest id, or the first error."""
+
+    __slots__ = ("callback", "error", "first", "remaining")
+
+    def __init__(self, count: int, callback: SendCallback) -> None:
+        self.remaining = count
+        self.callback = callback
+        self.first: MessageId | None = None
+        self.error: PolicySyncError | None = None
+
+    def __call__(self, message_id: MessageId | None, error: PolicySyncError | None) -> None:
+        if error is not None:
+            if self.error is None:
+                self.error = error
+        elif message_id is not None and (self.first is None or message_id < self.first):
+            self.first = message_id
+        self.remaining -= 1
+        if self.remaining == 0:
+            if self.error is not None:
+                self.callback(None, self.error)
+            else:
+                self.callback(self.first, None)
 
 
 def _dedup_report(

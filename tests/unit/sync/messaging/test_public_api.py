@@ -13,6 +13,7 @@ def test_messaging_exports() -> None:
             "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
+            "OutboundMessage",
             "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",
             "PartitionedProducer", "ProducerBusyError", "ProducerClient", "ProducerConfig",
             "ProducerHandle", "ProducerState", "RateSpec", "StateTransitionError",
