@@ -228,6 +228,7 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
     append = out.append
     parse = api.SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
+    new = tuple.__new__
     total = len(data)
     first_seq = metadata.sequence_id
     pos = 0
@@ -255,13 +256,22 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
         if single.compacted_out:
             continue
         props = single.properties
+        # A non-default value is a present field: HasField only for the default values.
+        key = single.partition_key or ("" if single.HasField("partition_key") else None)
+        sequence = single.sequence_id or (
+            0 if single.HasField("sequence_id") else first_seq + index
+        )
+        # tuple.__new__: the NamedTuple's own __new__ is a Python frame per message.
         append(
-            SingleMessage(
-                body,
-                single.partition_key if single.HasField("partition_key") else None,
-                {kv.key: kv.value for kv in props} if props else {},
-                single.event_time or event,
-                single.sequence_id if single.HasField("sequence_id") else first_seq + index,
+            new(
+                SingleMessage,
+                (
+                    body,
+                    key,
+                    {kv.key: kv.value for kv in props} if props else {},
+                    single.event_time or event,
+                    sequence,
+                ),
             )
         )
     if pos != len(data):
