@@ -58,6 +58,7 @@ from sync._errors import (
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
+    TransportError,
     UnavailableError,
 )
 from sync._kafka_names import kafka_topic_of
@@ -982,14 +983,14 @@ class MessagingEngine:
         status.runs += 1
         status.horizons = compactor.view.horizons
 
-    async def compact(self, topic: TopicName) -> None:
-        """Compact every partition of ``topic`` now, whatever the threshold (Pulsar's
-        ``topics compact``); returns once the compaction is written.
+    async def start_compaction(self, topic: TopicName) -> asyncio.Task[None]:
+        """Start compacting every partition of ``topic`` now, whatever the threshold
+        (Pulsar's ``topics compact``); the returned task ends when it is written (its
+        outcome is in :meth:`compaction_status`).
 
         Raises:
             TopicNotFoundError: no such topic.
             ConflictError: a compaction of the topic is running (Pulsar: 409).
-            TransportError: Kafka failed; nothing of this compaction is visible.
         """
         kafka_topic = kafka_topic_of(topic)
         admin = self._admin_client()
@@ -997,10 +998,33 @@ class MessagingEngine:
         if desc is None:
             raise TopicNotFoundError(f"Topic {topic.base} not found", topic=str(topic))
         compactor, lock = self._compactor(kafka_topic)
-        if lock.locked():
+        if lock.locked() or compactor.status.status is CompactionState.RUNNING:
             raise ConflictError("Compaction already in progress")
-        async with lock:
-            await self._run_compaction(compactor, admin, desc.partitions, None)
+        compactor.status.status = CompactionState.RUNNING
+
+        async def run() -> None:
+            try:
+                async with lock:
+                    await self._run_compaction(compactor, admin, desc.partitions, None)
+            except Exception:
+                logger.exception("compaction of %s failed", topic)
+
+        task = asyncio.create_task(run(), name=f"compact:{topic}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def compact(self, topic: TopicName) -> None:
+        """:meth:`start_compaction` and wait for it.
+
+        Raises:
+            TopicNotFoundError, ConflictError: as :meth:`start_compaction`.
+            TransportError: Kafka failed; nothing of this compaction is visible.
+        """
+        await (await self.start_compaction(topic))
+        status = self.compaction_status(topic)
+        if status.status is CompactionState.ERROR:
+            raise TransportError(f"compaction of {topic} failed: {status.last_error}")
 
     def compaction_status(self, topic: TopicName) -> CompactionStatus:
         """The last compaction of ``topic`` started by this sidecar (NOT_RUN: none)."""

@@ -8,7 +8,7 @@ import pytest
 
 from sync._errors import NotAllowedError
 from sync._kafka_names import kafka_topic_of
-from sync.messaging import SubscriptionType
+from sync.messaging import Delivery, SubscriptionType
 from sync.messaging._compaction import (
     CompactedView,
     CompactionState,
@@ -26,8 +26,8 @@ def _producer(env: Env, topic_name: str) -> PartitionedProducer:
     return PartitionedProducer.open(env.transport, topic, config)
 
 
-def _payloads(deliveries: list[object]) -> list[tuple[str | None, bytes]]:
-    return [(d.entry.key, d.entry.payload) for d in deliveries]  # type: ignore[attr-defined]
+def _payloads(deliveries: list[Delivery]) -> list[tuple[str | None, bytes]]:
+    return [(d.entry.key, d.entry.payload) for d in deliveries]
 
 
 def test_compaction_keeps_the_latest_per_key_and_drops_deleted_and_keyless() -> None:
@@ -146,4 +146,3 @@ def test_the_sweep_compacts_only_above_the_threshold() -> None:
             producer.close()
 
     run(scenario())
-
