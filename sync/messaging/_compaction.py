@@ -41,13 +41,13 @@ from enum import Enum
 from sync._constants import (
     COMPACTED_TABLE_CREATE_CONFIG,
     COMPACTED_TABLE_REQUIRED_CONFIG,
-    COMPACTED_TOPIC_PREFIX,
     COMPACTION_HORIZON_KEY,
     COMPACTOR_TRANSACTIONAL_ID_PREFIX,
     HEADER_COMPACTED_OFFSET,
     HEADER_COMPACTED_PUBLISH_TIME,
 )
 from sync._errors import TransportError
+from sync._kafka_names import compacted_topic_of
 from sync.transport import Admin, Message, TopicSpec, Transport
 
 from ._backlog import RecordSizes
@@ -60,14 +60,19 @@ __all__ = [
     "CompactionStatus",
     "Compactor",
     "compacted_topic_of",
+    "delete_companion",
 ]
 
 _COMPANION_HEADERS = frozenset({HEADER_COMPACTED_OFFSET, HEADER_COMPACTED_PUBLISH_TIME})
 
 
-def compacted_topic_of(kafka_topic: str) -> str:
-    """The companion compacted topic of a data topic."""
-    return COMPACTED_TOPIC_PREFIX + kafka_topic
+def delete_companion(admin: Admin, kafka_topic: str) -> None:
+    """Blocking: delete a data topic's companion, if it has one (with the topic: a topic
+    created again under that name must not serve the old compacted view)."""
+    companion = compacted_topic_of(kafka_topic)
+    if admin.describe_topic(companion) is not None:
+        admin.delete_topic(companion)
+        logger.info("%s deleted with %s", companion, kafka_topic)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sync._errors import NotAllowedError
-from sync._kafka_names import kafka_topic_of
+from sync._errors import InvalidTopicNameError, NotAllowedError
+from sync._kafka_names import kafka_topic_of, pulsar_topic_of
 from sync.messaging import Delivery, SubscriptionType
 from sync.messaging._compaction import (
     CompactedView,
@@ -146,3 +146,10 @@ def test_the_sweep_compacts_only_above_the_threshold() -> None:
             producer.close()
 
     run(scenario())
+
+
+def test_the_companion_is_no_mapped_topic_name() -> None:
+    companion = compacted_topic_of("p.t.ns.x")
+    assert companion == "cmp.p.t.ns.x"
+    with pytest.raises(InvalidTopicNameError):
+        pulsar_topic_of(companion)
