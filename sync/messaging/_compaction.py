@@ -108,6 +108,14 @@ class CompactedView:
         self.companion = compacted_topic_of(kafka_topic)
         self._parts: dict[int, _PartView] = {}
 
+    def snapshot(self) -> CompactedView:
+        """A copy that later refreshes do not change (what a loading subscription reads
+        while the compactor may refresh the original on another thread)."""
+        copy = CompactedView(self.kafka_topic)
+        for p, part in self._parts.items():
+            copy._parts[p] = _PartView(part.horizon, part.read_upto, dict(part.records), {})
+        return copy
+
     def horizon(self, partition: int) -> int:
         """The data offset compaction has covered on ``partition`` (0: never compacted)."""
         part = self._parts.get(partition)

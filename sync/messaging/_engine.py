@@ -1037,7 +1037,7 @@ class MessagingEngine:
         compactor, lock = self._compactor(ts.kafka_topic)
         async with lock:
             await asyncio.to_thread(compactor.view.refresh, self.transport, self._admin_client())
-        return compactor.view if compactor.view.horizons else None
+            return compactor.view.snapshot() if compactor.view.horizons else None
 
     # -- deduplication -----------------------------------------------------------------
     async def _load_dedup(self, ts: TopicState) -> None:
