@@ -438,6 +438,8 @@ class MessagingEngine:
         #: companion topic) per Kafka topic, each used under its own lock.
         self._compactors: dict[str, Compactor] = {}
         self._compaction_locks: dict[str, asyncio.Lock] = {}
+        #: Completed compaction sweeps (tests wait for one to have run after a change).
+        self.compaction_sweeps = 0
         self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
@@ -965,6 +967,7 @@ class MessagingEngine:
                 )
                 await self._run_compaction(compactor, admin, desc.partitions, due)
                 compacted += 1
+        self.compaction_sweeps += 1
         return compacted
 
     async def _run_compaction(

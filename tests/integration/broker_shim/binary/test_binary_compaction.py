@@ -32,7 +32,7 @@ from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration._ws_harness import ThreadSidecar, path_of
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 #: The owner's compaction check period in these tests (Pulsar's default is 60 s).
 _CHECK_S = 1.0
@@ -85,7 +85,7 @@ def _request(method: str, url: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 90.0) -> None:
+def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 180.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline, f"never happened: {what}"
@@ -110,25 +110,35 @@ def _set_threshold(
     _wait_for(lambda: _applied(server, topic) == value, f"threshold {value} on the owner")
 
 
+def _full_sweeps(server: BinarySidecar, count: int = 2) -> None:
+    """Wait until the owner has run ``count`` whole compaction sweeps from now."""
+    engine = _engine(server)
+    target = engine.compaction_sweeps + count
+    _wait_for(lambda: engine.compaction_sweeps >= target, f"{count} compaction sweeps")
+
+
 def _horizon(server: BinarySidecar, topic: TopicName) -> int:
     status = _engine(server).compaction_status(topic)
     return int(status.horizons.get(0, 0))
 
 
 def _read_all(
-    client: pulsar.Client, topic: TopicName, *, compacted: bool
+    client: pulsar.Client, topic: TopicName, *, compacted: bool, expect: int
 ) -> list[tuple[str, bytes]]:
+    """Read ``expect`` messages from the start (generous deadline each), then check
+    that nothing more comes."""
     reader = client.create_reader(
         str(topic), pulsar.MessageId.earliest, is_read_compacted=compacted
     )
     out: list[tuple[str, bytes]] = []
     try:
-        while True:
-            try:
-                msg = reader.read_next(timeout_millis=2000)
-            except pulsar.Timeout:
-                return out
+        for _ in range(expect):
+            msg = reader.read_next(timeout_millis=30_000)
             out.append((msg.partition_key(), msg.data()))
+        with pytest.raises(pulsar.Timeout):
+            extra = reader.read_next(timeout_millis=1500)
+            out.append((extra.partition_key(), extra.data()))
+        return out
     finally:
         reader.close()
 
@@ -153,15 +163,19 @@ def test_compaction_threshold_compacts_on_the_owner_and_read_compacted_sees_it(
 
     # A threshold above what was written: no compaction; readCompacted reads everything.
     _set_threshold(writer, server, topic, 100_000)
-    time.sleep(3 * _CHECK_S)
+    _full_sweeps(server)
     assert _horizon(server, topic) == 0
-    assert len(_read_all(client, topic, compacted=True)) == 4
+    assert len(_read_all(client, topic, compacted=True, expect=4)) == 4
 
     # Updated below what was written: the owner compacts (latest per key, keyless out).
     _set_threshold(writer, server, topic, 200)
     _wait_for(lambda: _horizon(server, topic) == 4, "compaction up to offset 4")
-    assert _read_all(client, topic, compacted=True) == [("b", b"b1" + pad), ("a", b"a2" + pad)]
-    assert len(_read_all(client, topic, compacted=False)) == 4  # the topic keeps everything
+    assert _read_all(client, topic, compacted=True, expect=2) == [
+        ("b", b"b1" + pad),
+        ("a", b"a2" + pad),
+    ]
+    # The topic keeps everything.
+    assert len(_read_all(client, topic, compacted=False, expect=4)) == 4
     companion = compacted_topic_of(kafka_topic_of(topic))
     admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
     overrides = admin.topic_overrides(companion)
@@ -171,7 +185,10 @@ def test_compaction_threshold_compacts_on_the_owner_and_read_compacted_sees_it(
     # the compacted view.
     _send(producer, [("b", b""), ("c", b"c1" + pad), ("a", b"a3" + pad)])
     _wait_for(lambda: _horizon(server, topic) == 7, "second compaction up to offset 7")
-    assert _read_all(client, topic, compacted=True) == [("c", b"c1" + pad), ("a", b"a3" + pad)]
+    assert _read_all(client, topic, compacted=True, expect=2) == [
+        ("c", b"c1" + pad),
+        ("a", b"a3" + pad),
+    ]
 
     # A durable readCompacted consumer (Exclusive) gets the same view, then new messages.
     consumer = client.subscribe(
@@ -189,11 +206,13 @@ def test_compaction_threshold_compacts_on_the_owner_and_read_compacted_sees_it(
     # Removed: no more automatic compaction, the compacted view stays (as Pulsar's ledger).
     _set_threshold(writer, server, topic, None)
     _send(producer, [("d", b"d1" + pad)] * 5)
-    time.sleep(3 * _CHECK_S)
+    _full_sweeps(server)
     assert _horizon(server, topic) == 7
-    assert _read_all(client, topic, compacted=True)[:2] == [
+    # Below the horizon the view, then the topic (the five new messages, not compacted).
+    assert _read_all(client, topic, compacted=True, expect=7) == [
         ("c", b"c1" + pad),
         ("a", b"a3" + pad),
+        *[("d", b"d1" + pad)] * 5,
     ]
     producer.close()
 
@@ -240,7 +259,7 @@ def test_manual_compaction_and_its_status_through_the_admin_api(
     status, body = _request("PUT", url)
     assert status == 204, body
     _wait_for(lambda: _request("GET", url)[1]["status"] == "SUCCESS", "compaction done")
-    assert _read_all(client, topic, compacted=True) == [("k", b"v2")]
+    assert _read_all(client, topic, compacted=True, expect=1) == [("k", b"v2")]
     missing = url.replace(topic.local_name, topic.local_name + "-missing")
     status, body = _request("PUT", missing)
     assert status == 404, body
