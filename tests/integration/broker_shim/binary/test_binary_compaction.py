@@ -244,6 +244,13 @@ def test_negative_threshold_is_refused_and_nothing_written(
     svc = writer.sidecar.service
     assert svc is not None
     assert svc.get(PolicyTarget.for_topic(topic)) is None
+    ns = PolicyTarget.namespace_of(topic.tenant, topic.namespace)
+    before = svc.get(ns)
+    ns_url = f"{writer.http_url}/admin/v2/namespaces/{topic.tenant}/{topic.namespace}"
+    status, body = _request("POST", f"{ns_url}/compactionThreshold", -5)
+    assert status == 412, body
+    assert body["reason"] == "compactionThreshold must be 0 or more"
+    assert svc.get(ns) == before
 
 
 def test_manual_compaction_and_its_status_through_the_admin_api(

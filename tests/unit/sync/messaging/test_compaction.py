@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from sync import PolicyTarget
 from sync._errors import InvalidTopicNameError, NotAllowedError
 from sync._kafka_names import kafka_topic_of, pulsar_topic_of
 from sync.messaging import Delivery, SubscriptionType
@@ -153,3 +156,21 @@ def test_the_companion_is_no_mapped_topic_name() -> None:
     assert companion == "cmp.p.t.ns.x"
     with pytest.raises(InvalidTopicNameError):
         pulsar_topic_of(companion)
+
+
+def test_a_namespace_threshold_applies_and_the_topic_one_wins() -> None:
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("c6")
+            producer = _producer(env, "c6")
+            producer.send(b"x" * 50, key="a")
+            ns = PolicyTarget.namespace_of("t", "ns")
+            await asyncio.to_thread(env.svc.set, ns, {"compactionThreshold": 10})
+            await env.set_policy(topic, {"compactionThreshold": 10_000})
+            assert await env.engine.compact_due() == 0  # the topic's own policy wins
+            await env.set_policy(topic, {"compactionThreshold": None})
+            assert await env.engine.compact_due() == 1  # the namespace's applies
+            await asyncio.to_thread(env.svc.set, ns, {"compactionThreshold": None})
+            producer.close()
+
+    run(scenario())
