@@ -10,6 +10,8 @@ One file per behaviour:
 * ``_ratelimit.py`` – dispatch-rate token buckets;
 * ``_backlog.py`` – backlog measurement and backlog-quota decisions;
 * ``_topic_config.py`` – policies applied as the Kafka topic's own config;
+* ``_compaction.py`` – topic compaction: the companion compacted topic, its view for
+  ``readCompacted`` subscriptions, the owner's threshold check;
 * ``_policy.py`` – the policies messaging reads;
 * ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
 * ``_ownership.py`` – the seam to bundle ownership;

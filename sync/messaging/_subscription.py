@@ -19,6 +19,10 @@ Dispatch, per subscription type:
   while a consumer holds unacknowledged messages of a key, that key's later messages wait
   for it even if the ring now points elsewhere, so per-key order holds across joins.
 
+A ``readCompacted`` subscription (Exclusive/Failover, readers) takes, on load, the
+compacted view's messages below each partition's compaction horizon instead of the
+topic's, then reads the topic from the horizon (see :mod:`._compaction`).
+
 Every delivery takes a token from the topic's ``dispatchRate`` limiter of that partition
 and from this subscription's ``subscriptionDispatchRate`` limiter of that partition.
 
