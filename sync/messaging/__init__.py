@@ -36,6 +36,13 @@ from .._errors import (
 )
 from ._autocreate import AutoTopicCreation, TopicCreator, TopicType, validate_override
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogQuotas
+from ._compaction import (
+    CompactedView,
+    CompactionState,
+    CompactionStatus,
+    Compactor,
+    compacted_topic_of,
+)
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
@@ -72,6 +79,11 @@ __all__ = [
     "BACKLOG_EXCEEDED",
     "BacklogAction",
     "BacklogQuotas",
+    "CompactedView",
+    "CompactionState",
+    "CompactionStatus",
+    "Compactor",
+    "compacted_topic_of",
     "DuplicateInFlightError",
     "MessageId",
     "PartitionedProducer",

@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "CompactedRecord",
     "CompactedView",
+    "CompactionState",
     "CompactionStatus",
     "Compactor",
     "compacted_topic_of",

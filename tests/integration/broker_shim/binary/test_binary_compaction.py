@@ -26,8 +26,8 @@ from broker_shim._http import build_app
 from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import NotAllowedError
-from sync._kafka_names import compacted_topic_of, kafka_topic_of
-from sync.messaging import OwnerInfo, SubscriptionType
+from sync._kafka_names import kafka_topic_of
+from sync.messaging import OwnerInfo, SubscriptionType, compacted_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration._ws_harness import ThreadSidecar, path_of
