@@ -159,7 +159,7 @@ class CompactedView:
             wanted: dict[int, int] = {}
             for p in parts:
                 view = self._parts.setdefault(p, _PartView())
-                if view.read_upto < starts[p] and view.read_upto > 0:
+                if view.read_upto > ends[p] or 0 < view.read_upto < starts[p]:
                     # Deleted and re-created meanwhile: start over.
                     self._parts[p] = view = _PartView()
                 if view.read_upto < ends[p]:

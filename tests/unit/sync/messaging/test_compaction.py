@@ -23,8 +23,8 @@ from sync.messaging._producer import PartitionedProducer, ProducerConfig
 from tests.unit.sync.messaging.test_subscriptions import Env, quiet, run, take
 
 
-def _producer(env: Env, topic_name: str) -> PartitionedProducer:
-    topic = env.topic(topic_name)
+def _producer(env: Env, topic_name: str, partitions: int = 1) -> PartitionedProducer:
+    topic = env.topic(topic_name, partitions)
     config = ProducerConfig(routing_mode="RoundRobinPartition", batching_enabled=False)
     return PartitionedProducer.open(env.transport, topic, config)
 
@@ -171,6 +171,32 @@ def test_a_namespace_threshold_applies_and_the_topic_one_wins() -> None:
             await env.set_policy(topic, {"compactionThreshold": None})
             assert await env.engine.compact_due() == 1  # the namespace's applies
             await asyncio.to_thread(env.svc.set, ns, {"compactionThreshold": None})
+            producer.close()
+
+    run(scenario())
+
+
+def test_partitions_compact_on_their_own_and_a_new_owner_starts_from_the_horizon() -> None:
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("c7", partitions=2)
+            kafka_topic = kafka_topic_of(topic)
+            producer = _producer(env, "c7", 2)
+            sent = {key: producer.send(f"{key}1".encode(), key=key) for key in "abcdef"}
+            admin = env.transport.admin()
+            first = Compactor(kafka_topic)
+            moved = first.compact(env.transport, admin, 2, partitions=[0])
+            assert set(moved) == {0}
+            # The next owner's compactor reads the horizon back from the companion.
+            second = Compactor(kafka_topic)
+            sizes = second.bytes_since_horizon(env.transport, admin, 2)
+            assert sizes[0] == 0 and sizes[1] > 0
+            second.compact(env.transport, admin, 2)
+            consumer = await env.subscribe(topic, "rc", read_compacted=True)
+            got = await take(consumer, 6)
+            assert {(d.entry.key, d.message_id) for d in got} == {
+                (k, mid) for k, mid in sent.items()
+            }
             producer.close()
 
     run(scenario())
