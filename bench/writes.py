@@ -206,10 +206,20 @@ def run(bootstrap: str, *, duration: float = 8.0, rounds: int = 2) -> dict[str, 
                 result[f"{side} {n} writers, all rounds"] = [
                     (r["writes_per_s"], r["p50_ms"], r["p99_ms"]) for r in per_round
                 ]
-        base += 1_000
-        result["policy-sync write->visible on another sidecar"] = _load(
-            urls[:1], 1, duration, base, visible=urls[1]
-        )
+        # Which sidecar holds the fence is the election's choice: measure a write sent to
+        # the holder and one sent to a sidecar that forwards it, each seen on a third one.
+        holder = (_health(urls[0]) or {}).get("writer", {}).get("holder")
+        others = [u for u in urls if u != holder]
+        if holder in urls and len(others) >= 2:
+            cases = {"via the fence holder": (holder, others[0]),
+                     "forwarded": (others[0], others[1])}  # fmt: skip
+        else:
+            cases = {"holder unknown": (urls[0], urls[1])}
+        for label, (to, seen) in cases.items():
+            base += 1_000
+            result[f"policy-sync write->visible on another sidecar, {label}"] = _load(
+                [to], 1, duration, base, visible=seen
+            )
         if pulsar_url is not None:
             result["pulsar write->visible"] = _load(
                 [pulsar_url], 1, duration, base, visible=pulsar_url

@@ -31,6 +31,7 @@ from sync import (
     PolicyService,
     PolicySyncError,
     PolicyTarget,
+    WriteResult,
 )
 from sync.constants import SIDECAR_WRITE_PATH
 
@@ -59,7 +60,9 @@ class WriteForwarder:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=1.0)
         self._session: aiohttp.ClientSession | None = None
         self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="policy-write")
-        self._pending: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = []
+        self._pending: list[
+            tuple[PolicyService, dict[str, Any], asyncio.Future[dict[str, Any] | None]]
+        ] = []
         self._in_flight = 0
         self.forwarded = 0
         self.written_here = 0
@@ -80,10 +83,8 @@ class WriteForwarder:
         fence is; returns once this sidecar's cache shows the write."""
         address = self._holder_elsewhere()
         if address is not None:
-            positions = await self._forward(address, target, fields)
-            if positions is not None:
+            if await self._forward(address, svc, target, fields):
                 self.forwarded += 1
-                await self.blocking(svc.cache.wait_for, positions, svc.writer.config.timeout_s)
                 return
             self.fallbacks += 1
         self.written_here += 1
@@ -97,43 +98,73 @@ class WriteForwarder:
         return None if address == holder.config.address else address
 
     async def _forward(
-        self, address: str, target: PolicyTarget, fields: dict[str, Any]
-    ) -> dict[int, int] | None:
-        """The holder's applied offsets after it wrote, or None if it could not (then we
-        write ourselves). Raises the holder's refusal of bad input.
+        self, address: str, svc: PolicyService, target: PolicyTarget, fields: dict[str, Any]
+    ) -> bool:
+        """True once the holder wrote it and this sidecar's cache applied it; False if the
+        holder could not (then we write ourselves). Raises the holder's refusal of bad
+        input, or the cache's failure to catch up in time.
 
         Writes forwarded while a request to the holder is in flight go together in the
         next one (at most ``FORWARD_BATCH``), as the holder's group commit does with them.
         """
-        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
-        self._pending.append(({"key": target.key, "fields": fields}, future))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any] | None] = loop.create_future()
+        self._pending.append((svc, {"key": target.key, "fields": fields}, future))
         if self._in_flight < FORWARD_IN_FLIGHT:
             self._in_flight += 1
-            asyncio.get_running_loop().create_task(self._send(address))
+            loop.create_task(self._send(address))
         outcome = await future
         if outcome is None:
-            return None
+            return False
         if "positions" in outcome:
-            return {int(p): int(o) for p, o in outcome["positions"].items()}
+            return True
         reason = str(outcome.get("reason", ""))
         if outcome.get("status") == 412:
             raise InvalidPolicyError(reason)
         if outcome.get("status") == 404:
             raise NotFoundError(reason)
         logger.info("fence holder %s refused a write (%s); writing here", address, reason)
-        return None
+        return False
 
     async def _send(self, address: str) -> None:
         try:
             while self._pending:
                 batch = self._pending[:FORWARD_BATCH]
                 del self._pending[:FORWARD_BATCH]
-                outcomes = await self._post(address, [w for w, _ in batch])
-                for i, (_, future) in enumerate(batch):
+                outcomes = await self._post(address, [w for _, w, _ in batch])
+                if outcomes is not None:
+                    await self._wait_applied(batch, outcomes)
+                for i, (_, _, future) in enumerate(batch):
                     if not future.done():
                         future.set_result(None if outcomes is None else outcomes[i])
         finally:
             self._in_flight -= 1
+
+    async def _wait_applied(
+        self,
+        batch: list[tuple[PolicyService, dict[str, Any], asyncio.Future[dict[str, Any] | None]]],
+        outcomes: list[dict[str, Any]],
+    ) -> None:
+        """Read-your-writes for a whole forwarded batch: one wait, in one thread, until
+        this sidecar's cache applied every offset the holder answered."""
+        wanted: dict[int, dict[int, int]] = {}
+        services: dict[int, PolicyService] = {}
+        for (svc, _, _), outcome in zip(batch, outcomes, strict=True):
+            positions = outcome.get("positions") if isinstance(outcome, dict) else None
+            if not isinstance(positions, dict):
+                continue
+            merged = wanted.setdefault(id(svc), {})
+            services[id(svc)] = svc
+            for p, o in positions.items():
+                merged[int(p)] = max(merged.get(int(p), 0), int(o))
+        for key, positions in wanted.items():
+            svc = services[key]
+            try:
+                await self.blocking(svc.cache.wait_for, positions, svc.writer.config.timeout_s)
+            except PolicySyncError as exc:
+                for owner, _, future in batch:
+                    if owner is svc and not future.done():
+                        future.set_exception(exc)
 
     async def _post(
         self, address: str, writes: list[dict[str, Any]]
@@ -173,17 +204,26 @@ async def receive_write(
     ):
         raise InvalidInputError("forwarded writes need {'writes': [{'key', 'fields'}, ...]}")
 
-    def one(write: dict[str, Any]) -> dict[str, Any]:
+    items: list[tuple[PolicyTarget, Any]] = []
+    results: list[dict[str, Any] | None] = []
+    for write in writes:
         try:
-            target = PolicyTarget.from_key(str(write.get("key")))
-            result = svc.set(target, write["fields"])
+            items.append((PolicyTarget.from_key(str(write.get("key"))), write["fields"]))
+            results.append(None)
         except InvalidInputError as exc:
-            return {"status": 412, "reason": str(exc)}
-        except NotFoundError as exc:
-            return {"status": 404, "reason": str(exc)}
-        except PolicySyncError as exc:
-            return {"status": 500, "reason": str(exc)}
-        return {"positions": {str(p): o for p, o in result.positions.items()}}
+            results.append({"status": 412, "reason": str(exc)})
+    # One thread for the whole batch: its writes are queued together for the group commit.
+    done = iter(await forwarder.blocking(svc.set_each, items))
+    answers = [_answer(next(done)) if r is None else r for r in results]
+    return web.json_response({"results": answers})
 
-    results = await asyncio.gather(*(forwarder.blocking(one, w) for w in writes))
-    return web.json_response({"results": results})
+
+def _answer(result: WriteResult | PolicySyncError) -> dict[str, Any]:
+    """One forwarded write's outcome, as the forwarding sidecar reads it."""
+    if isinstance(result, InvalidInputError):
+        return {"status": 412, "reason": str(result)}
+    if isinstance(result, NotFoundError):
+        return {"status": 404, "reason": str(result)}
+    if isinstance(result, PolicySyncError):
+        return {"status": 500, "reason": str(result)}
+    return {"positions": {str(p): o for p, o in result.positions.items()}}

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._cache import CacheConfig, PolicyCache
 from ._codec import Codec
-from ._errors import InvalidPolicyError, NotFoundError
+from ._errors import InvalidPolicyError, NotFoundError, PolicySyncError
 from ._names import NamespaceName, TopicName
 from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget
 from ._policy_rules import check_policy_rules
@@ -144,6 +144,23 @@ class PolicyService:
         else:
             checked = [(t, self.catalog.validate_patch(p)) for t, p in items]
         return self.writer.update_many((t, _merge_with(fields)) for t, fields in checked)
+
+    def set_each(
+        self, items: Iterable[tuple[PolicyTarget, Any]]
+    ) -> list[WriteResult | PolicySyncError]:
+        """Independent merges (as :meth:`set` each, sharing group commits): per item, its
+        result or the error that refused it (invalid patch, failed rule, Kafka)."""
+        refused: dict[int, PolicySyncError] = {}
+        checked: list[tuple[PolicyTarget, Mapping[str, Any]]] = []
+        for i, (target, patch) in enumerate(items):
+            try:
+                checked.append((target, self.catalog.validate_patch(patch)))
+            except PolicySyncError as exc:
+                refused[i] = exc
+        done = iter(self.writer.update_each((t, _merge_with(f)) for t, f in checked))
+        return [
+            refused[i] if i in refused else next(done) for i in range(len(checked) + len(refused))
+        ]
 
 
 def _merge_with(fields: Mapping[str, Any]) -> Callable[[Policies | None], Policies | None]:

@@ -28,6 +28,7 @@ from ._constants import (
     HEADER_TIMESTAMP,
     WRITER_TRANSACTIONAL_ID_PREFIX,
 )
+from ._errors import PolicySyncError
 from ._fenced import Draft, FenceConfig, FencedWriter, Ticket
 from ._policies import Policies, PolicyScope, PolicyTarget
 from .transport import Header, Transport
@@ -167,6 +168,31 @@ class PolicyWriter:
                         WriteResult(target, policies, action, r.partition, r.offset, done)
                     )
         return results
+
+    def update_each(
+        self, updates: Iterable[tuple[PolicyTarget, Update]]
+    ) -> list[WriteResult | PolicySyncError]:
+        """Apply independent updates, each its own write (they share group commits, and
+        one refused write does not fail the others): per update, its result or the error
+        that refused it. Returns once the cache has applied them all (read-your-writes)."""
+        tickets = [
+            (target, self._fence.submit(self._decider([(target, fn)]))) for target, fn in updates
+        ]
+        out: list[WriteResult | PolicySyncError] = []
+        for target, ticket in tickets:
+            try:
+                ((_, policies, action),) = ticket.result()
+            except PolicySyncError as exc:
+                out.append(exc)
+                continue
+            if action is None:
+                out.append(WriteResult(target, policies, None, positions=ticket.positions))
+            else:
+                r = ticket.reports[0]
+                out.append(
+                    WriteResult(target, policies, action, r.partition, r.offset, ticket.positions)
+                )
+        return out
 
     def close(self) -> None:
         self._fence.close()

@@ -140,6 +140,9 @@ class TopicConfigReconciler:
         self._service: PolicyService | None = None
         self._remove_listener: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
+        #: topic -> the desired config last found (or made) equal to Kafka's: a policy
+        #: write that leaves it unchanged costs no admin call (the sweep still verifies).
+        self._verified: dict[TopicName, dict[str, str | None]] = {}
         #: How many config changes were applied (for tests and metrics).
         self.applied = 0
 
@@ -199,7 +202,7 @@ class TopicConfigReconciler:
                         for topic in await self.mapped_topics(""):
                             if self._pending:  # a write waits for no sweep
                                 await self._changed()
-                            await self.reconcile(topic)
+                            await self.reconcile(topic, verify=True)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -259,8 +262,12 @@ class TopicConfigReconciler:
         )
         return await self.mapped_topics(probe[: -len("x")])
 
-    async def reconcile(self, topic: TopicName) -> bool:
-        """Apply ``topic``'s policies to its Kafka topic if owned here; True if changed."""
+    async def reconcile(self, topic: TopicName, *, verify: bool = False) -> bool:
+        """Apply ``topic``'s policies to its Kafka topic if owned here; True if changed.
+
+        Unless ``verify``, a topic whose desired config is the one last found in Kafka is
+        not asked again (a write of an unrelated policy costs no admin round trip).
+        """
         svc = self._policies()
         if svc is None or svc.cache.state is not CacheState.READY:
             return False
@@ -277,15 +284,20 @@ class TopicConfigReconciler:
             return False
         self._retry.pop(topic, None)
         if not local:
+            self._verified.pop(topic, None)
             return False
         desired = desired_topic_config(svc.applied(topic.base))
+        if not verify and self._verified.get(topic) == desired:
+            return False
         kafka_topic = kafka_topic_of(topic)
         admin = self._admin_client()
         overrides = await asyncio.to_thread(admin.topic_overrides, kafka_topic)
         if overrides is None:
+            self._verified.pop(topic, None)
             return False  # no Kafka topic (yet): applied by the sweep once it exists
         set_, delete = _plan(desired, overrides)
         if not set_ and not delete:
+            self._verified[topic] = desired
             return False
         min_isr = set_.get("min.insync.replicas")
         if min_isr is not None:
@@ -303,6 +315,7 @@ class TopicConfigReconciler:
                 del set_["min.insync.replicas"]
                 if not set_ and not delete:
                     return False
+        self._verified.pop(topic, None)  # verified again by the next reconcile
         await asyncio.to_thread(admin.alter_topic_config, kafka_topic, set_, delete)
         self.applied += 1
         logger.info("%s: topic config set %s, reset %s", kafka_topic, set_, delete)

@@ -130,6 +130,12 @@ class Sidecar:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Never leak a process into the next test: a sidecar that ignored the signal
+            # is killed, and its exit code (-9) tells a caller that checks it.
+            self.proc.kill()
+            code = self.proc.wait()
         self._logfile.close()
         return code

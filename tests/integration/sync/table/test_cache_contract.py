@@ -349,6 +349,36 @@ def test_bulk_writes_are_read_back_at_once(services: Callable[..., PolicyService
         assert [svc.get(t) for t in targets] == [Policies({"maxConsumerPerTopic": round_})] * 4
 
 
+def test_independent_writes_fail_alone_and_are_read_back(
+    services: Callable[..., PolicyService],
+) -> None:
+    """set_each (the fence holder's side of forwarded writes): every write is decided on
+    its own, sharing group commits; a refused one (at validation or at decision) fails
+    alone, nothing of it is written, and the others are read back at once."""
+    svc = services()
+    a, b, c = (PolicyTarget.parse(f"persistent://acme/each/t{i}") for i in range(3))
+    persistence = {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 1}
+    for round_ in range(1, 4):
+        results = svc.set_each(
+            [
+                (a, {"maxConsumerPerTopic": round_}),
+                (b, {"noSuchPolicy": 1}),  # refused by validation
+                (c, {"persistence": persistence}),  # refused by the decision's rules
+                (b, {"maxProducerPerTopic": round_}),
+                (a, {"maxProducerPerTopic": round_}),  # the same key again, merged
+            ]
+        )
+        assert [type(r).__name__ for r in results] == [
+            "WriteResult", "InvalidPolicyError", "InvalidPolicyError", "WriteResult",
+            "WriteResult",
+        ]  # fmt: skip
+        assert svc.get(a) == Policies(
+            {"maxConsumerPerTopic": round_, "maxProducerPerTopic": round_}
+        )
+        assert svc.get(b) == Policies({"maxProducerPerTopic": round_})
+        assert svc.get(c) is None
+
+
 def test_restart_resumes_from_snapshot_and_sees_deletes(
     services: Callable[..., PolicyService], tmp_path: Path
 ) -> None:

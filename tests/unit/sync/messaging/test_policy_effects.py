@@ -212,6 +212,55 @@ def test_reconciler_applies_and_resets_topic_config_on_the_twin() -> None:
     assert transport.admin().topic_overrides(kafka_topic_of(topic)) == {}
 
 
+def test_reconciler_asks_kafka_only_when_the_wanted_config_changed() -> None:
+    """A write of a policy that maps to no topic config costs no admin call; the sweep
+    (verify) still compares with Kafka and repairs a config changed behind our back."""
+    from sync.messaging._topic_config import TopicConfigReconciler
+
+    transport = MemoryTransport()
+    topic = TopicName.parse("persistent://t/n/quiet")
+    kafka = kafka_topic_of(topic)
+    admin = transport.admin()
+    admin.ensure_topic(TopicSpec(kafka, 1))
+    asked: list[str] = []
+
+    class _Admin:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(admin, name)
+
+        def topic_overrides(self, name: str) -> Any:
+            asked.append(name)
+            return admin.topic_overrides(name)
+
+    transport.admin = lambda: _Admin()  # type: ignore[method-assign, assignment, return-value]
+
+    class _Svc:
+        policies: dict[str, Any] = {"retentionPolicies": {"retentionTimeInMinutes": 1}}
+        cache = type("C", (), {"state": __import__("sync").CacheState.READY})()
+
+        def applied(self, _topic: TopicName) -> dict[str, Any]:
+            return self.policies
+
+    svc = _Svc()
+    rec = TopicConfigReconciler(transport, lambda: svc, LocalOwnership())  # type: ignore[arg-type, return-value]
+
+    async def scenario() -> None:
+        assert await rec.reconcile(topic)  # applied
+        assert not await rec.reconcile(topic)  # checked once: equal
+        checks = len(asked)
+        svc.policies = {**svc.policies, "maxConsumerPerTopic": 3}  # no topic config
+        assert not await rec.reconcile(topic)
+        assert len(asked) == checks  # no admin call
+        admin.alter_topic_config(kafka, {}, ["retention.ms"])  # drift behind our back
+        assert not await rec.reconcile(topic)  # not noticed by a write...
+        assert await rec.reconcile(topic, verify=True)  # ...repaired by the sweep
+        svc.policies = {}
+        assert await rec.reconcile(topic)  # a changed wanted config is applied at once
+
+    asyncio.run(scenario())
+    assert admin.topic_overrides(kafka) == {}
+
+
 def test_reconciler_backs_off_unknown_ownership_and_drops_missing_namespaces() -> None:
     from sync._errors import NotFoundError, UnavailableError
     from sync.messaging._topic_config import RETRY_MAX_S, TopicConfigReconciler
