@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import http.client
 import json
 import time
 import urllib.error
@@ -267,6 +268,15 @@ def test_manual_compaction_and_its_status_through_the_admin_api(
     assert status == 204, body
     _wait_for(lambda: _request("GET", url)[1]["status"] == "SUCCESS", "compaction done")
     assert _read_all(client, topic, compacted=True, expect=1) == [("k", b"v2")]
+    # Another sidecar sends the admin client to the owner (Pulsar's 307).
+    other = http.client.HTTPConnection("127.0.0.1", _writer.port, timeout=30)
+    other.request("GET", f"/admin/v2/{path_of(topic)}/compaction")
+    answer = other.getresponse()
+    assert answer.status == 307
+    assert (
+        answer.getheader("Location") == f"http://127.0.0.1:1/admin/v2/{path_of(topic)}/compaction"
+    )
+    other.close()
     missing = url.replace(topic.local_name, topic.local_name + "-missing")
     status, body = _request("PUT", missing)
     assert status == 404, body
