@@ -780,6 +780,7 @@ class Connection:
                 initial_position=initial,
                 negative_ack_delay_s=0.0,  # the client waits its nack delay itself
                 durable=m.durable,  # readers: nothing committed, no Kafka group left
+                read_compacted=m.read_compacted,
             )
         except PolicySyncError as exc:
             self._error(m.request_id, exc)

@@ -10,6 +10,8 @@ def test_messaging_exports() -> None:
         [
             "AutoTopicCreation", "TopicCreator", "TopicType", "validate_override",
             "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
+            "CompactedView", "CompactionState", "CompactionStatus", "Compactor",
+            "compacted_topic_of",
             "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
