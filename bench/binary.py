@@ -6,6 +6,9 @@ Figures (printed, and returned by :func:`run`; nothing is asserted):
 * ``*_produce_per_s`` – producer throughput: 100-byte messages sent asynchronously with
   batching on (the client's defaults: 1,000 messages or 10 ms per batch, up to 1,000
   pending), counted once every send was acknowledged;
+* ``null_produce_per_s`` – the same program against :mod:`bench._null_pulsar`, a broker
+  that stores nothing and answers every SEND at once: the client program's own ceiling
+  on this machine, which neither the sidecar nor Pulsar can exceed;
 * ``*_e2e_p50_ms`` / ``*_e2e_p99_ms`` – end-to-end latency at a fixed rate
   (:data:`RATE` messages/s for :data:`LATENCY_S` seconds): the send time is written into
   the payload, the consumer (a Shared subscription, acking every message) takes the
@@ -267,6 +270,29 @@ def _sidecar(bootstrap: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def _null_pulsar() -> Iterator[str]:
+    """:mod:`bench._null_pulsar` in its own process; yields its ``pulsar://`` URL."""
+    port = _free_port()
+    proc = subprocess.Popen(  # noqa: S603 - the project's own module
+        [sys.executable, "-m", "bench._null_pulsar", str(port)], cwd=ROOT, env=dict(os.environ)
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the null Pulsar broker did not start") from None
+                time.sleep(0.05)
+        yield f"pulsar://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
 def _pulsar() -> Iterator[str | None]:
     """Apache Pulsar standalone's ``pulsar://`` URL (None when unavailable or skipped)."""
     running = os.environ.get("PULSAR_BROKER_URL")
@@ -322,6 +348,10 @@ def run(bootstrap: str | None = None, *, messages: int = MESSAGES) -> dict[str, 
     KafkaTransport(KafkaConfig(bootstrap)).admin().ensure_topic(TopicSpec(raw_topic, 1))
     out["kafka_produce_per_s"] = _raw_throughput(bootstrap, raw_topic, messages)
     out["kafka_e2e_p50_ms"], out["kafka_e2e_p99_ms"] = _raw_latency(bootstrap, raw_topic)
+    with _null_pulsar() as url:
+        out["null_produce_per_s"] = _client_throughput(
+            url, "persistent://public/default/bench-null", messages
+        )
     with _sidecar(bootstrap) as url:
         out["sidecar_produce_per_s"] = _client_throughput(url, _topic(bootstrap), messages)
         lat = _client_latency(url, _topic(bootstrap))
@@ -337,7 +367,9 @@ def run(bootstrap: str | None = None, *, messages: int = MESSAGES) -> dict[str, 
         print(f"  {key:<26} {out[key]:>12,.1f}")
     if out.get("kafka_produce_per_s"):
         print(f"  sidecar / raw Kafka throughput   {out['sidecar_produce_per_s'] / out['kafka_produce_per_s']:.2f}x")  # noqa: E501
+    print(f"  sidecar / client ceiling         {out['sidecar_produce_per_s'] / out['null_produce_per_s']:.2f}x")  # noqa: E501
     if out.get("pulsar_produce_per_s"):
+        print(f"  Pulsar / client ceiling          {out['pulsar_produce_per_s'] / out['null_produce_per_s']:.2f}x")  # noqa: E501
         print(f"  sidecar / Pulsar throughput      {out['sidecar_produce_per_s'] / out['pulsar_produce_per_s']:.2f}x")  # noqa: E501
     return out
 

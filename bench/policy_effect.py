@@ -9,6 +9,12 @@ the effect is observed on a separate ``broker-shim run`` process:
   send delayed by 11 days is refused (then accepted) by the sidecar (probed back to back).
 
 The propagation of a write to a cache (``policy.propagation``) is the floor of both.
+
+``compaction``: what one compaction costs (``compactionThreshold`` / ``topics compact``;
+its effect waits for the owner's check, every 60 s as Pulsar's): N keyed records over K
+keys compacted into the companion topic (measure the bytes since the horizon, read and
+write in one transaction, re-read the view), beside a raw confluent-kafka read of the
+same N records.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 import websockets
 
 from sync import PolicyService, PolicyTarget, ServiceConfig, TopicName, kafka_topic_of
+from sync.messaging import CompactedView, Compactor, compacted_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 
 from .messaging import _sidecar
@@ -88,6 +95,54 @@ async def _data_path(svc: PolicyService, ws_url: str, topic: TopicName, n: int) 
     return out
 
 
+def _compaction(bootstrap: str, records: int = 50_000, keys: int = 1_000) -> dict[str, Any]:
+    transport = KafkaTransport(KafkaConfig(bootstrap))
+    admin = transport.admin()
+    kafka_topic = f"p.public.default.pc{uuid.uuid4().hex[:10]}"
+    admin.ensure_topic(TopicSpec(kafka_topic, 1))
+    producer = transport.producer(linger_ms=5)
+    try:
+        for i in range(records):
+            producer.produce(kafka_topic, f"k{i % keys}".encode(), b"x" * 100, partition=0)
+            if i % 1000 == 0:
+                producer.poll(0)
+        producer.flush(60)
+    finally:
+        producer.close()
+    try:
+        consumer = transport.consumer(read_committed=True)
+        t0 = time.monotonic()
+        consumer.assign(kafka_topic, {0: 0})
+        seen = 0
+        while seen < records:
+            seen += len(consumer.consume(1000, 0.2))
+        raw_s = time.monotonic() - t0
+        consumer.close()
+        compactor = Compactor(kafka_topic)
+        t0 = time.monotonic()
+        size = compactor.bytes_since_horizon(transport, admin, 1)[0]
+        t1 = time.monotonic()
+        compactor.compact(transport, admin, 1)
+        t2 = time.monotonic()
+        view = CompactedView(kafka_topic)
+        view.refresh(transport, admin)
+        t3 = time.monotonic()
+        return {
+            "records": records,
+            "keys": keys,
+            "bytes": size,
+            "raw_confluent_kafka_read_s": round(raw_s, 3),
+            "measure_bytes_since_horizon_s": round(t1 - t0, 3),
+            "compact_s": round(t2 - t1, 3),
+            "read_compacted_view_s": round(t3 - t2, 3),
+            "view_records": len(view.records_from(0, 0)),
+        }
+    finally:
+        admin.delete_topic(kafka_topic)
+        if admin.describe_topic(compacted_topic_of(kafka_topic)) is not None:
+            admin.delete_topic(compacted_topic_of(kafka_topic))
+
+
 def run(bootstrap: str, *, n: int = 40) -> dict[str, Any]:
     """Write → effect latencies (p50/p99) on one sidecar process."""
     name = f"pe{uuid.uuid4().hex[:10]}"
@@ -107,5 +162,6 @@ def run(bootstrap: str, *, n: int = 40) -> dict[str, Any]:
         "write_to_kafka_topic_config": _summary(kafka),
         "first_write_to_kafka_topic_config_ms": round(first * 1000, 1),
         "write_to_data_path": _summary(data),
+        "compaction": _compaction(bootstrap),
         "note": "compare with policy.propagation (write -> every cache)",
     }

@@ -131,9 +131,15 @@ class WriteForwarder:
             while self._pending:
                 batch = self._pending[:FORWARD_BATCH]
                 del self._pending[:FORWARD_BATCH]
-                outcomes = await self._post(address, [w for _, w, _ in batch])
-                if outcomes is not None:
-                    await self._wait_applied(batch, outcomes)
+                try:
+                    outcomes = await self._post(address, [w for _, w, _ in batch])
+                    if outcomes is not None:
+                        await self._wait_applied(batch, outcomes)
+                except Exception as exc:  # never leave a caller waiting (pool closed, ...)
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
                 for i, (_, _, future) in enumerate(batch):
                     if not future.done():
                         future.set_result(None if outcomes is None else outcomes[i])

@@ -29,6 +29,7 @@ from sync.messaging import TopicOwnership
 from ._admin_http import POLICY_SOURCE_KEY
 from ._autocreate import topic_creator
 from ._binary_app import add_binary_listener
+from ._compaction_http import add_compaction_routes
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._http_errors import error_response
 from ._input import RETRY_AFTER_S, malformed_input
@@ -217,6 +218,8 @@ def build_app(
     if sidecar.cluster is not None:
         # First: its GET …/partitions must win over the generic …/{policy} route (issue 4).
         add_lookup_routes(app, sidecar.cluster, metrics=LookupMetrics(sidecar.metrics.registry))
+    # Before the generic …/{policy} routes: …/compaction is an action, not a policy.
+    add_compaction_routes(app)
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
     ns_policy = "/admin/v2/namespaces/{tenant}/{namespace}/{policy}"
     policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy)

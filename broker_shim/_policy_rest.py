@@ -245,7 +245,9 @@ NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
     "publishRate": RestPolicy("publishRate"),
     "subscriptionTypesEnabled": RestPolicy("subscriptionTypesEnabled"),
     "inactiveTopicPolicies": RestPolicy("inactiveTopicPolicies"),
-    "compactionThreshold": RestPolicy("compactionThreshold"),
+    "compactionThreshold": RestPolicy(
+        "compactionThreshold", check=_at_least_zero("compactionThreshold must be 0 or more")
+    ),
     "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
     "autoTopicCreation": RestPolicy("autoTopicCreationOverride", check=_check_auto_topic_creation),
 }

@@ -87,6 +87,19 @@ HEADER_SEQUENCE: Final = "__pulsar.seq"
 SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"
 #: Version tag of the individual-ack set carried in a subscription's commit metadata.
 ACK_SET_METADATA_PREFIX: Final = "ps1:"
+#: Topic compaction (``compactionThreshold``): the companion compacted Kafka topic of a
+#: data topic is ``<prefix><kafka topic>`` (never a mapped name: those have no prefix).
+COMPACTED_TOPIC_PREFIX: Final = "cmp."
+#: Headers of a companion record: the offset of the message it copies in the data topic's
+#: partition and that message's publish time (decimal epoch milliseconds).
+HEADER_COMPACTED_OFFSET: Final = "__pulsar.compacted.offset"
+HEADER_COMPACTED_PUBLISH_TIME: Final = "__pulsar.compacted.publishTime"
+#: The horizon record closing each compaction of a partition: this key (0xFF never occurs
+#: in UTF-8, so no Pulsar message key equals it) and the horizon as a decimal value.
+COMPACTION_HORIZON_KEY: Final = b"\xff__pulsar.compaction.horizon"
+#: Transactional id of the writer of a companion: ``<prefix><kafka topic>`` (the next
+#: owner's writer fences the previous one).
+COMPACTOR_TRANSACTIONAL_ID_PREFIX: Final = "policy-sync.compactor/"
 
 # -- broker registry, namespace bundles, bundle ownership, lookup (sync.cluster) --
 #: Compacted topic shared by every cluster: broker registrations, group membership

@@ -18,10 +18,11 @@ from __future__ import annotations
 import functools
 import string
 
+from ._constants import COMPACTED_TOPIC_PREFIX
 from ._errors import InvalidTopicNameError
 from ._names import TopicDomain, TopicName
 
-__all__ = ["KAFKA_TOPIC_MAX_LEN", "kafka_topic_of", "pulsar_topic_of"]
+__all__ = ["KAFKA_TOPIC_MAX_LEN", "compacted_topic_of", "kafka_topic_of", "pulsar_topic_of"]
 
 KAFKA_TOPIC_MAX_LEN = 249
 _PLAIN = frozenset((string.ascii_letters + string.digits + "-").encode("ascii"))
@@ -83,3 +84,10 @@ def pulsar_topic_of(kafka_topic: str) -> TopicName:
     domain = _DOMAIN[parts[0]]
     tenant, namespace, local = (_unescape(p) for p in parts[1:])
     return TopicName(domain, tenant, namespace, local)
+
+
+def compacted_topic_of(kafka_topic: str) -> str:
+    """The companion compacted topic of a data topic (topic compaction: the latest message
+    per key up to a horizon; see :mod:`sync.messaging._compaction`). Its prefix makes it
+    no mapped name, so :func:`pulsar_topic_of` refuses it and topic listings skip it."""
+    return COMPACTED_TOPIC_PREFIX + kafka_topic

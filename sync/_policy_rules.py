@@ -9,11 +9,11 @@ reason (HTTP 412 on the REST API) before anything is written:
 * policies with no Kafka mapping on this cluster: ``replicationClusters`` naming more
   than one cluster (one Kafka cluster, no replicator; the REST API has checked that a
   single entry is the local cluster), ``schemaCompatibilityStrategy`` (no schema
-  registry), ``shadowTopics`` (no shadow topics) and a ``compactionThreshold`` above 0
-  (Kafka compaction rewrites the topic itself and refuses messages without a key, while
-  Pulsar's compacted view leaves the topic untouched). Removing them (``null``) or
+  registry) and ``shadowTopics`` (no shadow topics). Removing them (``null``) or
   setting their "off" value is accepted. ``schemaValidationEnforced`` is accepted: no
   topic has a schema here, and Pulsar enforces nothing on a topic without one either.
+  ``compactionThreshold`` is accepted and applied by :mod:`sync.messaging._compaction`
+  (a companion compacted topic per topic).
 """
 
 from __future__ import annotations
@@ -49,12 +49,6 @@ def unsupported_reason(name: str, value: Any) -> str | None:
         return "schemaCompatibilityStrategy: not supported on this cluster (no schema registry)"
     if name == "shadowTopics" and len(value) > 0:
         return "shadowTopics: shadow topics are not supported on this cluster"
-    if name == "compactionThreshold" and int(value) > 0:
-        return (
-            "compactionThreshold: topic compaction is not supported on this cluster "
-            "(Kafka compaction would rewrite the topic itself and refuse messages without a "
-            "key; Pulsar's compacted view has no Kafka equivalent)"
-        )
     return None
 
 

@@ -167,7 +167,7 @@ class _Send:
         return self.remaining <= 0 or self.error is not None
 
     def answer(self, message_id: MessageId | None, error: PolicySyncError | None) -> None:
-        """Delivery callback of one message of the batch (runs on the loop)."""
+        """The engine's one completion of the batch (runs on the loop)."""
         self.remaining -= 1
         if error is not None:
             if self.error is None:
@@ -662,10 +662,13 @@ class Connection:
             self._hold(prod)
             return
         highest = send.highest_sequence_id or metadata.highest_sequence_id or send.sequence_id
-        pending = _Send(prod, send.sequence_id, highest, len(messages))
+        # One completion per SEND: the engine answers once the last message is stored.
+        pending = _Send(prod, send.sequence_id, highest, 1 if messages else 0)
         prod.pending.append(pending)
         prod.drained.clear()
-        if prod.handle.closed:
+        if not messages:
+            pass  # every message of the batch was compacted out: answered at once
+        elif prod.handle.closed:
             pending.error = (api.ServiceNotReady, "Producer is closed")
         else:
             # Every message is checked before the first one is queued: a batch is stored
@@ -680,22 +683,18 @@ class Connection:
                     )
                     break
             else:
-                deliver_at = (
-                    metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
-                )
-                for msg in messages:
-                    try:
-                        prod.handle.send(
-                            msg.payload,
-                            pending.answer,
-                            key=msg.key,
-                            properties=msg.properties or None,
-                            event_time_ms=msg.event_time_ms,
-                            sequence_id=msg.sequence_id,
-                            deliver_at_ms=deliver_at,
-                        )
-                    except PolicySyncError as exc:
-                        pending.answer(None, exc)
+                try:
+                    prod.handle.send_batch(
+                        messages,
+                        pending.answer,
+                        deliver_at_ms=(
+                            metadata.deliver_at_time
+                            if metadata.HasField("deliver_at_time")
+                            else None
+                        ),
+                    )
+                except PolicySyncError as exc:
+                    pending.answer(None, exc)
         prod.flush()
 
     def _hold(self, prod: _Producer) -> None:
@@ -781,6 +780,7 @@ class Connection:
                 initial_position=initial,
                 negative_ack_delay_s=0.0,  # the client waits its nack delay itself
                 durable=m.durable,  # readers: nothing committed, no Kafka group left
+                read_compacted=m.read_compacted,
             )
         except PolicySyncError as exc:
             self._error(m.request_id, exc)

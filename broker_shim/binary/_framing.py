@@ -25,13 +25,13 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import cramjam
 import crc32c
 from google.protobuf.message import DecodeError
 
 from sync.errors import InvalidInputError
+from sync.messaging import OutboundMessage
 
 from . import PulsarApi_pb2 as api
 
@@ -84,15 +84,9 @@ class Frame:
     payload: bytes = b""
 
 
-class SingleMessage(NamedTuple):
-    """One message of a SEND (a batch is unpacked into several); a tuple: thousands are
-    made per second."""
-
-    payload: bytes
-    key: str | None
-    properties: dict[str, str]
-    event_time_ms: int | None
-    sequence_id: int
+#: One message of a SEND (a batch is unpacked into several): the engine's own
+#: :class:`~sync.messaging.OutboundMessage` tuple, handed to it as is.
+SingleMessage = OutboundMessage
 
 
 def _parse(
@@ -225,9 +219,7 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
     event = metadata.event_time or None
     if not metadata.HasField("num_messages_in_batch"):
         key = metadata.partition_key if metadata.HasField("partition_key") else None
-        return [
-            SingleMessage(data, key, _props(metadata.properties), event, metadata.sequence_id)
-        ]
+        return [SingleMessage(data, key, _props(metadata.properties), event, metadata.sequence_id)]
     count = metadata.num_messages_in_batch
     if count < 1:
         raise FrameError(f"num_messages_in_batch is {count}")
@@ -236,6 +228,7 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
     append = out.append
     parse = api.SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
+    new = tuple.__new__
     total = len(data)
     first_seq = metadata.sequence_id
     pos = 0
@@ -263,13 +256,22 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
         if single.compacted_out:
             continue
         props = single.properties
+        # A non-default value is a present field: HasField only for the default values.
+        key = single.partition_key or ("" if single.HasField("partition_key") else None)
+        sequence = single.sequence_id or (
+            0 if single.HasField("sequence_id") else first_seq + index
+        )
+        # tuple.__new__: the NamedTuple's own __new__ is a Python frame per message.
         append(
-            SingleMessage(
-                body,
-                single.partition_key if single.HasField("partition_key") else None,
-                {kv.key: kv.value for kv in props} if props else {},
-                single.event_time or event,
-                single.sequence_id if single.HasField("sequence_id") else first_seq + index,
+            new(
+                SingleMessage,
+                (
+                    body,
+                    key,
+                    {kv.key: kv.value for kv in props} if props else {},
+                    single.event_time or event,
+                    sequence,
+                ),
             )
         )
     if pos != len(data):

@@ -25,7 +25,7 @@ from sync._errors import (
     UnavailableError,
     UnprocessableError,
 )
-from sync._kafka_names import kafka_topic_of
+from sync._kafka_names import compacted_topic_of, kafka_topic_of
 from sync._names import PARTITION_SUFFIX, NamespaceName, TopicName, parse_topic_cached
 from sync.transport import TopicSpec, Transport
 
@@ -493,7 +493,11 @@ class ClusterAdmin:
             return Change({topic_key(topic): None}, record)
 
         record = self.writer.update(decide)
-        self._transport.admin().delete_topic(record.kafka_topic, self.timeout_s)
+        admin = self._transport.admin()
+        admin.delete_topic(record.kafka_topic, self.timeout_s)
+        companion = compacted_topic_of(record.kafka_topic)  # topic compaction's companion
+        if admin.describe_topic(companion, self.timeout_s) is not None:
+            admin.delete_topic(companion, self.timeout_s)
         logger.info("deleted topic %s (Kafka topic %s)", topic.base, record.kafka_topic)
 
     # -- KV config (RocketMQ NameServer) ------------------------------------------------

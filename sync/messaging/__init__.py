@@ -10,6 +10,8 @@ One file per behaviour:
 * ``_ratelimit.py`` – dispatch-rate token buckets;
 * ``_backlog.py`` – backlog measurement and backlog-quota decisions;
 * ``_topic_config.py`` – policies applied as the Kafka topic's own config;
+* ``_compaction.py`` – topic compaction: the companion compacted topic, its view for
+  ``readCompacted`` subscriptions, the owner's threshold check;
 * ``_policy.py`` – the policies messaging reads;
 * ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
 * ``_ownership.py`` – the seam to bundle ownership;
@@ -34,6 +36,13 @@ from .._errors import (
 )
 from ._autocreate import AutoTopicCreation, TopicCreator, TopicType, validate_override
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogQuotas
+from ._compaction import (
+    CompactedView,
+    CompactionState,
+    CompactionStatus,
+    Compactor,
+    compacted_topic_of,
+)
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
@@ -46,6 +55,7 @@ from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
 from ._producer import (
     MessageId,
+    OutboundMessage,
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
@@ -70,8 +80,14 @@ __all__ = [
     "BACKLOG_EXCEEDED",
     "BacklogAction",
     "BacklogQuotas",
+    "CompactedView",
+    "CompactionState",
+    "CompactionStatus",
+    "Compactor",
+    "compacted_topic_of",
     "DuplicateInFlightError",
     "MessageId",
+    "OutboundMessage",
     "PartitionedProducer",
     "ProducerClient",
     "ProducerConfig",

@@ -216,7 +216,8 @@ class RecordSizes:
         for p, end in ends.items():
             low = max(lows.get(p, end), end - self.max_indexed)
             sizes = self.parts.get(p)
-            if sizes is None or sizes.upto < low or sizes.base > low:
+            # Indexed beyond the end: the topic was deleted and created again; start over.
+            if sizes is None or sizes.upto < low or sizes.base > low or sizes.upto > end:
                 sizes = self.parts[p] = PartitionSizes(low)
             sizes.drop_below(low)
             if sizes.upto < end:

@@ -69,6 +69,9 @@ class MessagingConfig:
             is 60).
         topic_config_sweep_s: how often every owned topic's Kafka config is compared with
             its policies even without a change notification.
+        compaction_check_s: how often the owner compares every owned topic's bytes since
+            its last compaction with its ``compactionThreshold`` (Pulsar's
+            ``brokerServiceCompactionMonitorIntervalInSeconds`` is 60).
     """
 
     default_receiver_queue_size: int = 1000
@@ -95,6 +98,7 @@ class MessagingConfig:
     unloaded_expiry_check_s: float = 10.0
     inactive_topic_check_s: float = 10.0
     topic_config_sweep_s: float = 30.0
+    compaction_check_s: float = 60.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

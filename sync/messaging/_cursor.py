@@ -283,6 +283,12 @@ class PartitionCursor:
             self._skip_idx += 1
         return not (self._skip_idx < len(skip) and skip[self._skip_idx][0] <= offset)
 
+    def skip_to(self, offset: int) -> None:
+        """Treat every offset below ``offset`` not read yet as acknowledged (compacted
+        out of a ``readCompacted`` subscription's view: the position moves past them)."""
+        if offset > self.read_pos:
+            self.read_pos = offset
+
     def add(self, entry: Entry) -> None:
         """Track an accepted message until it is acknowledged."""
         self.entries[entry.offset] = entry

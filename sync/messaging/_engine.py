@@ -47,6 +47,7 @@ from sync import CacheState, PolicyService, PolicyTarget
 from sync._constants import GLOBAL_KEY_PREFIX, HEADER_SEQUENCE, NAMESPACE_KEY_PREFIX
 from sync._errors import (
     CacheStateError,
+    ConflictError,
     ConsumerBusyError,
     DuplicateInFlightError,
     InvalidInputError,
@@ -57,6 +58,7 @@ from sync._errors import (
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
+    TransportError,
     UnavailableError,
 )
 from sync._kafka_names import kafka_topic_of
@@ -64,6 +66,7 @@ from sync._names import TopicName
 from sync._policies import Policies
 from sync.messaging._producer import (
     MessageId,
+    OutboundMessage,
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
@@ -81,6 +84,13 @@ from ._backlog import (
     RecordSizes,
     measure_backlog,
     moved_position,
+)
+from ._compaction import (
+    CompactedView,
+    CompactionState,
+    CompactionStatus,
+    Compactor,
+    over_threshold,
 )
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
@@ -220,6 +230,80 @@ class ProducerHandle:
         ts.published_bytes += len(payload)
         self._on_queued()
 
+    def send_batch(
+        self,
+        messages: list[OutboundMessage],
+        callback: SendCallback,
+        *,
+        deliver_at_ms: int | None = None,
+    ) -> None:
+        """Route and queue a producer's batch (one SEND frame); ``callback`` runs ONCE, on
+        the engine's loop, when the last message is answered: the lowest message id
+        stored, or the first error.
+
+        The same rules as :meth:`send`, checked once per batch where they are the same for
+        every message (``maxMessageSize``, the delayed-delivery limit, ``publishRate``
+        accounting): every message is checked before the first is queued, so a refusal
+        raises and writes nothing. With deduplication on for a named producer each
+        message goes through :meth:`send` (its own verdict), answered together.
+
+        Raises:
+            MessageTooLargeError, InvalidInputError, RoutingError, NotAllowedError:
+                nothing was queued.
+        """
+        if not messages:
+            asyncio.get_running_loop().call_soon(callback, None, None)
+            return
+        ts = self.topic_state
+        limits = ts.limits
+        if limits.dedup_enabled and self.producer.config.producer_name:
+            gather = _Gather(len(messages), callback)
+            for payload, key, properties, event_time_ms, sequence_id in messages:
+                try:
+                    self.send(
+                        payload,
+                        gather,
+                        key=key,
+                        properties=dict(properties) if properties else None,
+                        event_time_ms=event_time_ms,
+                        sequence_id=sequence_id,
+                        deliver_at_ms=deliver_at_ms,
+                    )
+                except PolicySyncError as exc:
+                    gather(None, exc)
+            return
+        reserved = None
+        if deliver_at_ms is not None:
+            delay = deliver_at_ms - int(time.time() * 1000)
+            if (
+                limits.delayed_enabled
+                and limits.delayed_max_ms > 0
+                and delay > limits.delayed_max_ms
+            ):
+                raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
+            if delay > 0:
+                reserved = [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))]
+        routed = self.producer.send_batch(
+            messages,
+            callback,
+            max_message_size=limits.max_message_size,
+            reserved_headers=reserved,
+            origin=self._origin,
+        )
+        total = 0
+        for message in messages:
+            total += len(message[0])
+        limiters = ts.publish_limiters
+        if limiters:
+            if isinstance(routed, int):
+                _take(limiters[routed], total, len(messages))
+            else:
+                for message, partition in zip(messages, routed, strict=True):
+                    _take(limiters[partition], len(message[0]), 1)
+        ts.published_msgs += len(messages)
+        ts.published_bytes += total
+        self._on_queued()
+
     def publish_wait_s(self) -> float:
         """How long the front end should stop reading this producer (``publishRate``):
         0.0 unless a partition it writes to is over its rate (Pulsar pauses the
@@ -271,6 +355,38 @@ class ProducerHandle:
 
     def __repr__(self) -> str:
         return f"ProducerHandle({self.producer.topic}, {self.state.value})"
+
+
+def _take(limiter: RateLimiter | None, nbytes: int, msgs: int) -> None:
+    """Account sent messages against a ``publishRate`` bucket (refilled first)."""
+    if limiter is not None and not limiter.spec.unlimited:
+        limiter.wait_s(0)
+        limiter.consume(nbytes, msgs)
+
+
+class _Gather:
+    """Answers a batch sent message by message once: the lowest id, or the first error."""
+
+    __slots__ = ("callback", "error", "first", "remaining")
+
+    def __init__(self, count: int, callback: SendCallback) -> None:
+        self.remaining = count
+        self.callback = callback
+        self.first: MessageId | None = None
+        self.error: PolicySyncError | None = None
+
+    def __call__(self, message_id: MessageId | None, error: PolicySyncError | None) -> None:
+        if error is not None:
+            if self.error is None:
+                self.error = error
+        elif message_id is not None and (self.first is None or message_id < self.first):
+            self.first = message_id
+        self.remaining -= 1
+        if self.remaining == 0:
+            if self.error is not None:
+                self.callback(None, self.error)
+            else:
+                self.callback(self.first, None)
 
 
 def _dedup_report(
@@ -425,6 +541,12 @@ class MessagingEngine:
         #: Record sizes of the backlogs of topics with a ``limitSize`` quota.
         self._record_sizes: dict[str, RecordSizes] = {}
         self._sizes_locks: dict[str, asyncio.Lock] = {}
+        #: Topic compaction (``compactionThreshold``): one compactor (and its view of the
+        #: companion topic) per Kafka topic, each used under its own lock.
+        self._compactors: dict[str, Compactor] = {}
+        self._compaction_locks: dict[str, asyncio.Lock] = {}
+        #: Completed compaction sweeps (tests wait for one to have run after a change).
+        self.compaction_sweeps = 0
         self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
@@ -631,7 +753,7 @@ class MessagingEngine:
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
         last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
-        last_inactive = last_cold_expiry = time.monotonic()
+        last_inactive = last_cold_expiry = last_compaction = time.monotonic()
         while True:
             try:
                 svc = self._policies()
@@ -671,6 +793,9 @@ class MessagingEngine:
                 if now - last_cold_expiry >= self.config.unloaded_expiry_check_s:
                     last_cold_expiry = now
                     self._spawn_sweep("expire-unloaded", self.expire_unloaded)
+                if now - last_compaction >= self.config.compaction_check_s:
+                    last_compaction = now
+                    self._spawn_sweep("compaction", self.compact_due)
                 if now - last_owner >= self.config.ownership_check_s:
                     last_owner = now
                     await self._check_ownership()
@@ -903,6 +1028,126 @@ class MessagingEngine:
                 self._idle_since.pop(topic, None)
                 deleted.append(topic)
         return deleted
+
+    # -- topic compaction --------------------------------------------------------------
+    def _compactor(self, kafka_topic: str) -> tuple[Compactor, asyncio.Lock]:
+        compactor = self._compactors.get(kafka_topic)
+        if compactor is None:
+            compactor = self._compactors[kafka_topic] = Compactor(kafka_topic)
+        lock = self._compaction_locks.setdefault(kafka_topic, asyncio.Lock())
+        return compactor, lock
+
+    async def compact_due(self) -> int:
+        """Compact the partitions of owned topics whose bytes since the last compaction
+        exceed their ``compactionThreshold`` (Pulsar's ``checkCompaction``, every
+        ``compaction_check_s``). Returns how many topics were compacted."""
+        svc = self._policies()
+        if svc is None or svc.cache.state is not CacheState.READY:
+            return 0
+        admin = self._admin_client()
+        compacted = 0
+        for topic in await self.topic_configs.mapped_topics():
+            threshold = int(svc.applied(topic).get("compactionThreshold") or 0)
+            if threshold <= 0 or not (await self.ownership.owner_of(topic)).local:
+                continue
+            kafka_topic = kafka_topic_of(topic)
+            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+            if desc is None:
+                continue
+            compactor, lock = self._compactor(kafka_topic)
+            if lock.locked():
+                continue  # a compaction of this topic is running
+            async with lock:
+                sizes = await asyncio.to_thread(
+                    compactor.bytes_since_horizon, self.transport, admin, desc.partitions
+                )
+                due = over_threshold(sizes, threshold)
+                if not due:
+                    continue
+                logger.info(
+                    "%s: %s bytes since the last compaction exceed compactionThreshold %d "
+                    "on partitions %s",
+                    topic,
+                    {p: sizes[p] for p in due},
+                    threshold,
+                    due,
+                )
+                await self._run_compaction(compactor, admin, desc.partitions, due)
+                compacted += 1
+        self.compaction_sweeps += 1
+        return compacted
+
+    async def _run_compaction(
+        self, compactor: Compactor, admin: Admin, num_partitions: int, partitions: list[int] | None
+    ) -> None:
+        status = compactor.status
+        status.status, status.last_error = CompactionState.RUNNING, ""
+        try:
+            await asyncio.to_thread(
+                compactor.compact, self.transport, admin, num_partitions, partitions
+            )
+        except Exception as exc:
+            status.status, status.last_error = CompactionState.ERROR, str(exc)
+            raise
+        status.status = CompactionState.SUCCESS
+        status.runs += 1
+        status.horizons = compactor.view.horizons
+
+    async def start_compaction(self, topic: TopicName) -> asyncio.Task[None]:
+        """Start compacting every partition of ``topic`` now, whatever the threshold
+        (Pulsar's ``topics compact``); the returned task ends when it is written (its
+        outcome is in :meth:`compaction_status`).
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            ConflictError: a compaction of the topic is running (Pulsar: 409).
+        """
+        kafka_topic = kafka_topic_of(topic)
+        admin = self._admin_client()
+        desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
+        if desc is None:
+            raise TopicNotFoundError(f"Topic {topic.base} not found", topic=str(topic))
+        compactor, lock = self._compactor(kafka_topic)
+        if lock.locked() or compactor.status.status is CompactionState.RUNNING:
+            raise ConflictError("Compaction already in progress")
+        compactor.status.status = CompactionState.RUNNING
+
+        async def run() -> None:
+            try:
+                async with lock:
+                    await self._run_compaction(compactor, admin, desc.partitions, None)
+            except Exception:
+                logger.exception("compaction of %s failed", topic)
+
+        task = asyncio.create_task(run(), name=f"compact:{topic}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def compact(self, topic: TopicName) -> None:
+        """:meth:`start_compaction` and wait for it.
+
+        Raises:
+            TopicNotFoundError, ConflictError: as :meth:`start_compaction`.
+            TransportError: Kafka failed; nothing of this compaction is visible.
+        """
+        await (await self.start_compaction(topic))
+        status = self.compaction_status(topic)
+        if status.status is CompactionState.ERROR:
+            raise TransportError(f"compaction of {topic} failed: {status.last_error}")
+
+    def compaction_status(self, topic: TopicName) -> CompactionStatus:
+        """The last compaction of ``topic`` started by this sidecar (NOT_RUN: none)."""
+        compactor = self._compactors.get(kafka_topic_of(topic))
+        return CompactionStatus() if compactor is None else compactor.status
+
+    async def _compacted_view(self, ts: TopicState) -> CompactedView | None:
+        """The topic's compacted view for a ``readCompacted`` subscription (None: the
+        topic was never compacted)."""
+        compactor, lock = self._compactor(ts.kafka_topic)
+        async with lock:
+            await asyncio.to_thread(compactor.view.refresh, self.transport, self._admin_client())
+            return compactor.view.snapshot() if compactor.view.horizons else None
 
     # -- deduplication -----------------------------------------------------------------
     async def _load_dedup(self, ts: TopicState) -> None:
@@ -1160,12 +1405,16 @@ class MessagingEngine:
         negative_ack_delay_s: float | None = None,
         durable: bool = True,
         start_message_id: MessageId | None = None,
+        read_compacted: bool = False,
     ) -> Consumer:
         """Attach a consumer, creating the (durable) subscription if needed.
 
         ``durable=False``: a reader's subscription (Pulsar's non-durable cursor), which
         commits nothing and ends with its consumer; ``start_message_id``: it starts right
         after that message (on its partition; the others at ``initial_position``).
+        ``read_compacted``: a subscription loaded for this consumer reads the topic's
+        compacted view up to the compaction horizon, then the topic (Exclusive and
+        Failover only, as Pulsar; a subscription already loaded keeps how it reads).
 
         Raises:
             InvalidInputError: empty subscription name.
@@ -1194,6 +1443,7 @@ class MessagingEngine:
                 negative_ack_delay_s=negative_ack_delay_s,
                 durable=durable,
                 start_message_id=start_message_id,
+                read_compacted=read_compacted,
             )
 
     @contextlib.contextmanager
@@ -1221,7 +1471,13 @@ class MessagingEngine:
         negative_ack_delay_s: float | None,
         durable: bool = True,
         start_message_id: MessageId | None = None,
+        read_compacted: bool = False,
     ) -> Consumer:
+        if read_compacted and not sub_type.single_active:
+            raise NotAllowedError(
+                "readCompacted only allowed on failover or exclusive subscriptions",
+                topic=str(topic),
+            )
         missing = f"Topic {topic} does not exist" if self._create_topic else None
         async with self._locked(topic, limits, missing) as ts:
             parts = _partitions_of(topic, ts.num_partitions)
@@ -1277,6 +1533,7 @@ class MessagingEngine:
                         "Subscription reached max consumers limit", topic=str(topic)
                     )
             if sub is None:
+                compacted = await self._compacted_view(ts) if read_compacted else None
                 sub = Subscription(
                     topic=ts.topic,
                     kafka_topic=ts.kafka_topic,
@@ -1290,6 +1547,7 @@ class MessagingEngine:
                     on_idle=lambda s: self._spawn(self._close_idle(ts, s), "close-idle-sub"),
                     durable=durable,
                     start_offsets=_start_offsets(start_message_id, ts.num_partitions),
+                    compacted=compacted,
                 )
                 ts.subscriptions[subscription] = sub
                 try:

@@ -27,6 +27,7 @@ from typing import Any
 
 from sync.transport import Admin
 
+from ._compaction import delete_companion
 from ._dedup import dedup_group
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ def inactive_verdict(
 def delete_topic(admin: Admin, kafka_topic: str, groups: list[str]) -> None:
     """Blocking: delete the Kafka topic and every group that belongs to it."""
     admin.delete_topic(kafka_topic)
+    delete_companion(admin, kafka_topic)
     for group in [*groups, dedup_group(kafka_topic)]:
         admin.delete_group(group)
     logger.info("%s deleted as inactive (with %d subscription group(s))", kafka_topic, len(groups))

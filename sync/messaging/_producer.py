@@ -45,6 +45,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
+from typing import NamedTuple
 
 from .._constants import (
     HEADER_EVENT_TIME,
@@ -74,7 +75,16 @@ from ..routing import (
     checked_choose,
     make_router,
 )
-from ..transport import Admin, DeliveryReport, Header, Producer, Transport
+from ..transport import (
+    Admin,
+    BatchCallback,
+    BatchReport,
+    DeliveryReport,
+    Header,
+    Producer,
+    Record,
+    Transport,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +92,7 @@ __all__ = [
     "DeliveryError",
     "MessageId",
     "MessageTooLargeError",
+    "OutboundMessage",
     "PartitionedProducer",
     "ProducerClient",
     "ProducerConfig",
@@ -95,6 +106,18 @@ __all__ = [
 
 #: Called once per message: ``(message_id, None)`` on success, ``(None, error)`` otherwise.
 SendCallback = Callable[["MessageId | None", "PolicySyncError | None"], None]
+
+
+class OutboundMessage(NamedTuple):
+    """One message to send in a batch (:meth:`PartitionedProducer.send_batch`); a tuple:
+    a busy producer makes thousands per second."""
+
+    payload: bytes
+    key: str | None = None
+    properties: Mapping[str, str] | None = None
+    event_time_ms: int | None = None
+    sequence_id: int | None = None
+
 
 _UINT64 = (1 << 64) - 1
 _UNKEYED = RoutedMessage()
@@ -381,6 +404,30 @@ class ProducerClient:
         if self._thread is not None and not self._wake.is_set():
             self._wake.set()  # Event.set() takes a lock: skip it when already set
 
+    def produce_many(self, topic: str, records: list[Record], on_done: BatchCallback) -> None:
+        """Queue ``records`` (each ``(partition, key, value, headers)``); ``on_done`` runs
+        once, where reports are served (see class), when the last one is answered."""
+        if self._closed:
+            raise ConfigurationError("producer client is closed")
+        count = len(records)
+        with self._sent_lock:
+            self._sent += count
+        try:
+            self._producer.produce_many(
+                topic, records, functools.partial(self._batch_report, on_done, count)
+            )
+        except BaseException:
+            with self._sent_lock:
+                self._sent -= count
+            raise
+        if self._thread is not None and not self._wake.is_set():
+            self._wake.set()
+
+    def _batch_report(self, on_done: BatchCallback, count: int, report: BatchReport) -> None:
+        with self._done_lock:
+            self._done += count  # records never queued (a partial failure) count as done
+        on_done(report)
+
     def _report(
         self, on_delivery: Callable[[DeliveryReport], None], report: DeliveryReport
     ) -> None:
@@ -503,6 +550,24 @@ def _report_to(
                 f"Kafka did not store the message on {topic}[{partition}]: {report.error}",
                 topic=topic,
                 partition=partition,
+                error=report.error,
+            ),
+        )
+
+
+def _batch_to(callback: SendCallback, partitioned: bool, topic: str, report: BatchReport) -> None:
+    """Turn one batch report into ``callback(lowest message_id, first error)``."""
+    if report.error is None:
+        partition = report.partition
+        callback(MessageId(partition if partitioned else -1, report.offset), None)
+    else:
+        callback(
+            None,
+            DeliveryError(
+                f"Kafka did not store the message on {topic}[{report.error_partition}]: "
+                f"{report.error}",
+                topic=topic,
+                partition=report.error_partition,
                 error=report.error,
             ),
         )
@@ -651,6 +716,81 @@ class PartitionedProducer:
             on_delivery,
         )
         return partition
+
+    def send_batch(
+        self,
+        messages: list[OutboundMessage],
+        callback: SendCallback,
+        *,
+        max_message_size: int | None = None,
+        reserved_headers: list[Header] | None = None,
+        origin: Header | None = None,
+    ) -> int | list[int]:
+        """Queue ``messages`` (at least one) in order; ``callback(message_id, error)`` runs
+        ONCE, when Kafka has answered the last of them: the lowest message id stored, or
+        the first error.
+
+        Every message is checked (size, properties) and routed before the first one is
+        queued, so a refusal writes nothing. The headers each message carries are those of
+        :meth:`send_callback`: its properties and event time, then ``reserved_headers``
+        (shared by all), then, with ``origin`` (the producer-name header), the origin
+        pair ``origin, (HEADER_SEQUENCE, sequence_id)`` for messages with a sequence id.
+        A producer writing to one partition routes once for the whole batch.
+
+        Returns the partition every message went to, or one partition per message when
+        the router spread them.
+
+        Raises:
+            MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
+        """
+        if self._closed:
+            raise ConfigurationError(f"producer on {self.topic} is closed")
+        limit = max_message_size if max_message_size is not None else self.config.max_message_size
+        if limit is not None:
+            for message in messages:
+                if len(message[0]) > limit:
+                    raise MessageTooLargeError(
+                        f"Message size {len(message[0])} is larger than the topic's "
+                        f"maxMessageSize {limit} ({self.topic})",
+                        topic=str(self.topic),
+                        size=len(message[0]),
+                        limit=limit,
+                    )
+        single = self._fixed if self._fixed >= 0 else 0 if self.num_partitions == 1 else -1
+        shared = reserved_headers or []
+        records: list[Record] = []
+        append = records.append
+        routed: list[int] = []
+        for payload, key, properties, event_time_ms, sequence_id in messages:
+            if properties or event_time_ms is not None:
+                headers = encode_headers(properties, event_time_ms) or []
+                headers += shared
+            else:
+                headers = shared[:] if shared else []
+            if origin is not None and sequence_id is not None:
+                headers.append(origin)
+                headers.append((HEADER_SEQUENCE, b"%d" % sequence_id))
+            if single >= 0:
+                partition = single
+            else:
+                partition = self._choose(
+                    _UNKEYED if key is None else RoutedMessage(key=key), self._metadata
+                )
+                routed.append(partition)
+            append(
+                (
+                    partition,
+                    None if key is None else key.encode("utf-8", "surrogatepass"),
+                    payload,
+                    headers or None,
+                )
+            )
+        self._client.produce_many(
+            self.kafka_topic,
+            records,
+            functools.partial(_batch_to, callback, self.partitioned, self.kafka_topic),
+        )
+        return single if single >= 0 else routed
 
     def send_async(
         self,

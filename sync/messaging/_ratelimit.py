@@ -69,11 +69,11 @@ class RateLimiter:
                 wait = max(wait, (need - self._byte_tokens) * spec.period_s / spec.nbytes)
         return wait
 
-    def consume(self, nbytes: int) -> None:
-        """Take one message of ``nbytes`` (call after :meth:`wait_s` said 0.0)."""
+    def consume(self, nbytes: int, msgs: int = 1) -> None:
+        """Take ``msgs`` messages of ``nbytes`` in all (call after :meth:`wait_s` said 0.0)."""
         spec = self.spec
         if spec.msgs > 0:
-            self._msg_tokens -= 1.0
+            self._msg_tokens -= msgs
         if spec.nbytes > 0:
             self._byte_tokens -= nbytes
 

@@ -19,6 +19,10 @@ Dispatch, per subscription type:
   while a consumer holds unacknowledged messages of a key, that key's later messages wait
   for it even if the ring now points elsewhere, so per-key order holds across joins.
 
+A ``readCompacted`` subscription (Exclusive/Failover, readers) takes, on load, the
+compacted view's messages below each partition's compaction horizon instead of the
+topic's, then reads the topic from the horizon (see :mod:`._compaction`).
+
 Every delivery takes a token from the topic's ``dispatchRate`` limiter of that partition
 and from this subscription's ``subscriptionDispatchRate`` limiter of that partition.
 
@@ -72,6 +76,7 @@ from sync._names import TopicName
 from sync.messaging._producer import MessageId
 from sync.transport import Message, Transport
 
+from ._compaction import CompactedRecord, CompactedView
 from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer, Delivery
 from ._cursor import Entry, PartitionCursor
@@ -160,8 +165,11 @@ class Subscription:
         on_idle: Callable[[Subscription], None],
         durable: bool = True,
         start_offsets: Mapping[int, int] | None = None,
+        compacted: CompactedView | None = None,
     ) -> None:
         self.topic = topic
+        #: ``readCompacted``: the compacted view read below each partition's horizon.
+        self._compacted = compacted
         self.durable = durable
         self._start_offsets = dict(start_offsets or {})
         self.kafka_topic = kafka_topic
@@ -255,6 +263,8 @@ class Subscription:
                 )
                 self._last_commit[p] = (offset, metadata)
             self._last_commit_at = time.monotonic()
+            if self._compacted is not None:
+                self._read_compacted(self._compacted)
             await reader.assign({p.index: p.cursor.read_pos for p in self._parts})
         except BaseException:
             self._set_state(SubscriptionState.FAILED)
@@ -453,27 +463,57 @@ class Subscription:
             part = parts[p]
             if not part.cursor.accept(offset):
                 continue
-            raw_key = m.key()
-            entry = Entry(
-                p,
-                offset,
-                None if raw_key is None else raw_key.decode("utf-8", "replace"),
-                m.value() or b"",
-                m.headers(),
-                m.timestamp()[1],
-            )
-            headers = entry.headers
-            if headers:
-                for name, value in headers:
-                    if name == HEADER_DELIVER_AT:
-                        with contextlib.suppress(ValueError):
-                            entry.deliver_at = int(value)
-                        break
-            if part.cursor.possibly_delivered(offset):
-                entry.redeliveries = 1  # it may have reached a consumer before a move
-            part.cursor.add(entry)
-            part.pending.append(entry)
+            self._add_entry(part, offset, m.key(), m.value() or b"", m.headers(), m.timestamp()[1])
         self.dispatch()
+
+    def _read_compacted(self, view: CompactedView) -> None:
+        """``readCompacted``: below a partition's compaction horizon, take the compacted
+        view's messages (latest per key, their data-topic offsets) instead of the topic,
+        then read the topic from the horizon (Pulsar's ``CompactorSubscription`` read)."""
+        for part in self._parts:
+            horizon = view.horizon(part.index)
+            if part.cursor.read_pos >= horizon:
+                continue
+            records: list[CompactedRecord] = view.records_from(part.index, part.cursor.read_pos)
+            for r in records:
+                if part.cursor.accept(r.offset):
+                    self._add_entry(part, r.offset, r.key, r.value, r.headers, r.publish_ms)
+            part.cursor.skip_to(horizon)
+            logger.info(
+                "%s[%d]: %d message(s) from the compacted view, then the topic from %d",
+                self.label,
+                part.index,
+                len(records),
+                horizon,
+            )
+
+    def _add_entry(
+        self,
+        part: _Part,
+        offset: int,
+        raw_key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        publish_ms: int,
+    ) -> None:
+        entry = Entry(
+            part.index,
+            offset,
+            None if raw_key is None else raw_key.decode("utf-8", "replace"),
+            value,
+            headers,
+            publish_ms,
+        )
+        if headers:
+            for name, raw in headers:
+                if name == HEADER_DELIVER_AT:
+                    with contextlib.suppress(ValueError):
+                        entry.deliver_at = int(raw)
+                    break
+        if part.cursor.possibly_delivered(offset):
+            entry.redeliveries = 1  # it may have reached a consumer before a move
+        part.cursor.add(entry)
+        part.pending.append(entry)
 
     def _flow_control(self) -> None:
         reader = self._reader

@@ -20,6 +20,8 @@ __all__ = [
     "OFFSET_BEGINNING",
     "OFFSET_INVALID",
     "Admin",
+    "BatchCallback",
+    "BatchReport",
     "Consumer",
     "DeliveryCallback",
     "DeliveryReport",
@@ -32,6 +34,7 @@ __all__ = [
     "Message",
     "Producer",
     "RebalanceListener",
+    "Record",
     "TopicDescription",
     "TopicSpec",
     "Transport",
@@ -120,6 +123,29 @@ class DeliveryReport:
 
 DeliveryCallback = Callable[[DeliveryReport], None]
 
+#: One record of :meth:`Producer.produce_many`: ``(partition, key, value, headers)``.
+Record = tuple[int, bytes | None, bytes | None, list[Header] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReport:
+    """Outcome of one :meth:`Producer.produce_many` call, once every record is answered.
+
+    ``partition``/``offset``: the lowest ``(partition, offset)`` stored (-1/-1 when none
+    was). ``error``: the first error reported (``None``: every record was stored), with the
+    partition it concerned in ``error_partition``.
+    """
+
+    topic: str
+    count: int
+    partition: int
+    offset: int
+    error: str | None = None
+    error_partition: int = -1
+
+
+BatchCallback = Callable[[BatchReport], None]
+
 
 class Message(Protocol):
     """A consumed record. confluent-kafka's ``Message`` satisfies this structurally,
@@ -147,6 +173,13 @@ class Producer(Protocol):
         headers: Sequence[Header] | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> None: ...
+    def produce_many(self, topic: str, records: Sequence[Record], on_done: BatchCallback) -> None:
+        """Queue ``records`` in order, each to its explicit partition; ``on_done`` runs
+        once, where delivery reports are served, when the last of them is answered (one
+        completion instead of one callback object per record). An empty ``records``
+        answers at the next poll."""
+        ...
+
     def poll(self, timeout_s: float = 0.0) -> int: ...
     def flush(self, timeout_s: float) -> int: ...
     def partition_for(self, topic: str, key: bytes) -> int: ...

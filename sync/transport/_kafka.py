@@ -39,6 +39,8 @@ from .._errors import (
     TransportError,
 )
 from ._base import (
+    BatchCallback,
+    BatchReport,
     DeliveryCallback,
     DeliveryReport,
     GroupDescription,
@@ -46,6 +48,7 @@ from ._base import (
     Header,
     KafkaConfig,
     Message,
+    Record,
     TopicDescription,
     TopicSpec,
     config_differences,
@@ -99,6 +102,62 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
+
+
+class _Batch:
+    """The one delivery callback of every record of a :meth:`KafkaProducer.produce_many`
+    call: counts the reports down and answers once (no object per record)."""
+
+    __slots__ = (
+        "count",
+        "error",
+        "error_partition",
+        "offset",
+        "on_done",
+        "partition",
+        "remaining",
+        "topic",
+    )
+
+    def __init__(self, topic: str, count: int, on_done: BatchCallback) -> None:
+        self.topic = topic
+        self.count = count
+        self.remaining = count
+        self.on_done = on_done
+        self.partition = -1
+        self.offset = -1
+        self.error: str | None = None
+        self.error_partition = -1
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            partition = msg.partition()
+            if self.partition < 0 or partition < self.partition:
+                self.partition = partition
+                self.offset = msg.offset()
+            elif partition == self.partition:
+                offset = msg.offset()
+                if offset < self.offset:
+                    self.offset = offset
+        elif self.error is None:
+            self.error = err.str()
+            self.error_partition = msg.partition()
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.finish()
+
+    def finish(self) -> None:
+        """Answer ``on_done`` (once every record is answered)."""
+        self.on_done(
+            BatchReport(
+                self.topic,
+                self.count,
+                self.partition,
+                self.offset,
+                self.error,
+                self.error_partition,
+            )
+        )
 
 
 class KafkaProducer:
@@ -179,6 +238,36 @@ class KafkaProducer:
                 self._producer.poll(0.05)
             except KafkaException as exc:
                 raise _translate(exc, f"produce to {topic}") from exc
+
+    def produce_many(self, topic: str, records: Sequence[Record], on_done: BatchCallback) -> None:
+        if not records:
+            raise ValueError("produce_many needs at least one record")
+        batch = _Batch(topic, len(records), on_done)
+        # confluent-kafka types headers as a list of (str, str | bytes | None): the same
+        # tuples, read only (list invariance is all mypy objects to).
+        produce: Any = self._producer.produce
+        for index, (partition, key, value, headers) in enumerate(records):
+            while True:
+                try:
+                    produce(topic, value, key, partition, batch, headers=headers)
+                    break
+                except BufferError:
+                    # Local queue full: serve delivery reports to make room, then retry
+                    # (this batch cannot complete here: its count is still above zero).
+                    self._producer.poll(0.05)
+                except KafkaException as exc:
+                    error = _translate(exc, f"produce to {topic}")
+                    if index == 0:
+                        raise error from exc
+                    # The records before this one are queued and will be answered: the
+                    # batch completes with this error once they are.
+                    batch.count = index
+                    batch.remaining -= len(records) - index
+                    if batch.error is None:
+                        batch.error, batch.error_partition = str(error), partition
+                    if batch.remaining == 0:  # all answered during a BufferError poll
+                        batch.finish()
+                    return
 
     def poll(self, timeout_s: float = 0.0) -> int:
         return int(self._producer.poll(timeout_s))

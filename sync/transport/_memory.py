@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 from .._errors import ProducerFencedError, TopicConfigurationMismatch, TransportError
 from ._base import (
     OFFSET_BEGINNING,
+    BatchCallback,
+    BatchReport,
     DeliveryCallback,
     DeliveryReport,
     GroupDescription,
     GroupMetadata,
     Header,
     Message,
+    Record,
     TopicDescription,
     TopicSpec,
     config_differences,
@@ -180,6 +183,43 @@ class MemoryBroker:
             raise TransportError(f"unknown topic {name!r}") from None
 
 
+class _MemoryBatch:
+    """Counts the reports of one :meth:`MemoryProducer.produce_many` call down; answers once."""
+
+    def __init__(self, topic: str, count: int, on_done: BatchCallback) -> None:
+        self.topic = topic
+        self.count = count
+        self.remaining = count
+        self.on_done = on_done
+        self.lowest: tuple[int, int] | None = None
+        self.error: tuple[str, int] | None = None
+
+    def __call__(self, report: DeliveryReport) -> None:
+        if report.error is None:
+            at = (report.partition, report.offset)
+            if self.lowest is None or at < self.lowest:
+                self.lowest = at
+        elif self.error is None:
+            self.error = (report.error, report.partition)
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.finish()
+
+    def cut(self, queued: int, error: str, partition: int, total: int) -> None:
+        """Only the first ``queued`` records were queued: the rest failed with ``error``."""
+        self.count = queued
+        self.remaining -= total - queued
+        if self.error is None:
+            self.error = (error, partition)
+        if self.remaining == 0:
+            self.finish()
+
+    def finish(self) -> None:
+        partition, offset = self.lowest or (-1, -1)
+        error, error_partition = self.error or (None, -1)
+        self.on_done(BatchReport(self.topic, self.count, partition, offset, error, error_partition))
+
+
 class MemoryProducer:
     """Producer twin; delivery reports are served on poll/flush as with librdkafka."""
 
@@ -261,6 +301,21 @@ class MemoryProducer:
                 report = DeliveryReport(topic, partition, entry.offset, key=key)
                 (self._txn_reports if self._tid else self._reports).append((on_delivery, report))
             b._lock.notify_all()  # noqa: SLF001
+
+    def produce_many(self, topic: str, records: Sequence[Record], on_done: BatchCallback) -> None:
+        if not records:
+            raise ValueError("produce_many needs at least one record")
+        batch = _MemoryBatch(topic, len(records), on_done)
+        for index, (partition, key, value, headers) in enumerate(records):
+            try:
+                self.produce(
+                    topic, key, value, partition=partition, headers=headers, on_delivery=batch
+                )
+            except TransportError as exc:
+                if index == 0:
+                    raise
+                batch.cut(index, str(exc), partition, len(records))
+                return
 
     def poll(self, timeout_s: float = 0.0) -> int:
         # Under the lock: produce() may append from another thread (librdkafka allows it).

@@ -193,7 +193,6 @@ def test_max_message_size_and_persistence_set_kafka_limits(
     ("name", "value", "reason"),
     [
         ("shadowTopics", ["persistent://public/default/x"], "not supported on this cluster"),
-        ("compactionThreshold", 1024, "not supported on this cluster"),
     ],
 )
 def test_policies_that_cannot_apply_are_refused_and_not_written(

@@ -8,7 +8,14 @@ import pytest
 
 from sync import ProducerFencedError, TopicConfigurationMismatch
 from sync.routing import kafka_partition
-from sync.transport import OFFSET_BEGINNING, DeliveryReport, TopicSpec, Transport
+from sync.transport import (
+    OFFSET_BEGINNING,
+    BatchReport,
+    DeliveryReport,
+    Record,
+    TopicSpec,
+    Transport,
+)
 
 COMPACT = {"cleanup.policy": "compact"}
 
@@ -101,3 +108,41 @@ def test_transactions_visibility_and_fencing(
     second.produce(name, b"k", b"second")
     second.commit_transaction(30)
     assert [v for *_, v in _drain(transport, name, 1)] == [b"committed", b"second"]
+
+
+def test_produce_many_stores_in_order_and_answers_once(
+    transport: Transport, unique_name: Callable[[str], str]
+) -> None:
+    name = unique_name("many")
+    transport.admin().ensure_topic(TopicSpec(name, 3))
+    producer = transport.producer()
+    producer.produce(name, None, b"before", partition=2)
+    assert producer.flush(10) == 0
+    reports: list[BatchReport] = []
+    records: list[Record] = [
+        (2, None, b"a", [("h", b"1")]),
+        (1, b"k", b"b", None),
+        (2, None, b"c", [("h", b"2"), ("__pulsar.sequence", b"7")]),
+    ]
+    producer.produce_many(name, records, reports.append)
+    assert producer.flush(10) == 0
+    # One answer for the three: the lowest (partition, offset) stored, no error.
+    assert reports == [BatchReport(name, 3, 1, 0)]
+    consumer = transport.consumer()
+    consumer.assign(name, dict.fromkeys(range(3), OFFSET_BEGINNING))
+    got: list[tuple[int | None, int | None, bytes | None, object]] = []
+    for _ in range(50):
+        got.extend(
+            (m.partition(), m.offset(), m.value(), m.headers()) for m in consumer.consume(500, 0.2)
+        )
+        if len(got) >= 4:
+            break
+    consumer.close()
+    assert sorted(got, key=lambda r: (r[0] or 0, r[1] or 0)) == [
+        (1, 0, b"b", None),
+        (2, 0, b"before", None),
+        (2, 1, b"a", [("h", b"1")]),
+        (2, 2, b"c", [("h", b"2"), ("__pulsar.sequence", b"7")]),
+    ]
+    with pytest.raises(ValueError, match="at least one record"):
+        producer.produce_many(name, [], reports.append)

@@ -132,6 +132,17 @@ def test_batch_is_unpacked_with_keys_and_properties() -> None:
     ]
 
 
+def test_batch_keeps_present_default_values_apart_from_absent_fields() -> None:
+    # An empty key and a sequence id of 0 are present fields; absent ones are None and
+    # the batch's first sequence id plus the index (as Pulsar's clients number them).
+    out = bytearray()
+    for fields in ({"partition_key": "", "sequence_id": 0}, {}, {"sequence_id": 42}):
+        data = api.SingleMessageMetadata(payload_size=1, **fields).SerializeToString()
+        out += struct.pack(">I", len(data)) + data + b"x"
+    msgs = unpack_messages(_meta(num_messages_in_batch=3, sequence_id=100), bytes(out))
+    assert [(m.key, m.sequence_id) for m in msgs] == [("", 0), (None, 101), (None, 42)]
+
+
 @pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
 def test_compressed_batches(codec: str) -> None:
     data = _batch([(b"payload-%d" % i * 10, f"k{i}", {}) for i in range(20)])

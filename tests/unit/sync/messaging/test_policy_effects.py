@@ -66,7 +66,6 @@ def test_backlog_quota_at_or_above_retention_is_refused_both_ways() -> None:
         ("replicationClusters", ["a", "b"]),
         ("shadowTopics", ["persistent://t/n/x"]),
         ("schemaCompatibilityStrategy", "FULL"),
-        ("compactionThreshold", 1),
     ],
 )
 def test_policies_without_a_kafka_mapping_are_refused(name: str, value: Any) -> None:
@@ -79,6 +78,7 @@ def test_their_off_values_and_removal_are_accepted() -> None:
         {"replicationClusters": ["local"]},
         {"shadowTopics": []},
         {"compactionThreshold": 0},
+        {"compactionThreshold": 1},
         {"schemaValidationEnforced": True},
         {"schemaCompatibilityStrategy": None},
     ]

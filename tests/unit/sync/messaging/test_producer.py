@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from sync._constants import HEADER_PRODUCER, HEADER_SEQUENCE
 from sync._errors import (
     DeliveryError,
     InvalidInputError,
@@ -19,6 +20,7 @@ from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync.messaging._producer import (
     MessageId,
+    OutboundMessage,
     PartitionedProducer,
     ProducerClient,
     ProducerConfig,
@@ -26,7 +28,7 @@ from sync.messaging._producer import (
     encode_headers,
 )
 from sync.routing import RoutingError, java_string_hash, murmur3_32_hash
-from sync.transport import MemoryTransport, TopicSpec
+from sync.transport import BatchCallback, BatchReport, MemoryTransport, Record, TopicSpec
 
 
 def _topic(transport: MemoryTransport, name: str, partitions: int) -> TopicName:
@@ -249,3 +251,113 @@ def test_message_id_base64_matches_the_protobuf_bytes() -> None:
     for mid in (MessageId(-1, 0), MessageId(3, 127), MessageId(0x7FFFFFFF, (1 << 63) - 1)):
         assert base64.b64decode(mid.to_base64(), validate=True) == mid.to_bytes()
         assert MessageId.from_base64(mid.to_base64()) == mid
+
+
+# ------------------------------------------------------------------ batches
+
+
+def _stored(transport: MemoryTransport, topic: TopicName) -> list[tuple[object, ...]]:
+    consumer = transport.consumer()
+    kafka_topic = kafka_topic_of(topic)
+    count = transport.admin().describe_topic(kafka_topic)
+    assert count is not None
+    consumer.assign(kafka_topic, dict.fromkeys(range(count.partitions), 0))
+    rows = [(m.partition(), m.offset(), m.key(), m.value(), m.headers())
+            for m in consumer.consume(1000, 0.1)]  # fmt: skip
+    consumer.close()
+    return sorted(rows, key=lambda r: (r[0], r[1]))
+
+
+BATCH = [
+    OutboundMessage(b"a", None, None, None, 10),
+    OutboundMessage(b"b", "k", {"p": "v"}, 1234, 11),
+    OutboundMessage(b"c", None, {}, None, 12),
+]
+
+
+def test_send_batch_stores_what_send_callback_stores_and_answers_once(
+    transport: MemoryTransport,
+) -> None:
+    one, many = _topic(transport, "one-by-one", 1), _topic(transport, "batched", 1)
+    origin = (HEADER_PRODUCER, b"prod-1")
+    shared = [("__pulsar.deliverAt", b"99")]
+    client = ProducerClient(transport, serve_reports=False)
+    try:
+        single = PartitionedProducer(client, one)
+        for m in BATCH:
+            assert m.sequence_id is not None
+            single.send_callback(
+                m.payload, lambda *_: None, key=m.key, properties=m.properties,
+                event_time_ms=m.event_time_ms,
+                reserved_headers=[*shared, origin, (HEADER_SEQUENCE, str(m.sequence_id).encode())],
+            )  # fmt: skip
+        answers: list[tuple[MessageId | None, object]] = []
+        batched = PartitionedProducer(client, many)
+        routed = batched.send_batch(
+            BATCH, lambda mid, err: answers.append((mid, err)),
+            reserved_headers=shared, origin=origin,
+        )  # fmt: skip
+        assert routed == 0  # one partition: routed once for the whole batch
+        assert answers == [] and client.in_flight == 6
+        client.poll(0)
+        assert client.in_flight == 0
+        assert answers == [(MessageId(-1, 0), None)]  # once, with the batch's first id
+    finally:
+        client.close()
+    assert _stored(transport, many) == _stored(transport, one)
+    assert len(_stored(transport, many)) == 3
+
+
+def test_send_batch_refuses_the_whole_batch_before_queuing_any(
+    transport: MemoryTransport,
+) -> None:
+    topic = _topic(transport, "whole", 1)
+    answers: list[object] = []
+    with PartitionedProducer.open(transport, topic, ProducerConfig(max_message_size=5)) as p:
+        too_large = [*BATCH, OutboundMessage(b"123456")]
+        with pytest.raises(MessageTooLargeError):
+            p.send_batch(too_large, lambda *a: answers.append(a))
+        reserved = [*BATCH, OutboundMessage(b"x", properties={"__pulsar.x": "1"})]
+        with pytest.raises(InvalidInputError):
+            p.send_batch(reserved, lambda *a: answers.append(a))
+        p.flush(5)
+    assert answers == []
+    assert transport.broker.records(kafka_topic_of(topic)) == []
+
+
+def test_send_batch_routes_each_message_on_a_partitioned_base_topic(
+    transport: MemoryTransport,
+) -> None:
+    topic = _topic(transport, "spread", 4)
+    keys = [f"key-{i}" for i in range(12)]
+    config = ProducerConfig(batching_enabled=False)
+    answers: list[tuple[MessageId | None, object]] = []
+    with PartitionedProducer.open(transport, topic, config) as p:
+        expected = [p.choose_partition(k) for k in keys]  # keyed routing keeps no state
+        routed = p.send_batch(
+            [OutboundMessage(k.encode(), k) for k in keys],
+            lambda mid, err: answers.append((mid, err)),
+        )
+        p.flush(5)
+    assert routed == expected and len(set(expected)) > 1
+    rows = _stored(transport, topic)
+    stored = {(r[0], r[3]) for r in rows}
+    assert stored == {(p_, k.encode()) for p_, k in zip(expected, keys, strict=True)}
+    assert answers == [(MessageId(min(expected), 0), None)]
+
+
+def test_send_batch_reports_the_first_delivery_error_once(
+    transport: MemoryTransport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _topic(transport, "batch-fail", 1)
+    answers: list[tuple[MessageId | None, object]] = []
+    with PartitionedProducer.open(transport, topic) as producer:
+        kafka = producer._client._producer
+
+        def failing(topic_: str, records: list[Record], on_done: BatchCallback) -> None:
+            on_done(BatchReport(topic_, len(records), 0, 3, "Broker: Message size too large", 0))
+
+        monkeypatch.setattr(kafka, "produce_many", failing)
+        producer.send_batch(BATCH, lambda mid, err: answers.append((mid, err)))
+    [(mid, err)] = answers
+    assert mid is None and isinstance(err, DeliveryError) and "too large" in str(err)

@@ -10,9 +10,12 @@ def test_messaging_exports() -> None:
         [
             "AutoTopicCreation", "TopicCreator", "TopicType", "validate_override",
             "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
+            "CompactedView", "CompactionState", "CompactionStatus", "Compactor",
+            "compacted_topic_of",
             "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
+            "OutboundMessage",
             "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",
             "PartitionedProducer", "ProducerBusyError", "ProducerClient", "ProducerConfig",
             "ProducerHandle", "ProducerState", "RateSpec", "StateTransitionError",

@@ -9,7 +9,7 @@ def test_transport_exports() -> None:
     assert sorted(sync.transport.__all__) == sorted(
         [
             "OFFSET_INVALID", "GroupConsumer", "GroupDescription", "GroupMember", "GroupMetadata",
-            "RebalanceListener",
+            "RebalanceListener", "BatchCallback", "BatchReport", "Record",
             "OFFSET_BEGINNING", "Admin", "Consumer", "DeliveryCallback", "DeliveryReport",
             "Header", "KafkaConfig", "KafkaTransport", "Message", "MemoryBroker",
             "MemoryTransport", "Producer", "TopicDescription", "TopicSpec", "Transport",

@@ -1,0 +1,66 @@
+"""Pulsar's topic compaction admin API: ``PUT …/{topic}/compaction`` starts a compaction
+now (``pulsar-admin topics compact``), ``GET …/{topic}/compaction`` answers the status
+of the last one (``topics compaction-status``).
+
+Both act on the owner of the topic's bundle, as in Pulsar: another sidecar answers
+``307 Temporary Redirect`` to the owner's same path (Pulsar's admin clients follow it).
+The compaction itself is :meth:`sync.messaging.MessagingEngine.compact`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from yarl import URL
+
+from sync import TopicName
+from sync.errors import PolicySyncError, UnavailableError
+
+from ._http_errors import error_response
+from ._input import topic_from_path
+from ._ws import ENGINE_KEY
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["add_compaction_routes"]
+
+
+async def _owned_here(request: web.Request, topic: TopicName) -> None:
+    """Raise a 307 to the owner when another sidecar owns ``topic``."""
+    owner = await request.app[ENGINE_KEY].owner_of(topic)
+    if owner.local:
+        return
+    if not owner.http_url:
+        raise UnavailableError(f"No broker was available to own {topic}")
+    target = URL(owner.http_url).with_path(request.rel_url.raw_path, encoded=True)
+    raise web.HTTPTemporaryRedirect(str(target.with_query(request.rel_url.query_string)))
+
+
+async def trigger(request: web.Request) -> web.StreamResponse:
+    """``PUT``: start compacting the topic (204 at once; 409 while one runs)."""
+    try:
+        topic = topic_from_path(request, 3)
+        await _owned_here(request, topic)
+        await request.app[ENGINE_KEY].start_compaction(topic)
+    except PolicySyncError as exc:
+        return error_response(request, exc)
+    return web.Response(status=204)
+
+
+async def status(request: web.Request) -> web.StreamResponse:
+    """``GET``: Pulsar's ``LongRunningProcessStatus`` of the last compaction."""
+    try:
+        topic = topic_from_path(request, 3)
+        await _owned_here(request, topic)
+        body = request.app[ENGINE_KEY].compaction_status(topic).as_pulsar()
+    except PolicySyncError as exc:
+        return error_response(request, exc)
+    return web.json_response(body)
+
+
+def add_compaction_routes(app: web.Application) -> None:
+    """Register the routes (before the generic ``…/{topic}/{policy}`` routes)."""
+    path = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/compaction"
+    app.router.add_route("PUT", path, trigger)
+    app.router.add_route("GET", path, status)
