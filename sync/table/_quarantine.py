@@ -6,8 +6,10 @@ A record no reader can apply is counted by reason, logged with its coordinates
 its first copy the quarantine reads which sources the dead-letter topic already holds, so
 a reader that restarts, or a fresh replay that meets the same record again, does not copy
 it again. (Two readers that meet the same record live at the same moment may each copy
-it: the check is not a transaction.) What the key holds after an unreadable record is the
-caller's business, and the rule is :mod:`sync.table._rules`': the key becomes absent.
+it: the check is not a transaction.) Copies are confirmed once per batch the reader
+applies (:meth:`Quarantine.settle`), not one round trip per record. What the key holds
+after an unreadable record is the caller's business, and the rule is
+:mod:`sync.table._rules`': the key becomes absent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 
 from .._constants import DEAD_LETTER_SUFFIX, HEADER_POISON_REASON, HEADER_POISON_SOURCE
 from .._errors import PolicySyncError
-from ..transport import Producer, TopicSpec, Transport
+from ..transport import DeliveryReport, Producer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,10 @@ class Quarantine:
         self._counts: Counter[str] = Counter()
         self._copied: set[tuple[str, bytes]] | None = None
         self._producer: Producer | None = None
+        #: Copies produced since the last settle (not yet confirmed).
+        self._unsettled = 0
+        #: Set by the reader while it replays: copies are settled per batch, not per record.
+        self.deferred = False
         self.copies = 0
 
     @property
@@ -72,11 +78,12 @@ class Quarantine:
         self, key: bytes | None, value: bytes | None, kind: str, detail: str, source: str
     ) -> None:
         """Quarantine one record found at ``source`` (``topic[p]@offset``)."""
-        with self._lock:
-            self._counts[kind] += 1
         logger.warning("poison record %s quarantined (%s): %s", source, kind, detail)
         if self._dead_letter:
             self._copy(key, value, detail, source)
+        # Counted once copied (live: confirmed), so whoever sees the count finds the copy.
+        with self._lock:
+            self._counts[kind] += 1
 
     def _copy(self, key: bytes | None, value: bytes | None, detail: str, source: str) -> None:
         ident = _identity(source, value)
@@ -89,6 +96,10 @@ class Quarantine:
                     return
                 if self._producer is None:
                     self._producer = self._transport.producer()
+                # Live poison is rare: its copy is confirmed at once, so a reader starting
+                # next finds it. During a replay (``deferred``) a log full of poison, or a
+                # dead DLQ leader, must not cost a round trip per record: the reader
+                # settles the copies once per batch.
                 self._producer.produce(
                     self.dlq_topic,
                     key,
@@ -97,14 +108,38 @@ class Quarantine:
                         (HEADER_POISON_REASON, detail.encode("utf-8")),
                         (HEADER_POISON_SOURCE, source.encode("utf-8")),
                     ],
+                    on_delivery=self._delivered,
                 )
-                # Poison is rare: wait for the copy, so a reader starting next sees it.
-                if self._producer.flush(10) != 0:
-                    logger.warning("copying %s to %s is not confirmed", source, self.dlq_topic)
+                self._producer.poll(0)
                 self._copied.add(ident)
+                self._unsettled += 1
                 self.copies += 1
+            if not self.deferred:
+                self.settle(10.0)
         except PolicySyncError:
             logger.exception("could not copy poison record %s to %s", source, self.dlq_topic)
+
+    def settle(self, timeout_s: float = 2.0) -> None:
+        """Wait (bounded) for the copies made since the last call, so a reader starting
+        next finds them (called by the reader once per batch, outside the record loop)."""
+        with self._lock:
+            producer, pending, self._unsettled = self._producer, self._unsettled, 0
+        if producer is None or not pending:
+            return
+        try:
+            left = producer.flush(timeout_s)
+        except PolicySyncError:
+            logger.warning("flushing copies to %s failed", self.dlq_topic, exc_info=True)
+            return
+        if left:
+            logger.warning(
+                "%d poison copies to %s not confirmed within %.1fs; they stay queued",
+                left, self.dlq_topic, timeout_s,
+            )  # fmt: skip
+
+    def _delivered(self, report: DeliveryReport) -> None:
+        if report.error:
+            logger.warning("copying a poison record to %s failed: %s", self.dlq_topic, report.error)
 
     def _scan(self) -> set[tuple[str, bytes]]:
         """Create the dead-letter topic if needed; the sources it holds already."""
