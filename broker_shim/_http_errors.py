@@ -23,6 +23,7 @@ from sync.errors import (
     NotFoundError,
     PolicySyncError,
     TooManyRequestsError,
+    TransportError,
     UnavailableError,
     UnprocessableError,
 )
@@ -40,6 +41,9 @@ _STATUS: Final[tuple[tuple[type[PolicySyncError], int], ...]] = (
     # A table not READY (still replaying, replaced after a failure) or not caught up with
     # a write within its deadline: retry shortly, like any unavailability.
     (CacheStateError, 503),
+    # Kafka refused a request or did not answer in time (a broker or coordinator gone, a
+    # leader moving): transient by nature, so retry shortly rather than a server fault.
+    (TransportError, 503),
     (ConflictError, 409),
     (NotFoundError, 404),
     (BadRequestError, 400),

@@ -299,8 +299,9 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
         return _refusal(403, f"{prefix}: {exc}")
     if isinstance(exc, MessagingError):
         return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, CacheStateError | UnavailableError):
-        # Not ready yet, or the topic's bundle is moving: retry (issue 11: was a 500).
+    if isinstance(exc, CacheStateError | UnavailableError | TransportError):
+        # Not ready yet, the topic's bundle is moving, or Kafka refused or did not answer
+        # (no coordinator, broker gone): retry (issue 11: was a 500).
         return unavailable(f"{prefix}: {exc}")
     logger.warning("%s: %s", prefix, exc)
     return _refusal(500, f"{prefix}: {exc}")

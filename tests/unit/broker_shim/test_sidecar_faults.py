@@ -225,3 +225,20 @@ def test_a_cache_not_ready_or_behind_a_write_is_503() -> None:
     assert http_status(BootstrapTimeout("policy cache did not reach {0: 3} within 30.0s")) == 503
     assert http_status(CacheStateError("policy cache is BOOTSTRAPPING, not READY")) == 503
     assert http_status(StateTransitionError("CLOSED -> READY")) == 500  # a bug stays a 500
+
+
+def test_kafka_refusing_or_not_answering_is_503_on_rest_and_websocket() -> None:
+    """A Kafka error under a request (no coordinator for a subscription's group, a broker
+    handle destroyed while reading watermarks) is transient: 503 + Retry-After on REST and
+    WebSocket upgrades, never 500 (issue 11's chaos soak, run 4)."""
+    from broker_shim._http_errors import http_status
+    from broker_shim._ws import _refuse
+    from sync.errors import TransportError
+
+    not_coordinator = TransportError(
+        "read committed offsets of group 'policy-sync.sub/p.public.default.t/sub' failed: "
+        "KafkaError{code=NOT_COORDINATOR,val=16}"
+    )
+    assert http_status(not_coordinator) == 503
+    refused = _refuse(not_coordinator, "Failed to subscribe")
+    assert refused.status == 503 and refused.headers.get("Retry-After")
