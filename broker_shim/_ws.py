@@ -88,9 +88,9 @@ from sync.errors import (
     MessageTooLargeError,
     MessagingError,
     NotAllowedError,
+    NotFoundError,
     ProducerBusyError,
     SubscriptionBusyError,
-    TopicNotFoundError,
     TransportError,
 )
 from sync.messaging import (
@@ -291,7 +291,7 @@ def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
     """Pulsar's HTTP answer to a refused producer or consumer."""
     if isinstance(exc, InvalidInputError):
         return _refusal(400, f"Invalid query params: {exc}")
-    if isinstance(exc, TopicNotFoundError):
+    if isinstance(exc, NotFoundError):
         return _refusal(404, f"{prefix}: {exc}")
     if isinstance(exc, ConsumerBusyError | ProducerBusyError | SubscriptionBusyError):
         return _refusal(409, f"{prefix}: {exc}")

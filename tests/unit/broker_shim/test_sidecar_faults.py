@@ -192,6 +192,17 @@ def test_one_topic_name_one_key_on_every_route() -> None:
         for bad in ("%2E", "%2E%2E", ".", ".."):
             resp = await client.post(f"{base}/{bad}/maxConsumers", data="1")
             assert 400 <= resp.status < 500, (bad, resp.status)
+        # A raw client (no normalization) sending dot tenant/namespace segments gets
+        # Pulsar's 404 without the sidecar asking Kafka (chaos run 4: a 500 when it did).
+        host, port = client.server.host, client.server.port
+        for seg in (".", ".."):
+            reader, writer = await asyncio.open_connection(host, port)
+            path = f"/admin/v2/persistent/{seg}/{seg}/t/maxConsumers"
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            answer = await reader.read()
+            writer.close()
+            assert answer.split()[1] == b"404", (seg, answer[:200])
+            assert b"Namespace does not exist" in answer, answer[-200:]  # Pulsar's reason
 
     _serve(scenario)
 
