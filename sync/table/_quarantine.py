@@ -59,8 +59,11 @@ class Quarantine:
         self._producer: Producer | None = None
         #: Copies produced since the last settle (not yet confirmed).
         self._unsettled = 0
-        #: Set by the reader while it replays: copies are settled per batch, not per record.
-        self.deferred = False
+        #: Kinds of the records quarantined since the last settle (counted by it).
+        self._uncounted: list[str] = []
+        #: The last settle left copies unconfirmed (DLQ unavailable): do not wait again
+        #: until the producer has delivered everything.
+        self._stalled = False
         self.copies = 0
 
     @property
@@ -79,11 +82,14 @@ class Quarantine:
     ) -> None:
         """Quarantine one record found at ``source`` (``topic[p]@offset``)."""
         logger.warning("poison record %s quarantined (%s): %s", source, kind, detail)
-        if self._dead_letter:
-            self._copy(key, value, detail, source)
-        # Counted once copied (live: confirmed), so whoever sees the count finds the copy.
+        if not self._dead_letter:
+            with self._lock:
+                self._counts[kind] += 1
+            return
+        self._copy(key, value, detail, source)
+        # Counted when its copy is settled (settle), so whoever sees the count finds it.
         with self._lock:
-            self._counts[kind] += 1
+            self._uncounted.append(kind)
 
     def _copy(self, key: bytes | None, value: bytes | None, detail: str, source: str) -> None:
         ident = _identity(source, value)
@@ -96,10 +102,9 @@ class Quarantine:
                     return
                 if self._producer is None:
                     self._producer = self._transport.producer()
-                # Live poison is rare: its copy is confirmed at once, so a reader starting
-                # next finds it. During a replay (``deferred``) a log full of poison, or a
-                # dead DLQ leader, must not cost a round trip per record: the reader
-                # settles the copies once per batch.
+                # Not waited for here: a log full of poison, or a DLQ whose leader is
+                # gone, must not cost the reader a round trip (or a timeout) per record.
+                # The reader settles the copies once per batch (settle).
                 self._producer.produce(
                     self.dlq_topic,
                     key,
@@ -114,28 +119,34 @@ class Quarantine:
                 self._copied.add(ident)
                 self._unsettled += 1
                 self.copies += 1
-            if not self.deferred:
-                self.settle(10.0)
         except PolicySyncError:
             logger.exception("could not copy poison record %s to %s", source, self.dlq_topic)
 
     def settle(self, timeout_s: float = 2.0) -> None:
-        """Wait (bounded) for the copies made since the last call, so a reader starting
-        next finds them (called by the reader once per batch, outside the record loop)."""
+        """Confirm the copies made since the last call (bounded), then count their
+        records: whoever sees a count finds the copy. Called by the reader once per batch,
+        never per record. While the dead-letter topic is unavailable (a settle left copies
+        unconfirmed) it does not wait again: the copies stay queued and are delivered
+        later, and the records are counted anyway."""
         with self._lock:
             producer, pending, self._unsettled = self._producer, self._unsettled, 0
-        if producer is None or not pending:
-            return
+            kinds, self._uncounted = self._uncounted, []
         try:
-            left = producer.flush(timeout_s)
+            if producer is not None and (pending or self._stalled):
+                left = producer.flush(0.0 if self._stalled else timeout_s)
+                if left and not self._stalled:
+                    logger.warning(
+                        "%d poison copies to %s not confirmed within %.1fs; they stay "
+                        "queued, and the reader no longer waits for them",
+                        left, self.dlq_topic, timeout_s,
+                    )  # fmt: skip
+                self._stalled = left > 0
         except PolicySyncError:
             logger.warning("flushing copies to %s failed", self.dlq_topic, exc_info=True)
-            return
-        if left:
-            logger.warning(
-                "%d poison copies to %s not confirmed within %.1fs; they stay queued",
-                left, self.dlq_topic, timeout_s,
-            )  # fmt: skip
+        finally:
+            with self._lock:
+                for kind in kinds:
+                    self._counts[kind] += 1
 
     def _delivered(self, report: DeliveryReport) -> None:
         if report.error:

@@ -260,34 +260,29 @@ class TableReader(abc.ABC):
         logger.info("%s: replaying to end offsets %s from %s", self.what, ends, applied)
         deadline = started + self._bootstrap_timeout_s
         records = 0
-        # Poison copies are confirmed once per batch while replaying (see Quarantine).
-        self.quarantine.deferred = True
-        try:
-            while pending:
-                if self._stop.is_set():
-                    consumer.close()
-                    return None
-                if time.monotonic() > deadline:
-                    lag = {p: ends[p] - applied[p] for p in pending}
-                    raise BootstrapTimeout(
-                        f"replay of {topic} did not reach the end offsets within "
-                        f"{self._bootstrap_timeout_s:.0f}s (remaining per partition: {lag}); "
-                        "the broker may be down or a partition stuck. Raise the limit with "
-                        "--bootstrap-timeout or investigate the partition"
-                    )
-                batch = consumer.consume(self._replay_batch, 0.2)
-                with self._apply_lock:
-                    if batch:
-                        records += len(batch)
-                        self._apply_replay(batch)
-                    for p, pos in consumer.positions(topic, sorted(pending)).items():
-                        if pos > applied[p]:
-                            applied[p] = pos
-                    pending = {p for p in pending if applied[p] < ends[p]}
-                    self._publish_positions(applied)
-                self.quarantine.settle()  # this batch's poison copies, at once
-        finally:
-            self.quarantine.deferred = False
+        while pending:
+            if self._stop.is_set():
+                consumer.close()
+                return None
+            if time.monotonic() > deadline:
+                lag = {p: ends[p] - applied[p] for p in pending}
+                raise BootstrapTimeout(
+                    f"replay of {topic} did not reach the end offsets within "
+                    f"{self._bootstrap_timeout_s:.0f}s (remaining per partition: {lag}); "
+                    "the broker may be down or a partition stuck. Raise the limit with "
+                    "--bootstrap-timeout or investigate the partition"
+                )
+            batch = consumer.consume(self._replay_batch, 0.2)
+            with self._apply_lock:
+                if batch:
+                    records += len(batch)
+                    self._apply_replay(batch)
+                for p, pos in consumer.positions(topic, sorted(pending)).items():
+                    if pos > applied[p]:
+                        applied[p] = pos
+                pending = {p for p in pending if applied[p] < ends[p]}
+                self._publish_positions(applied)
+            self.quarantine.settle()  # this batch's poison copies, at once
         self.bootstrap_seconds = time.monotonic() - started
         self.bootstrap_records = records
         # For sync()/lag() from other threads while the reader consumes.
@@ -319,6 +314,7 @@ class TableReader(abc.ABC):
                 if not batch:
                     self._on_idle()
             self._after_batch()
+            self.quarantine.settle()  # this batch's poison copies, at once
 
     def _publish_positions(self, applied: Mapping[int, int]) -> None:
         with self._progress:

@@ -1,5 +1,5 @@
-"""The quarantine's copies to the dead-letter topic: confirmed at once live, once per batch
-while a reader replays (a log full of poison must not cost a round trip per record)."""
+"""The quarantine's copies to the dead-letter topic: confirmed once per batch the reader
+applies, never one round trip (or timeout) per record."""
 
 from __future__ import annotations
 
@@ -38,25 +38,46 @@ def _dead_letters(transport: MemoryTransport, topic: str) -> int:
     return int(ends[0])
 
 
-def test_live_copies_are_confirmed_one_by_one_replay_copies_once_per_batch() -> None:
+def test_copies_are_confirmed_once_per_batch_and_counted_when_confirmed() -> None:
     transport = _CountingTransport()
     q = Quarantine(transport, "ce")
-    q.record(b"k0", b"bad0", "truncated", "cut", "ce[0]@0")
-    assert transport.flushes == 1 and q.total == 1  # live: confirmed before it counts
-    q.deferred = True
-    for i in range(1, 101):
+    for i in range(100):
         q.record(b"k", b"bad%d" % i, "truncated", "cut", f"ce[0]@{i}")
-    assert transport.flushes == 1  # replaying: no round trip per record
+    assert transport.flushes == 0  # no round trip per record
+    assert q.total == 0  # counted once the copies are confirmed...
     q.settle()
-    assert transport.flushes == 2
+    assert transport.flushes == 1 and q.total == 100  # ...by one flush for the batch
     q.settle()  # nothing new: no flush
-    assert transport.flushes == 2
-    assert q.total == 101 and q.copies == 101
-    assert _dead_letters(transport, "ce.dlq") == 101
+    assert transport.flushes == 1
+    assert q.copies == 100 and _dead_letters(transport, "ce.dlq") == 100
     # A reader that meets the same records again does not copy them again.
     again = Quarantine(transport, "ce")
-    again.deferred = True
-    for i in range(101):
-        again.record(b"k", b"bad0" if i == 0 else b"bad%d" % i, "truncated", "cut", f"ce[0]@{i}")
+    for i in range(100):
+        again.record(b"k", b"bad%d" % i, "truncated", "cut", f"ce[0]@{i}")
     again.settle()
-    assert again.copies == 0 and _dead_letters(transport, "ce.dlq") == 101
+    assert again.copies == 0 and again.total == 100
+    assert _dead_letters(transport, "ce.dlq") == 100
+
+
+def test_an_unavailable_dead_letter_topic_is_not_waited_for_again() -> None:
+    transport = _CountingTransport()
+    q = Quarantine(transport, "ce")
+    q.record(b"k", b"bad", "truncated", "cut", "ce[0]@0")
+    left = [3]  # the flush leaves copies unconfirmed: the DLQ has no leader
+    waits: list[float] = []
+
+    def flush(timeout_s: float) -> int:
+        waits.append(timeout_s)
+        return left[0]
+
+    q._producer.flush = flush  # type: ignore[union-attr, method-assign]  # noqa: SLF001
+    q.settle(2.0)
+    assert waits == [2.0] and q.total == 1  # counted anyway: the copy stays queued
+    q.record(b"k", b"bad2", "truncated", "cut", "ce[0]@1")
+    q.settle(2.0)
+    assert waits == [2.0, 0.0]  # stalled: no second wait
+    left[0] = 0
+    q.settle(2.0)  # delivered meanwhile: back to waiting normally next time
+    q.record(b"k", b"bad3", "truncated", "cut", "ce[0]@2")
+    q.settle(2.0)
+    assert waits == [2.0, 0.0, 0.0, 2.0] and q.total == 3
