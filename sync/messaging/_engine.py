@@ -178,18 +178,7 @@ class ProducerHandle:
             NotAllowedError: delayed beyond ``delayedDeliveryMaxDelayInMillis``.
         """
         ts = self.topic_state
-        reserved = None
-        if deliver_at_ms is not None:
-            limits = ts.limits
-            delay = deliver_at_ms - int(time.time() * 1000)
-            if (
-                limits.delayed_enabled
-                and limits.delayed_max_ms > 0
-                and delay > limits.delayed_max_ms
-            ):
-                raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
-            if delay > 0:
-                reserved = [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))]
+        reserved = _deliver_at_header(ts, deliver_at_ms)
         dedup = ts.dedup if ts.limits.dedup_enabled else None
         name = self.producer.config.producer_name
         if dedup is not None and name and sequence_id is not None:
@@ -272,17 +261,7 @@ class ProducerHandle:
                 except PolicySyncError as exc:
                     gather(None, exc)
             return
-        reserved = None
-        if deliver_at_ms is not None:
-            delay = deliver_at_ms - int(time.time() * 1000)
-            if (
-                limits.delayed_enabled
-                and limits.delayed_max_ms > 0
-                and delay > limits.delayed_max_ms
-            ):
-                raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
-            if delay > 0:
-                reserved = [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))]
+        reserved = _deliver_at_header(ts, deliver_at_ms)
         routed = self.producer.send_batch(
             messages,
             callback,
@@ -355,6 +334,18 @@ class ProducerHandle:
 
     def __repr__(self) -> str:
         return f"ProducerHandle({self.producer.topic}, {self.state.value})"
+
+
+def _deliver_at_header(ts: TopicState, deliver_at_ms: int | None) -> list[Header] | None:
+    """The header a delayed message carries (None: deliver at once); refuses a delay over
+    the topic's delayedDeliveryMaxDelayInMillis, as Pulsar does (one rule for every send)."""
+    if deliver_at_ms is None:
+        return None
+    limits = ts.limits
+    delay = deliver_at_ms - int(time.time() * 1000)
+    if limits.delayed_enabled and limits.delayed_max_ms > 0 and delay > limits.delayed_max_ms:
+        raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
+    return [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))] if delay > 0 else None
 
 
 def _take(limiter: RateLimiter | None, nbytes: int, msgs: int) -> None:

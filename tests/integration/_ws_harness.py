@@ -27,8 +27,17 @@ from broker_shim._http import build_app
 from broker_shim._sidecar import Sidecar, SidecarConfig
 from sync import TopicName
 from sync._kafka_names import kafka_topic_of
+from sync.messaging import OwnerInfo
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.kafka_broker import ROOT, free_port
+
+
+class NothingHere:
+    """Ownership of a sidecar that serves no topic (it only takes the admin writes), so a
+    policy is written to one sidecar and its effect observed on another."""
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
 
 
 def wait_healthy(http_url: str, timeout_s: float = 60.0) -> None:

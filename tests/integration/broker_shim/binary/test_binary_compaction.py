@@ -28,10 +28,10 @@ from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import NotAllowedError
 from sync._kafka_names import kafka_topic_of
-from sync.messaging import OwnerInfo, SubscriptionType, compacted_topic_of
+from sync.messaging import SubscriptionType, compacted_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import ThreadSidecar, path_of
+from tests.integration._ws_harness import NothingHere, ThreadSidecar, path_of
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -39,19 +39,12 @@ pytestmark = pytest.mark.timeout(600)
 _CHECK_S = 1.0
 
 
-class _NothingHere:
-    """Ownership of a sidecar that serves no topic (it only takes the admin writes)."""
-
-    async def owner_of(self, topic: TopicName) -> OwnerInfo:
-        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
-
-
 @pytest.fixture(scope="module")
 def pair(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ThreadSidecar, BinarySidecar]]:
     writer = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("cwriter"))
-    writer._app_factory = lambda: build_app(writer.sidecar, ownership=_NothingHere())  # noqa: SLF001
+    writer._app_factory = lambda: build_app(writer.sidecar, ownership=NothingHere())  # noqa: SLF001
     with writer, BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("cserver")) as server:
         engine = _engine(server)
         engine.config = dataclasses.replace(engine.config, compaction_check_s=_CHECK_S)

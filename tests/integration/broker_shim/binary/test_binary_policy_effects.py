@@ -15,9 +15,8 @@ import pytest
 from broker_shim._http import build_app
 from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
-from sync.messaging import OwnerInfo
 from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import ThreadSidecar, run, set_policy
+from tests.integration._ws_harness import NothingHere, ThreadSidecar, run, set_policy
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -117,19 +116,12 @@ def test_publish_rate_throttles_binary_producers(
     run(set_policy(sidecar.http_url, topic, "publishRate", None))
 
 
-class _NothingHere:
-    """Ownership of a sidecar that serves no topic (it only takes the policy writes)."""
-
-    async def owner_of(self, topic: TopicName) -> OwnerInfo:
-        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
-
-
 @pytest.fixture(scope="module")
 def writer(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadSidecar]:
     w = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("binwriter"))
-    w._app_factory = lambda: build_app(w.sidecar, ownership=_NothingHere())  # noqa: SLF001
+    w._app_factory = lambda: build_app(w.sidecar, ownership=NothingHere())  # noqa: SLF001
     with w:
         yield w
 

@@ -24,10 +24,10 @@ from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
 from sync._kafka_names import kafka_topic_of
-from sync.messaging import OwnerInfo
 from sync.messaging._backlog import BacklogQuotas
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (
+    NothingHere,
     ThreadSidecar,
     ack,
     connect,
@@ -43,19 +43,12 @@ from tests.integration._ws_harness import (
 )
 
 
-class _NothingHere:
-    """Ownership of a sidecar that serves no topic (it only takes the admin writes)."""
-
-    async def owner_of(self, topic: TopicName) -> OwnerInfo:
-        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
-
-
 @pytest.fixture(scope="module")
 def pair(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ThreadSidecar, ThreadSidecar]]:
     writer = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("writer"))
-    writer._app_factory = lambda: build_app(writer.sidecar, ownership=_NothingHere())  # noqa: SLF001
+    writer._app_factory = lambda: build_app(writer.sidecar, ownership=NothingHere())  # noqa: SLF001
     with writer, ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("server")) as server:
         yield writer, server
 
