@@ -1,14 +1,20 @@
 """The thread that owns a subscription's Kafka consumer.
 
 A librdkafka consumer is driven from one thread: this one. The event loop sends it
-commands (read committed offsets, assign, pause, resume) and awaits their futures; in
-between, it fetches and posts batches to the loop. Messages posted after a re-assignment
-may repeat earlier ones; the cursor drops anything below its read position.
+commands (read committed offsets, assign, pause, resume, commit) and awaits their
+futures; in between, it fetches and posts batches to the loop. Messages posted after a
+re-assignment may repeat earlier ones; the cursor drops anything below its read position.
+(A confluent-kafka consumer blocks any call from another thread while one thread is in
+``consume()``: measured, a commit from a second thread never returned.)
 
-Commits are the exception (:meth:`SubscriptionReader.commit`): a message waits for the
-commit that covers its dispatch (see :mod:`._subscription`), so a commit must not queue
-behind the thread's fetch wait (up to ``poll_s``). librdkafka's commit is thread-safe; it
-runs on a worker thread, and the consumer is closed only once no commit is under way.
+Write-ahead dispatch mark (``write_ahead=True``, durable subscriptions; issue 11): before
+a fetched batch is posted, this thread commits a dispatch mark over it (the last committed
+position and ack set, with ``~d<end of the batch>``, see :mod:`._cursor`), and posts the
+batch with the marks that are now durable. So nothing reaches a consumer that a crash
+would bring back with redeliveryCount 0, at the price of one commit round trip per
+fetched batch. A commit from the loop never lowers a mark this thread committed. If the
+write-ahead commit fails, the batch goes without coverage and the subscription holds
+those messages until one of its own commits covers them.
 """
 
 from __future__ import annotations
@@ -24,11 +30,16 @@ from typing import Any, TypeVar
 from sync._errors import TransportError
 from sync.transport import Consumer, Message, Transport
 
+from ._cursor import DISPATCHED_MARK, split_dispatched
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["SubscriptionReader"]
 
 _T = TypeVar("_T")
+#: ``{partition: first offset never dispatched}`` durable in Kafka as of a posted batch.
+Marks = dict[int, int]
+Offsets = dict[int, tuple[int, str]]
 #: A function to run on the reader thread, and the future awaiting it (None: nobody waits).
 _Command = tuple[Callable[[Consumer], Any], concurrent.futures.Future[Any] | None]
 
@@ -41,15 +52,24 @@ class SubscriptionReader:
         transport: Transport,
         kafka_topic: str,
         group_id: str,
-        on_batch: Callable[[Sequence[Message]], None],
+        on_batch: Callable[[Sequence[Message], Marks], None],
         *,
         batch_size: int = 500,
         poll_s: float = 0.05,
+        write_ahead: bool = False,
     ) -> None:
         self.kafka_topic = kafka_topic
         self.group_id = group_id
         self._transport = transport
         self._on_batch = on_batch
+        self._write_ahead = write_ahead
+        #: Per partition (this thread only): the last committed position and ack set
+        #: (without a mark), and the highest dispatch mark committed.
+        self._base: Offsets = {}
+        self._ahead: Marks = {}
+        self.write_ahead_commits = 0
+        self.write_ahead_failures = 0
+        self._consumer: Consumer | None = None
         self._batch_size = batch_size
         self._poll_s = poll_s
         self._commands: queue.SimpleQueue[_Command | None] = queue.SimpleQueue()
@@ -58,9 +78,6 @@ class SubscriptionReader:
         self._stop = False
         self._stopping = False
         self._failure: Exception | None = None
-        #: The consumer once created; None again once closed (under ``_use``).
-        self._consumer: Consumer | None = None
-        self._use = threading.Lock()
         self._thread = threading.Thread(
             target=self._run, name=f"sub-reader:{group_id}", daemon=True
         )
@@ -77,25 +94,74 @@ class SubscriptionReader:
             self._commands.put((fn, future))
         return asyncio.wrap_future(future)
 
-    async def commit(self, offsets: dict[int, tuple[int, str]]) -> None:
-        """Commit ``{partition: (offset, metadata)}`` for the group now, not after the
-        thread's current fetch wait.
+    def committed(self, partitions: Sequence[int]) -> asyncio.Future[Offsets]:
+        """The group's committed ``(offset, metadata)`` per partition (absent: none)."""
 
-        Raises:
-            TransportError: the commit failed, or the reader is stopped.
-        """
-        if self._consumer is None:  # not created yet: in order, after the creation
-            await self.call(lambda c: c.commit(self.kafka_topic, offsets))
-            return
+        def read(c: Consumer) -> Offsets:
+            found = {
+                p: entry
+                for p, entry in c.committed(self.kafka_topic, list(partitions)).items()
+                if entry is not None
+            }
+            for p, (offset, metadata) in found.items():
+                self._remember(p, offset, metadata)
+            return found
 
-        def commit() -> None:
-            with self._use:
-                consumer = self._consumer
-                if consumer is None or self._stopping:
-                    raise TransportError(f"{self.group_id}: the reader is stopped")
+        return self.call(read)
+
+    def commit(self, offsets: Offsets) -> asyncio.Future[None]:
+        """Commit ``{partition: (offset, metadata)}``, never lowering a dispatch mark
+        this thread committed ahead of the loop."""
+        return self.call(lambda c: self._commit(c, offsets))
+
+    def _commit(self, consumer: Consumer, offsets: Offsets) -> None:
+        merged: Offsets = {}
+        for p, (offset, metadata) in offsets.items():
+            acks, mark = split_dispatched(metadata)
+            mark = max(mark, self._ahead.get(p, 0))
+            merged[p] = (offset, acks + (f"{DISPATCHED_MARK}{mark}" if mark > offset else ""))
+        consumer.commit(self.kafka_topic, merged)
+        for p, (offset, metadata) in merged.items():
+            self._remember(p, offset, metadata)
+
+    def _remember(self, partition: int, offset: int, metadata: str) -> None:
+        acks, mark = split_dispatched(metadata)
+        self._base[partition] = (offset, acks)
+        if mark > self._ahead.get(partition, 0):
+            self._ahead[partition] = mark
+
+    def _mark_ahead(self, consumer: Consumer, batch: Sequence[Message]) -> Marks:
+        """Commit a dispatch mark over ``batch``; the marks durable now, per partition."""
+        ends: Marks = {}
+        for m in batch:
+            p, offset = m.partition(), m.offset()
+            if p is not None and offset is not None and offset + 1 > ends.get(p, 0):
+                ends[p] = offset + 1
+        want = {
+            p: end
+            for p, end in ends.items()
+            if p in self._base and end > max(self._ahead.get(p, 0), self._base[p][0])
+        }
+        if want:
+            offsets = {
+                p: (self._base[p][0], f"{self._base[p][1]}{DISPATCHED_MARK}{end}")
+                for p, end in want.items()
+            }
+            try:
                 consumer.commit(self.kafka_topic, offsets)
-
-        await asyncio.to_thread(commit)
+            except Exception as exc:  # noqa: BLE001 - the loop holds what is not covered
+                self.write_ahead_failures += 1
+                logger.warning(
+                    "%s: committing the dispatch mark over %s failed (%s); dispatch waits "
+                    "for a commit that covers it",
+                    self.group_id,
+                    ", ".join(f"{self.kafka_topic}[{p}]@{end}" for p, end in want.items()),
+                    exc,
+                )
+            else:
+                self.write_ahead_commits += 1
+                self._ahead.update(want)
+        return {p: self._ahead[p] for p in ends if p in self._ahead}
 
     def post(self, fn: Callable[[Consumer], object]) -> None:
         """Run ``fn(consumer)`` on the reader thread without waiting (errors are logged)."""
@@ -196,10 +262,9 @@ class SubscriptionReader:
                     self._drain(consumer, 1.0)  # back off, still serving commands
                     continue
                 if batch:
-                    self._on_batch(batch)
+                    marks = self._mark_ahead(consumer, batch) if self._write_ahead else {}
+                    self._on_batch(batch, marks)
         finally:
-            with self._use:
-                self._consumer = None
             try:
                 consumer.close()
             except Exception:

@@ -37,16 +37,16 @@ as Pulsar:
   message below it may have reached a consumer before the move, so it comes back with
   ``redeliveryCount`` >= 1 (Pulsar keeps the count in memory only and says 0 after a
   broker crash). The mark is written *ahead*: nothing at or above the committed mark is
-  dispatched. A message read above it is held, a commit is started at once (on a worker
-  thread, not behind the reader's fetch wait) that moves the mark over everything read
-  so far, and the message goes when that commit succeeds. So after a kill -9 or a move,
-  every message that may have reached a consumer comes back with ``redeliveryCount`` >= 1
-  (issue 11: a 100 ms window of dispatches newer than the last commit came back with 0,
-  and up to 28 s of them while the group coordinator was down). The price: a message
-  read while no commit covers it waits for one commit round trip (one commit covers a
-  whole fetched batch, and at most one is under way per subscription); a message read
-  but never dispatched before a crash may also come back counted once. While commits
-  fail, nothing new is dispatched; they are retried every ``commit_interval_s``.
+  dispatched. The reader thread commits a mark over each fetched batch before it hands
+  the batch over (:mod:`._reader`); if that commit fails, the messages it did not cover
+  are held, a commit is asked for at once, and they go when one succeeds. So after a
+  kill -9 or a move, every message that may have reached a consumer comes back with
+  ``redeliveryCount`` >= 1 (issue 11: a 100 ms window of dispatches newer than the last
+  commit came back with 0, and up to 28 s of them while the group coordinator was down).
+  The price: one commit round trip per fetched batch before its messages are dispatched,
+  and a message read but never dispatched before a crash may also come back counted
+  once. While commits fail, nothing new is dispatched; they are retried every
+  ``commit_interval_s``.
   Bounded by Kafka, not by us: messages the topic's ``retention.ms``/``retention.bytes``
   deletes are gone acknowledged or not (Pulsar keeps unacknowledged messages unless a
   backlog quota or TTL says otherwise); a subscription whose group commits nothing for
@@ -242,13 +242,15 @@ class Subscription:
             self.group_id,
             self._post_batch,
             batch_size=self.config.fetch_batch,
+            write_ahead=self.durable,
         )
         self._reader = reader
         topic = self.kafka_topic
         parts = list(range(self.num_partitions))
         try:
             if self.durable:
-                committed = await reader.call(lambda c: c.committed(topic, parts))
+                found = await reader.committed(parts)
+                committed = {p: found.get(p) for p in parts}
             else:
                 given = self._start_offsets
                 committed = {p: (given[p], "") if p in given else None for p in parts}
@@ -261,7 +263,7 @@ class Subscription:
                 created = {p: (starts[p], "") for p in missing}
                 if self.durable:
                     # Durable from the start: messages published from now on belong to it.
-                    await reader.call(lambda c: c.commit(topic, created))
+                    await reader.commit(created)
                 committed.update(created)
                 logger.info(
                     "created subscription %s at %s (%s)",
@@ -459,18 +461,23 @@ class Subscription:
         self.dispatch()
 
     # -- reading -----------------------------------------------------------------------
-    def _post_batch(self, batch: Sequence[Message]) -> None:
-        # Reader thread: hand the batch to the loop.
+    def _post_batch(self, batch: Sequence[Message], marks: Mapping[int, int]) -> None:
+        # Reader thread: hand the batch to the loop, with the dispatch marks now durable.
         try:
-            self._loop.call_soon_threadsafe(self._ingest, batch)
+            self._loop.call_soon_threadsafe(self._ingest, batch, marks)
         except RuntimeError:  # loop closed while shutting down
             pass
 
-    def _ingest(self, batch: Sequence[Message]) -> None:
+    def _ingest(self, batch: Sequence[Message], marks: Mapping[int, int]) -> None:
         # A batch may arrive before load() resumes (LOADING): keep it, cursors exist.
         if not self._parts or self.state not in _INGESTING:
             return
         parts = self._parts
+        for index, mark in marks.items():
+            if 0 <= index < len(parts):
+                cursor = parts[index].cursor
+                cursor.durable = max(cursor.durable, mark)
+                cursor.dispatched = max(cursor.dispatched, mark)
         for m in batch:
             p = m.partition()
             offset = m.offset()

@@ -100,6 +100,8 @@ class _Traffic:
     consuming: asyncio.Event = field(default_factory=asyncio.Event)
     acked: set[str] = field(default_factory=set)
     deliveries: dict[str, list[int]] = field(default_factory=dict)
+    #: The message ids each payload came with (two ids: stored twice, not redelivered).
+    ids: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     async def produce(self) -> None:
@@ -138,6 +140,7 @@ class _Traffic:
                         mid = base64.b64decode(msg["payload"]).decode()
                         count = int(msg.get("redeliveryCount", 0))
                         self.deliveries.setdefault(mid, []).append(count)
+                        self.ids.setdefault(mid, []).append(msg["messageId"])
                         await ws.send(json.dumps({"messageId": msg["messageId"]}))
             except Exception as exc:  # noqa: BLE001 - reconnect, as the soak does
                 self.errors.append(f"consumer: {type(exc).__name__}: {exc}"[:200])
@@ -219,5 +222,5 @@ def test_ws_traffic_survives_broker_loss_without_silent_duplicates(
     assert not lost, f"acknowledged but never delivered: {lost[:20]}"
     assert not silent, (
         f"delivered again with redeliveryCount 0: {silent[:20]} "
-        f"({ {m: traffic.deliveries[m] for m in silent[:5]} })"
+        f"({ {m: (traffic.deliveries[m], traffic.ids[m]) for m in silent[:5]} })"
     )

@@ -376,7 +376,9 @@ def test_acks_are_committed_within_the_interval_without_a_clean_close() -> None:
 
 def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -> None:
     """What a consumer may already have seen when its sidecar died (or the subscription
-    moved) is delivered again with redeliveryCount >= 1; what was never dispatched keeps 0."""
+    moved) is delivered again with redeliveryCount >= 1. The mark is written ahead over
+    what was read, so what was read but not dispatched may come back counted as well;
+    what was never read keeps 0."""
     transport = MemoryTransport()
     group: list[str] = []
     marks: list[int] = []
@@ -402,16 +404,18 @@ def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -
 
     async def after() -> list[tuple[int, int]]:
         async with Env(transport) as env:
-            c = await env.subscribe(TopicName.parse("t/ns/marked"), sub_type=Shared)
-            got = await take(c, 9)
+            topic = TopicName.parse("t/ns/marked")
+            c = await env.subscribe(topic, sub_type=Shared)
+            env.publish(topic, 2)  # never read before the crash
+            got = await take(c, 11)
             return [(d.message_id.offset, d.redelivery_count) for d in got]
 
     redelivered = run(after())
-    assert [o for o, _ in redelivered] == list(range(1, 10))
+    assert [o for o, _ in redelivered] == list(range(1, 12))
     mark = marks[0]
-    assert 4 <= mark < 10
+    assert 5 <= mark <= 10
     assert all(n == 1 for o, n in redelivered if o < mark)
-    assert all(n == 0 for o, n in redelivered if o >= mark)
+    assert all(n == 0 for o, n in redelivered if o >= 10)
 
 def test_new_subscription_starts_at_latest_and_is_durable_before_any_ack() -> None:
     transport = MemoryTransport()
@@ -732,23 +736,25 @@ def test_while_commits_fail_messages_wait_for_a_durable_dispatch_mark() -> None:
         ack_all(c, await take(c, 2))
         sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
         await eventually(lambda: sub.committed_positions()[0][0] == 2)
-        reader = sub._reader
-        assert reader is not None
-        working = reader.commit
+        assert sub._reader is not None
+        consumer = sub._reader._consumer
+        assert consumer is not None
+        working = consumer.commit
 
-        async def coordinator_down(offsets: Any) -> None:
+        def coordinator_down(*args: Any, **kwargs: Any) -> None:
             raise TransportError("commit failed: coordinator not available")
 
-        reader.commit = coordinator_down  # type: ignore[method-assign]
+        consumer.commit = coordinator_down  # type: ignore[method-assign]
         env.publish(topic, 5)
         await eventually(lambda: sub._commit_failing_since is not None)
         with pytest.raises(AssertionError, match="got 0 of 1"):
             await take(c, 1, timeout_s=1.0)  # held: the mark in Kafka does not cover them
-        reader.commit = working  # type: ignore[method-assign]
+        consumer.commit = working  # type: ignore[method-assign]
         held = await take(c, 5)
         assert [d.redelivery_count for d in held] == [0] * 5
         assert sub._parts[0].cursor.durable > max(d.message_id.offset for d in held)
-        reader.stop()  # "kill -9": no final commit
+        assert sub._reader.write_ahead_failures >= 1
+        sub._reader.stop()  # "kill -9": no final commit
         env.svc.close()
 
     run(stalled())
