@@ -50,6 +50,7 @@ def config_from_env() -> ChaosConfig:
         seed=int(seed) if seed else secrets.randbelow(2**31),
         poison_records=int(os.environ.get("CHAOS_POISON", "5000")),
         fault_every_s=float(os.environ.get("CHAOS_FAULT_EVERY", "15")),
+        broker_down_min_s=float(os.environ.get("CHAOS_BROKER_DOWN_S", "0")),
     )
 
 

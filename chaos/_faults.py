@@ -117,7 +117,7 @@ class FaultInjector:
 
     def _kill9_broker(self) -> Fault:
         node = self.rng.choice((1, 2, 3))
-        hold = self.rng.uniform(3.0, 10.0)
+        hold = max(self.rng.uniform(3.0, 10.0), self.world.config.broker_down_min_s)
         fault = Fault("kill9_broker", f"kafka-{node}", self.world.now(), note=f"down {hold:.1f}s")
         self.world.cluster.kill(node)
         self.world.sleep(hold)

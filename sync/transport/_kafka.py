@@ -53,6 +53,7 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
+from ._kafka_clients import client_id, created
 from ._kafka_controller import ControllerGuard, waited_for_controller
 from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
 from ._kafka_isolated import IsolatedAdmin
@@ -170,9 +171,10 @@ class KafkaProducer:
         linger_ms: int,
         transaction_timeout_ms: int | None = None,
     ) -> None:
+        name = client_id(config.client_id, "producer" if transactional_id is None else "txn")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": config.client_id,
+            "client.id": name,
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": linger_ms,
@@ -196,7 +198,7 @@ class KafkaProducer:
             # must not exceed transaction.timeout.ms; a stalled transaction aborts).
             conf["message.timeout.ms"] = 0
         conf.update(config.extra)
-        self._producer = _RdProducer(conf)
+        self._producer = created(name, lambda: _RdProducer(conf))
         self._partition_counts: dict[str, int] = {}
 
     def produce(
@@ -346,9 +348,10 @@ class KafkaConsumer:
         fetch_wait_max_ms: int,
         group_id: str | None = None,
     ) -> None:
+        name = client_id(config.client_id, "consumer")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": config.client_id,
+            "client.id": name,
             # Required by librdkafka even for assign(); never joins since we never subscribe.
             "group.id": group_id if group_id is not None else f"{config.client_id}.unused",
             "enable.auto.commit": False,
@@ -364,7 +367,7 @@ class KafkaConsumer:
         }
         conf.update(config.extra)
         self._group_id = group_id
-        self._consumer = _RdConsumer(conf)
+        self._consumer = created(name, lambda: _RdConsumer(conf))
 
     def assign(self, topic: str, offsets: Mapping[int, int]) -> None:
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
@@ -503,15 +506,16 @@ class KafkaAdmin:
     """Topic administration through confluent-kafka's AdminClient."""
 
     def __init__(self, config: KafkaConfig) -> None:
+        name = client_id(config.client_id, "admin")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": config.client_id,
+            "client.id": name,
             # The controller guard asks Metadata about topics that may not exist yet.
             "allow.auto.create.topics": False,
             "logger": _RDKAFKA_LOG,
         }
         conf.update(config.extra)
-        self._admin = AdminClient(conf)
+        self._admin = created(name, lambda: AdminClient(conf))
         self._config = config
         #: Controller-routed calls first check their controller is reachable (see module).
         self._controller = ControllerGuard(self._admin)
