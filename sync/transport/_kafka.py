@@ -68,6 +68,9 @@ _T = TypeVar("_T")
 #: Longest single attempt of a read-only controller call (a call that was already waiting
 #: when its controller died is retried through the guard instead of waiting it out).
 _CONTROLLER_READ_ATTEMPT_S = 10.0
+#: Longest single attempt of a fan-out call (ListConsumerGroups): one that was already
+#: waiting when a broker died spins until its attempt ends, then goes through the guard.
+_FANOUT_ATTEMPT_S = 5.0
 
 _FENCED_CODES = frozenset(
     {
@@ -103,6 +106,15 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
+
+
+def _timed_out(exc: BaseException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (
+        KafkaError._TIMED_OUT,  # noqa: SLF001 - public constant
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,  # noqa: SLF001 - public constant
+    )
 
 
 class _Batch:
@@ -700,11 +712,33 @@ class KafkaAdmin:
         return self._coordinator_calls().describe_group(group_id, timeout_s)
 
     def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
-        try:
-            listing = self._admin.list_consumer_groups(request_timeout=timeout_s).result()
-        except KafkaException as exc:
-            raise _translate(exc, "list consumer groups") from exc
-        return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
+        """Every consumer group whose id starts with ``prefix``.
+
+        ListConsumerGroups asks every broker and waits for each one to be up, busy-waiting
+        inside librdkafka while one is dead (issue 11, chaos run 5): it starts only while
+        every broker the metadata names is reachable (``ControllerGuard.every_broker``),
+        in attempts of at most ``_FANOUT_ATTEMPT_S``. A listing that missed a broker is an
+        error, never a shorter list (a caller could take a group for gone).
+        """
+        what = "list consumer groups"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._controller.every_broker(deadline, what):
+                attempt = min(max(0.1, deadline - time.monotonic()), _FANOUT_ATTEMPT_S)
+                try:
+                    listing = self._admin.list_consumer_groups(request_timeout=attempt).result()
+                except KafkaException as exc:
+                    if _timed_out(exc) and time.monotonic() < deadline:
+                        continue
+                    raise _translate(exc, what) from exc
+            errors = list(listing.errors or ())
+            if not errors:
+                return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
+            if time.monotonic() >= deadline or not all(map(_timed_out, errors)):
+                raise TransportError(
+                    f"{what}: {len(errors)} broker(s) did not answer ({errors[0]}); "
+                    "the listing would be incomplete"
+                )
 
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
         self._coordinator_calls().delete_group(group, timeout_s)

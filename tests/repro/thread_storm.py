@@ -51,12 +51,22 @@ def sidecar_pids(workdir: Path | None) -> dict[int, str]:
             continue
         broker = text[text.index("--broker-id") + 1] if "--broker-id" in text else "?"
         out[int(entry)] = broker
+    # Their children: the admin worker processes (sync.transport._admin_worker).
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid in out and out[ppid] != "?" and "/" not in out[ppid]:
+            out[int(entry)] = f"{out[ppid]}/worker"
     return out
 
 
-def threads(pid: int) -> dict[int, tuple[str, int]]:
-    """tid -> (comm, voluntary + nonvoluntary context switches)."""
-    out: dict[int, tuple[str, int]] = {}
+def threads(pid: int) -> dict[int, tuple[str, int, int]]:
+    """tid -> (comm, voluntary + nonvoluntary context switches, utime + stime ticks)."""
+    out: dict[int, tuple[str, int, int]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -70,7 +80,11 @@ def threads(pid: int) -> dict[int, tuple[str, int]]:
         switches = int(fields.get("voluntary_ctxt_switches", "0")) + int(
             fields.get("nonvoluntary_ctxt_switches", "0")
         )
-        out[int(tid)] = (fields.get("Name", "?").strip(), switches)
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (fields.get("Name", "?").strip(), switches, int(stat[11]) + int(stat[12]))
     return out
 
 
@@ -139,7 +153,7 @@ def main() -> None:
     parser.add_argument("--pyspy", default="")
     args = parser.parse_args()
 
-    prev: dict[int, dict[int, tuple[str, int]]] = {}
+    prev: dict[int, dict[int, tuple[str, int, int]]] = {}
     prev_cpu: dict[int, int] = {}
     peaks: dict[tuple[int, int], tuple[float, str, str, str]] = {}
     dumped: set[int] = set()
@@ -160,7 +174,15 @@ def main() -> None:
             rates = sorted(
                 (
                     ((sw - before[tid][1]) / dt, tid, comm)
-                    for tid, (comm, sw) in cur.items()
+                    for tid, (comm, sw, _t) in cur.items()
+                    if tid in before
+                ),
+                reverse=True,
+            )
+            busy = sorted(
+                (
+                    (100.0 * (t - before[tid][2]) / CLK_TCK / dt, tid, comm)
+                    for tid, (comm, _sw, t) in cur.items()
                     if tid in before
                 ),
                 reverse=True,
@@ -177,9 +199,15 @@ def main() -> None:
                     peak = peaks.get((pid, tid))
                     if peak is None or rate > peak[0]:
                         peaks[(pid, tid)] = (rate, broker, comm, who)
+            tids_cpu = []
+            for pct, tid, comm in busy[:2]:
+                if pct >= 5:
+                    who = name_of(pid, tid, comm, names, tids)
+                    tids_cpu.append(f"{tid} {comm}{'[' + who + ']' if who else ''} {pct:.0f}%")
             print(
                 f"  sidecar {broker} pid {pid}: cpu {cpu:.0f}% ctx {total:,.0f}/s | "
-                + "; ".join(shown),
+                + "; ".join(shown)
+                + (" | cpu: " + "; ".join(tids_cpu) if tids_cpu else ""),
                 flush=True,
             )
             hot = rates and rates[0][0] >= args.threshold
@@ -196,9 +224,7 @@ def main() -> None:
         for gone in set(prev) - set(pids):
             del prev[gone]
     print(f"=== threads above {args.threshold:,.0f} wakeups/s (peak) ===")
-    for (pid, tid), (rate, broker, comm, who) in sorted(
-        peaks.items(), key=lambda kv: -kv[1][0]
-    ):
+    for (pid, tid), (rate, broker, comm, who) in sorted(peaks.items(), key=lambda kv: -kv[1][0]):
         print(f"  sidecar {broker} pid {pid} tid {tid} {comm} [{who or '?'}]: {rate:,.0f}/s")
     if not peaks:
         print("  none")
