@@ -131,7 +131,7 @@ class FaultInjector:
         self.world.sleep(hold)
         # Bounded: a restart that is not done within RESTART_BUDGET_S is reported and goes
         # on in the background; the soak's other faults and traffic go on meanwhile.
-        fault.note += "; " + cluster.restart()
+        fault.note += "; " + cluster.restart(self.world.now())
         fault.ended = self.world.now()
         return fault
 

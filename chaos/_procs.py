@@ -130,14 +130,16 @@ class KafkaCluster:
         """A killed node's restart is still under way (in the background)."""
         return self._restarter is not None and self._restarter.is_alive()
 
-    def restart(self, budget_s: float = RESTART_BUDGET_S) -> str:
+    def restart(self, at_s: float, budget_s: float = RESTART_BUDGET_S) -> str:
         """Bring the killed node(s) back, waiting at most ``budget_s``: ``""`` when the
         cluster is whole again, else a note for the soak's summary (the restart goes on in
         the background, retried with back-off, until it succeeds or RESTART_ATTEMPTS
-        fail; :meth:`wait_restarted` waits for it)."""
+        fail; :meth:`wait_restarted` waits for it). ``at_s``: the soak's clock, for the
+        summary."""
         if not self.restarting():
             nodes = sorted(self.down_nodes)
-            record = Restart(node=nodes[0] if nodes else 0, started_s=self._now())
+            record = Restart(node=nodes[0] if nodes else 0, started_s=round(at_s, 1))
+            self._t0 = time.monotonic() - at_s
             self.restarts.append(record)
             self._restarted.clear()
             self._restarter = threading.Thread(
