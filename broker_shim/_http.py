@@ -22,7 +22,7 @@ from sync import (
     PolicySyncError,
     PolicyTarget,
 )
-from sync.cluster import ClusterService, MemberState, ServiceState
+from sync.cluster import ClusterService, MemberState, ServiceState, ViewState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 from sync.messaging import TopicOwnership
 
@@ -92,7 +92,10 @@ async def health(request: web.Request) -> web.Response:
         body["lookup"] = lookup
         member = cluster.member.state
         body["ownership"] = member.value
+        view = cluster.view
+        body["view"] = view.value
         ready = ready and lookup == "READY" and member is MemberState.ACTIVE
+        ready = ready and view is ViewState.FRESH
     if sidecar.last_failure:
         body["lastFailure"] = sidecar.last_failure
     body["writer"] = _writer_status(request.app, svc)

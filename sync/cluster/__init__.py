@@ -21,6 +21,7 @@ HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` fla
 """
 
 from ._auth import AuthConfig, Authorizer, TenantRoles
+from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
 from ._ownership import MemberState, OwnershipConfig, RequestOp, slot_of
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
@@ -44,6 +45,7 @@ __all__ = [
     "RequestOp",
     "ServiceState",
     "TenantRoles",
+    "ViewState",
     "allowed_transitions",
     "slot_of",
 ]

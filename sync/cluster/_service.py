@@ -30,6 +30,7 @@ from sync.transport import Transport
 
 from ._admin import ClusterAdmin
 from ._auth import AuthConfig, Authorizer
+from ._freshness import PauseWatch, ViewState
 from ._lookup import LookupConfig, LookupService
 from ._metadata import MetadataStore, MetadataWriter, registry_spec
 from ._ownership import (
@@ -60,6 +61,9 @@ class ClusterConfig:
     replication_factor: int = -1
     bootstrap_timeout_s: float = 120.0
     auth: AuthConfig | None = None
+    #: A process that did not run for longer than this (SIGSTOP, a frozen VM) answers 503
+    #: until its registry and ownership views have caught up (issue 11).
+    pause_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +188,11 @@ class ClusterService:
             replication_factor=rf,
         )
         self.auth = None if config.auth is None else Authorizer(config.auth)
+        self.pause_watch = PauseWatch(
+            self._catch_up,
+            name=f"cluster view of {self.identity.broker_id}",
+            pause_s=config.pause_s,
+        )
         self._life = Lifecycle(
             f"cluster service {self.identity.broker_id}",
             ServiceState.NEW,
@@ -245,6 +254,7 @@ class ClusterService:
             if self.member.failure is not None:
                 raise self.member.failure
             self.ready_after_s = time.monotonic() - self.started_at
+            self.pause_watch.start()
             if self._transition(ServiceState.READY):
                 self._ready.set()
         except BaseException as exc:
@@ -286,12 +296,28 @@ class ClusterService:
                 f"ownership member of broker {self.identity.broker_id} FAILED "
                 f"({self.member.failure}); restarting"
             )
+        if self.pause_watch.state is ViewState.STALE:
+            raise UnavailableError(
+                f"broker {self.identity.broker_id} was paused; its view of the cluster is "
+                "catching up"
+            )
+
+    @property
+    def view(self) -> ViewState:
+        """Whether lookups may be answered from this sidecar's view (STALE after a pause)."""
+        return self.pause_watch.state
+
+    def _catch_up(self) -> None:
+        timeout = min(5.0, self.config.bootstrap_timeout_s)
+        self.store.table.sync(timeout)
+        self.ownership.table.sync(timeout)
 
     def close(self, *, graceful: bool = True) -> None:
         """Leave the cluster: release bundles (graceful), unregister, stop readers."""
         if not self._transition(ServiceState.CLOSED):
             return
         self._ready.set()
+        self.pause_watch.stop()
         if self._thread is not None:
             self._thread.join(timeout=self.config.bootstrap_timeout_s)
         steps: list[Callable[[], None]] = [
@@ -326,6 +352,8 @@ class ClusterService:
         membership = self.registry.membership(cluster)
         return {
             "state": self._life.state.value,
+            "view": self.view.value,
+            "pauses": self.pause_watch.pauses,
             "brokerId": self.identity.broker_id,
             "cluster": cluster,
             "incarnation": self.incarnation,

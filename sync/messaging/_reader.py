@@ -1,9 +1,14 @@
 """The thread that owns a subscription's Kafka consumer.
 
 A librdkafka consumer is driven from one thread: this one. The event loop sends it
-commands (read committed offsets, assign, pause, resume, commit) and awaits their
-futures; in between, it fetches and posts batches to the loop. Messages posted after a
-re-assignment may repeat earlier ones; the cursor drops anything below its read position.
+commands (read committed offsets, assign, pause, resume) and awaits their futures; in
+between, it fetches and posts batches to the loop. Messages posted after a re-assignment
+may repeat earlier ones; the cursor drops anything below its read position.
+
+Commits are the exception (:meth:`SubscriptionReader.commit`): a message waits for the
+commit that covers its dispatch (see :mod:`._subscription`), so a commit must not queue
+behind the thread's fetch wait (up to ``poll_s``). librdkafka's commit is thread-safe; it
+runs on a worker thread, and the consumer is closed only once no commit is under way.
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ class SubscriptionReader:
         self._stop = False
         self._stopping = False
         self._failure: Exception | None = None
+        #: The consumer once created; None again once closed (under ``_use``).
+        self._consumer: Consumer | None = None
+        self._use = threading.Lock()
         self._thread = threading.Thread(
             target=self._run, name=f"sub-reader:{group_id}", daemon=True
         )
@@ -68,6 +76,26 @@ class SubscriptionReader:
         else:
             self._commands.put((fn, future))
         return asyncio.wrap_future(future)
+
+    async def commit(self, offsets: dict[int, tuple[int, str]]) -> None:
+        """Commit ``{partition: (offset, metadata)}`` for the group now, not after the
+        thread's current fetch wait.
+
+        Raises:
+            TransportError: the commit failed, or the reader is stopped.
+        """
+        if self._consumer is None:  # not created yet: in order, after the creation
+            await self.call(lambda c: c.commit(self.kafka_topic, offsets))
+            return
+
+        def commit() -> None:
+            with self._use:
+                consumer = self._consumer
+                if consumer is None or self._stopping:
+                    raise TransportError(f"{self.group_id}: the reader is stopped")
+                consumer.commit(self.kafka_topic, offsets)
+
+        await asyncio.to_thread(commit)
 
     def post(self, fn: Callable[[Consumer], object]) -> None:
         """Run ``fn(consumer)`` on the reader thread without waiting (errors are logged)."""
@@ -153,6 +181,7 @@ class SubscriptionReader:
             )
             self._fail_queued()
             return
+        self._consumer = consumer
         try:
             while not self._stop:
                 active = bool(self._assigned - self._paused)
@@ -169,6 +198,8 @@ class SubscriptionReader:
                 if batch:
                     self._on_batch(batch)
         finally:
+            with self._use:
+                self._consumer = None
             try:
                 consumer.close()
             except Exception:

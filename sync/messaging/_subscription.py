@@ -36,12 +36,17 @@ as Pulsar:
   carries a dispatch mark (the first offset never dispatched, see :mod:`._cursor`): a
   message below it may have reached a consumer before the move, so it comes back with
   ``redeliveryCount`` >= 1 (Pulsar keeps the count in memory only and says 0 after a
-  broker crash). Dispatches newer than the last commit (a <= 100 ms window before a
-  kill -9) still come back with 0. While commits fail (or one hangs for over
-  ``max(0.5 s, 5 x commit_interval_s)``, e.g. the group coordinator is down), nothing the
-  committed mark does not cover is dispatched: the next commit writes the mark over what
-  was read, and dispatch resumes once one succeeds (issue 11: a subscription that moved
-  after commits had failed for 15-28 s redelivered with 0).
+  broker crash). The mark is written *ahead*: nothing at or above the committed mark is
+  dispatched. A message read above it is held, a commit is started at once (on a worker
+  thread, not behind the reader's fetch wait) that moves the mark over everything read
+  so far, and the message goes when that commit succeeds. So after a kill -9 or a move,
+  every message that may have reached a consumer comes back with ``redeliveryCount`` >= 1
+  (issue 11: a 100 ms window of dispatches newer than the last commit came back with 0,
+  and up to 28 s of them while the group coordinator was down). The price: a message
+  read while no commit covers it waits for one commit round trip (one commit covers a
+  whole fetched batch, and at most one is under way per subscription); a message read
+  but never dispatched before a crash may also come back counted once. While commits
+  fail, nothing new is dispatched; they are retried every ``commit_interval_s``.
   Bounded by Kafka, not by us: messages the topic's ``retention.ms``/``retention.bytes``
   deletes are gone acknowledged or not (Pulsar keeps unacknowledged messages unless a
   backlog quota or TTL says otherwise); a subscription whose group commits nothing for
@@ -112,6 +117,7 @@ class _Part:
         "active",
         "consumers",
         "cursor",
+        "held_from",
         "index",
         "inflight_by_hash",
         "limiter",
@@ -140,6 +146,18 @@ class _Part:
         self.paused = False
         self.limiter = RateLimiter()
         self.topic_limiter = topic_limiter
+        #: The lowest offset held back for want of a durable dispatch mark, if any.
+        self.held_from: int | None = None
+
+    def mark_ahead(self) -> int:
+        """Where the write-ahead dispatch mark goes for what is held: over as many
+        messages (from the first held) as the consumers can take now, never past what
+        was read, so a crash marks few messages that were never dispatched."""
+        cursor = self.cursor
+        if self.held_from is None:
+            return cursor.dispatched
+        room = max(1, sum(c.room() for c in self.consumers))
+        return max(cursor.dispatched, min(cursor.read_pos, self.held_from + room))
 
 
 class Subscription:
@@ -201,13 +219,11 @@ class Subscription:
         self._dirty = False
         self._last_commit: dict[int, tuple[int, str]] = {}
         self._last_commit_at = 0.0
-        #: Since when commits fail (None: the last one succeeded), and since when one is
-        #: under way: while commits are in trouble, nothing at or above a partition's
-        #: durable dispatch mark is dispatched (see :meth:`_undurable`).
+        #: Since when commits fail (None: the last one succeeded).
         self._commit_failing_since: float | None = None
-        self._commit_started_at: float | None = None
-        #: A dispatch was held back for a durable mark: dispatch again after a commit.
+        #: A dispatch was held back for a durable mark: commit now, dispatch again after.
         self._held_for_commit = False
+        self._commit_wanted = asyncio.Event()
         self._dispatch_scheduled = False
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -592,24 +608,18 @@ class Subscription:
         self._throttle_timer = None
         self.dispatch()
 
-    def _commits_in_trouble(self) -> bool:
-        """The last commit failed, or one has been under way for too long (a stalled
-        group coordinator): the dispatch mark in Kafka stops following dispatches."""
-        if self._commit_failing_since is not None:
-            return True
-        started = self._commit_started_at
-        return started is not None and (
-            time.monotonic() - started > max(0.5, 5 * self.config.commit_interval_s)
-        )
-
     def _undurable(self, part: _Part, entry: Entry) -> bool:
-        """Hold a message back while commits are in trouble and the committed dispatch mark
-        does not cover it: delivered now, it would come back after an ownership move or a
-        crash with redeliveryCount 0 (issue 11). Dispatch resumes when a commit succeeds."""
-        if entry.offset < part.cursor.durable or not self._commits_in_trouble():
+        """Hold a message back until a commit's dispatch mark covers it: delivered
+        before, it would come back after a crash or an ownership move with
+        redeliveryCount 0 (issue 11). Asks for a commit now; dispatch resumes after it."""
+        if not self.durable or entry.offset < part.cursor.durable:
             return False
-        self._held_for_commit = True
-        self._dirty = True  # the next commit moves the mark over what was read
+        if part.held_from is None or entry.offset < part.held_from:
+            part.held_from = entry.offset
+        if not self._held_for_commit:
+            self._held_for_commit = True
+            self._dirty = True  # the next commit moves the mark over what was read
+            self._commit_wanted.set()
         return True
 
     def _next(self, part: _Part) -> Entry | None:
@@ -942,12 +952,20 @@ class Subscription:
 
     # -- committing --------------------------------------------------------------------
     async def _commit_loop(self) -> None:
+        """Commit every ``commit_interval_s`` when something changed, and at once when a
+        dispatch waits for its mark; a failed commit is retried after the interval."""
         interval = self.config.commit_interval_s
+        wanted = self._commit_wanted
         while True:
-            await asyncio.sleep(interval)
+            if not wanted.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wanted.wait(), interval)
+            wanted.clear()
             keepalive = time.monotonic() - self._last_commit_at >= self.config.commit_keepalive_s
             if self._dirty or keepalive:
                 await self.commit(force=keepalive)
+                if self._commit_failing_since is not None:
+                    await asyncio.sleep(interval)
 
     async def commit(self, *, force: bool = False) -> None:
         """Commit the acknowledged prefix and the individual-ack set of every partition.
@@ -963,10 +981,10 @@ class Subscription:
         marks: dict[int, int] = {}
         max_bytes = self.config.ack_metadata_max_bytes
         for part in self._parts:
-            if self._held_for_commit and part.cursor.read_pos > part.cursor.dispatched:
-                # Dispatch is held for a durable mark: write the mark ahead, over what
-                # was read, so the messages held can go once this commit succeeds.
-                part.cursor.dispatched = part.cursor.read_pos
+            # Dispatch is held for a durable mark: write the mark ahead, so the messages
+            # held can go once this commit succeeds.
+            part.cursor.dispatched = part.mark_ahead()
+            part.held_from = None
             marks[part.index] = part.cursor.dispatched
             offset, metadata, dropped = part.cursor.commit_point(max_bytes)
             if dropped:
@@ -983,18 +1001,14 @@ class Subscription:
                 offsets[part.index] = (offset, metadata)
         if not offsets:
             return
-        topic = self.kafka_topic
-        self._commit_started_at = time.monotonic()
         try:
-            await reader.call(lambda c: c.commit(topic, offsets))
+            await reader.commit(offsets)
         except Exception as exc:
             self._dirty = True
-            self._commit_started_at = None
             if self._commit_failing_since is None:
                 self._commit_failing_since = time.monotonic()
             logger.warning("%s: commit failed (will retry): %s", self.label, exc)
             return
-        self._commit_started_at = None
         self._commit_failing_since = None
         for part in self._parts:
             if part.index in offsets:

@@ -5,6 +5,7 @@ on real Kafka in tests/integration/broker_shim/test_faults.py)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -253,3 +254,30 @@ def test_kafka_refusing_or_not_answering_is_503_on_rest_and_websocket() -> None:
     assert http_status(not_coordinator) == 503
     refused = _refuse(not_coordinator, "Failed to subscribe")
     assert refused.status == 503 and refused.headers.get("Retry-After")
+
+
+def test_a_paused_sidecar_is_503_until_its_view_caught_up() -> None:
+    # issue 11 (chaos run 5): thawed after a SIGSTOP, a sidecar answered /health 200 and
+    # named owners from the view it had before the pause.
+    async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        service = app[CLUSTER_KEY].service
+        watch = service.pause_watch
+        release = threading.Event()
+        catch_up = watch._catch_up
+        def held_catch_up() -> None:
+            release.wait(30)
+            catch_up()
+
+        watch._catch_up = held_catch_up
+        watch._tick -= 30.0  # as if the process had not run for 30 s
+        resp = await client.get("/health")
+        assert resp.status == 503
+        assert (await resp.json())["view"] == "STALE"
+        lookup = await client.get("/lookup/v2/topic/persistent/public/default/orders")
+        assert lookup.status == 503
+        assert "paused" in (await lookup.json())["reason"]
+        release.set()
+        body = await _until_health(client, 200)
+        assert body["view"] == "FRESH" and service.pause_watch.pauses == 1
+
+    _serve(scenario)

@@ -11,6 +11,6 @@ def test_cluster_exports() -> None:
             "AuthConfig", "Authorizer", "BrokerIdentity", "BundleState", "ClusterConfig",
             "ClusterService", "ClusterSettings", "ListenerUrls", "LookupConfig",
             "LookupService", "MemberState", "OwnershipConfig", "OwnershipRecord", "RequestOp",
-            "ServiceState", "TenantRoles", "allowed_transitions", "slot_of",
+            "ServiceState", "TenantRoles", "ViewState", "allowed_transitions", "slot_of",
         ]
     )  # fmt: skip
