@@ -11,7 +11,6 @@ from confluent_kafka import (
     Consumer as _RdConsumer,
 )
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -827,21 +826,9 @@ class KafkaAdmin:
     def group_positions(
         self, group: str, topic: str, timeout_s: float = 30.0
     ) -> dict[int, tuple[int, str]]:
-        try:
-            futures = self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
-            )
-            result = futures[group].result()
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return {}
-            raise _translate(exc, f"offsets of group {group!r}") from exc
-        return {
-            tp.partition: (tp.offset, tp.metadata or "")
-            for tp in result.topic_partitions or []
-            if tp.topic == topic and tp.offset >= 0
-        }
+        # ListConsumerGroupOffsets is coordinator-routed: never in this process
+        # (librdkafka aborts it if the coordinator dies meanwhile; see _kafka_isolated).
+        return self._coordinator_calls().group_positions(group, topic, timeout_s)
 
     def alter_group_offsets(
         self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
@@ -857,16 +844,8 @@ class KafkaAdmin:
     ) -> None:
         if not positions:
             return
-        request = ConsumerGroupTopicPartitions(
-            group,
-            [TopicPartition(topic, p, o, metadata=m) for p, (o, m) in positions.items()],
-        )
-        try:
-            self._admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[
-                group
-            ].result()
-        except KafkaException as exc:
-            raise _translate(exc, f"alter offsets of group {group!r}") from exc
+        # AlterConsumerGroupOffsets is coordinator-routed too: in the worker process.
+        self._coordinator_calls().alter_group_positions(group, topic, positions, timeout_s)
 
 
 class KafkaTransport:
