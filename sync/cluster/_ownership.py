@@ -26,6 +26,10 @@ How it works
   offsets of that slot has committed or aborted (KIP-447), and (2) its view of the
   ownership topic has caught up with the end offsets. So its first record is appended after
   everything the previous owner committed: the last record per key is always the truth.
+* A moving bundle passes through ``Releasing``: the old owner writes it on revoke; for a
+  dead owner (which cannot), the slot's new owner writes it first. The new owner claims
+  the bundle only once it has been ``Releasing`` for ``handover_s`` (0.25 s), so a sidecar
+  whose view lags by less never names the old owner while another names the new one.
 * Lookups that find a bundle unowned (or owned by a dead incarnation) produce an
   ``acquire`` request to the bundle's slot partition; its owner consumes it and claims the
   bundle in the same fenced transaction that commits the request's offset.
@@ -152,6 +156,10 @@ class OwnershipConfig:
     transaction_timeout_ms: int | None = None
     #: How long one activation waits for a slot's offsets to become stable.
     activation_wait_s: float = 2.0
+    #: How long a moving bundle stays Releasing before its new owner claims it, so that
+    #: every sidecar sees it stop being owned before anyone sees the new owner (a reader
+    #: lagging less than this never names two owners; issue 11).
+    handover_s: float = 0.25
     poll_s: float = 0.02
     #: A loop step that keeps failing is retried after poll_s, doubling up to this.
     max_retry_delay_s: float = 1.0
@@ -793,28 +801,10 @@ class OwnershipMember:
         slots = sorted(committed)
         self.table.table.sync(self.config.timeout_s)
         self.store.table.sync(self.config.timeout_s)
-        writes: list[_Write] = []
-        now_ms = int(time.time() * 1000)
-        for slot in slots:
-            for bundle in self._bundles_in(slot):
-                current = self._current(bundle)
-                if current is None or current.state not in (
-                    BundleState.OWNED,
-                    BundleState.RELEASING,
-                ):
-                    continue
-                if self._mine(current):
-                    continue
-                if not self._in_layout(bundle):
-                    writes.append(self._tombstone(bundle))
-                    continue
-                reason = "rebalance" if current.state is BundleState.RELEASING else "failover"
-                writes.append(self._record(bundle, current, BundleState.OWNED, reason, now_ms))
         # A slot nobody ever committed starts at 0: equivalent (every processed request
         # is committed with its decision), and it puts the slot under the fence too.
         offsets = {s: max(0, committed.get(s, OFFSET_INVALID)) for s in slots}
-        self._commit(writes, offsets)
-        self.claims += sum(1 for w in writes if w.record is not None)
+        claimed = self._take_over(slots, offsets)
         for s in slots:
             self._next_offset[s] = offsets[s]
             self._committed[s] = offsets[s]
@@ -825,9 +815,65 @@ class OwnershipMember:
             "broker %s now decides for slots %s (claimed %d bundles, generation %d)",
             self.broker_id,
             slots,
-            len(writes),
+            claimed,
             self.generation,
         )
+
+    def _take_over(self, slots: Sequence[int], offsets: dict[int, int]) -> int:
+        """Claim every bundle of ``slots`` that names another (or an old) owner; returns
+        how many. Fenced by ``offsets``.
+
+        A bundle still Owned by someone else (a dead owner, which could not release it)
+        is first marked Releasing, and a bundle is claimed only once it has been Releasing
+        for ``handover_s``: a sidecar whose view lags less than that sees the old owner
+        stop before anyone sees the new one, so no two sidecars name different owners.
+        """
+        releasing: list[_Write] = []
+        claims: list[tuple[str, OwnershipRecord]] = []
+        drop: list[_Write] = []
+        now_ms = int(time.time() * 1000)
+        for slot in slots:
+            for bundle in self._bundles_in(slot):
+                current = self._current(bundle)
+                if current is None or self._mine(current):
+                    continue
+                if current.state not in (BundleState.OWNED, BundleState.RELEASING):
+                    continue
+                if not self._in_layout(bundle):
+                    drop.append(self._tombstone(bundle))
+                    continue
+                if current.state is BundleState.OWNED:
+                    w = self._record(bundle, current, BundleState.RELEASING, "failover", now_ms)
+                    assert w.record is not None  # noqa: S101 - a record, not a tombstone
+                    releasing.append(w)
+                    claims.append((bundle, w.record))
+                else:
+                    claims.append((bundle, current))
+        if not claims:
+            self._commit(drop, offsets)
+            return 0
+        if releasing or drop:
+            self._commit([*drop, *releasing], offsets)
+        handover_ms = self.config.handover_s * 1000
+        now_ms = int(time.time() * 1000)
+        # A record from another host's clock: never wait longer than the handover itself.
+        wait_ms = max(min(handover_ms, handover_ms - (now_ms - c.timestamp_ms)) for _, c in claims)
+        if wait_ms > 0:
+            time.sleep(wait_ms / 1000)
+        now_ms = int(time.time() * 1000)
+        writes = [
+            self._record(
+                bundle,
+                current,
+                BundleState.OWNED,
+                "failover" if current.reason == "failover" else "rebalance",
+                now_ms,
+            )
+            for bundle, current in claims
+        ]
+        self._commit(writes, offsets)
+        self.claims += len(writes)
+        return len(writes)
 
     def _stable_offsets(self, slots: list[int]) -> dict[int, int]:
         """Committed offsets of the slots whose previous owner has no transaction open.
@@ -907,23 +953,15 @@ class OwnershipMember:
 
     def _reconcile(self) -> None:
         """Claim any bundle of our slots that still names another (or an old) owner."""
-        writes: list[_Write] = []
-        now_ms = int(time.time() * 1000)
-        for slot in sorted(self.active):
-            for bundle in self._bundles_in(slot):
-                current = self._current(bundle)
-                if current is None or self._mine(current):
-                    continue
-                if current.state in (BundleState.OWNED, BundleState.RELEASING):
-                    if self._in_layout(bundle):
-                        writes.append(
-                            self._record(bundle, current, BundleState.OWNED, "reconcile", now_ms)
-                        )
-                    else:
-                        writes.append(self._tombstone(bundle))
-        if writes:
-            self._commit(writes, self._fence(sorted(self.active)))
-            self.claims += sum(1 for w in writes if w.record is not None)
+        slots = sorted(self.active)
+        if any(
+            (current := self._current(bundle)) is not None
+            and not self._mine(current)
+            and current.state in (BundleState.OWNED, BundleState.RELEASING)
+            for slot in slots
+            for bundle in self._bundles_in(slot)
+        ):
+            self._take_over(slots, self._fence(slots))
 
     # -- membership and registry cleanup (the owner of slot 0) ------------------------
     def _publish_membership_backing_off(self, now: float) -> None:

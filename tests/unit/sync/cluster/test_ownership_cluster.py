@@ -217,6 +217,47 @@ def test_crashed_owner_is_replaced_and_forgotten() -> None:
         assert_log_invariants(transport, cluster)
 
 
+def test_a_dead_owners_bundles_pass_through_releasing_before_the_new_owner() -> None:
+    """Issue 11: a bundle of a crashed owner is marked Releasing, and claimed only
+    ``handover_s`` later, so a sidecar whose view lags less than that never names the
+    dead owner while another already names the new one."""
+    with memory_cluster(3) as (transport, services):
+        topics = topics_in("public/default", 40)
+        look_up_all(services[0], topics)
+        records = services[0].lookups.bundle_records()
+        victim = max(
+            services, key=lambda s: sum(r.broker == s.identity.broker_id for r in records.values())
+        )
+        dead = victim.identity.broker_id
+        held = {k for k, r in records.items() if r.broker == dead}
+        assert held
+        crash(transport, victim)
+        cluster = victim.identity.cluster
+        survivor = next(s for s in services if s is not victim)
+        wait_until(
+            lambda: all(
+                r.broker != dead and r.state is BundleState.OWNED
+                for r in survivor.lookups.bundle_records().values()
+            ),
+            what="failover",
+        )
+        log = [r for r in ownership_log(transport, cluster) if r is not None]
+        handover_ms = survivor.config.ownership.handover_s * 1000
+        for bundle in held:
+            history = [r for r in log if r.bundle == bundle]
+            states = [(r.state, r.broker) for r in history]
+            i = states.index((BundleState.OWNED, dead))
+            released, claimed = history[i + 1], history[i + 2]
+            assert (released.state, released.broker, released.reason) == (
+                BundleState.RELEASING,
+                dead,
+                "failover",
+            )
+            assert claimed.state is BundleState.OWNED and claimed.broker != dead
+            assert claimed.timestamp_ms - released.timestamp_ms >= handover_ms
+        assert_log_invariants(transport, cluster)
+
+
 def test_graceful_leave_releases_and_new_owners_claim() -> None:
     with memory_cluster(2) as (transport, services):
         topics = topics_in("public/default", 20)
