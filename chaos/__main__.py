@@ -7,6 +7,7 @@ Environment: ``CHAOS_SECONDS`` (600), ``CHAOS_SEED`` (random, printed),
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -30,7 +31,7 @@ from ._fuzz import Fuzzer
 from ._messaging import Messaging, wait_drained
 from ._observer import HealthPoller, OwnershipObserver, percentile
 from ._poison import PoisonFuzz
-from ._procs import KafkaCluster, SidecarProc, http_status
+from ._procs import RESTART_BUDGET_S, KafkaCluster, SidecarProc, http_status
 from ._world import WRITE_NAMESPACE, ChaosConfig, World
 from ._writers import WRITERS, Writer, key_topic, lost_writes
 
@@ -50,6 +51,7 @@ def config_from_env() -> ChaosConfig:
         seed=int(seed) if seed else secrets.randbelow(2**31),
         poison_records=int(os.environ.get("CHAOS_POISON", "5000")),
         fault_every_s=float(os.environ.get("CHAOS_FAULT_EVERY", "15")),
+        broker_down_min_s=float(os.environ.get("CHAOS_BROKER_DOWN_S", "0")),
     )
 
 
@@ -361,6 +363,11 @@ class Soak:
                          "ended_s": round(f.ended, 1), "note": f.note,
                          "unhealthy_after_s": per})  # fmt: skip
         self.result["faults"] = rows
+        restarts = self.world.cluster.restarts
+        self.result["kafka_restarts"] = [dataclasses.asdict(r) for r in restarts]
+        self.result["kafka_restarts_over_budget"] = sum(
+            1 for r in restarts if r.took_s is None or r.took_s > RESTART_BUDGET_S
+        )
         self.result["unhealthy_total_s"] = {
             s.broker_id: round(self.health.unhealthy_seconds(s.broker_id), 1)
             for s in self.world.sidecars

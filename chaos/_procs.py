@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +22,14 @@ BIN = Path(sys.executable).parent
 NODE_IDS = (1, 2, 3)
 CLUSTER_READY_S = 240
 CLUSTER_UP_TIMEOUT_S = CLUSTER_READY_S + 120.0
+#: (broker port, controller port) of each node, as kafkactl's cluster layout has them.
+NODE_PORTS = {1: (19092, 19093), 2: (29092, 29093), 3: (39092, 39093)}
+#: How long a broker fault waits for the killed broker to be back before moving on.
+RESTART_BUDGET_S = 30.0
+#: A restart's wait for the node's ports to be free before each start.
+PORT_FREE_WAIT_S = 20.0
+#: Starts tried (with back-off) before a background restart gives up.
+RESTART_ATTEMPTS = 5
 
 
 def free_port() -> int:
@@ -41,13 +49,46 @@ def http_status(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
         return 0, b""
 
 
+def port_bindable(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:``port`` now.
+
+    Not the same as "nothing listens there": after a kill -9, a client reconnecting to a
+    port inside the ephemeral range (39092/39093 here) can be handed that very port as its
+    own source port and connect to itself (TCP simultaneous open), holding it until it
+    notices; Kafka's bind then fails with "Address already in use" (chaos run 5)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass
+class Restart:
+    """One restart of a killed broker, as the soak's summary reports it."""
+
+    node: int
+    started_s: float
+    took_s: float | None = None  # None: not (yet) back
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
+    gave_up_waiting: bool = False  # the fault moved on after RESTART_BUDGET_S
+
+
 class KafkaCluster:
-    """``kafkactl.py cluster-up`` / ``cluster-down``, and kill -9 of one node."""
+    """``kafkactl.py cluster-up`` / ``cluster-down``, kill -9 of one node, and the bounded
+    restart of a killed node (in the background, so a slow one never stalls the soak)."""
 
     def __init__(self) -> None:
         self.bootstrap = ""
         self.down_nodes: set[int] = set()
+        self.restarts: list[Restart] = []
         self._lock = threading.Lock()
+        self._restarter: threading.Thread | None = None
+        self._restarted = threading.Event()
+        self._t0 = time.monotonic()
 
     def _ctl(self, *args: str, timeout: float = CLUSTER_UP_TIMEOUT_S) -> str:
         out = subprocess.run(
@@ -83,6 +124,77 @@ class KafkaCluster:
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
             self.down_nodes.add(node_id)
+
+    # ---------------------------------------------------------------- bounded restart
+    def restarting(self) -> bool:
+        """A killed node's restart is still under way (in the background)."""
+        return self._restarter is not None and self._restarter.is_alive()
+
+    def restart(self, at_s: float, budget_s: float = RESTART_BUDGET_S) -> str:
+        """Bring the killed node(s) back, waiting at most ``budget_s``: ``""`` when the
+        cluster is whole again, else a note for the soak's summary (the restart goes on in
+        the background, retried with back-off, until it succeeds or RESTART_ATTEMPTS
+        fail; :meth:`wait_restarted` waits for it). ``at_s``: the soak's clock, for the
+        summary."""
+        if not self.restarting():
+            nodes = sorted(self.down_nodes)
+            record = Restart(node=nodes[0] if nodes else 0, started_s=round(at_s, 1))
+            self._t0 = time.monotonic() - at_s
+            self.restarts.append(record)
+            self._restarted.clear()
+            self._restarter = threading.Thread(
+                target=self._restart, args=(record,), name="kafka-restart", daemon=True
+            )
+            self._restarter.start()
+        record = self.restarts[-1]
+        if self._restarted.wait(budget_s) and record.took_s is not None:
+            return f"restarted in {record.took_s:.1f}s" + (
+                f" ({record.attempts} attempts: {'; '.join(record.errors)[:300]})"
+                if record.attempts > 1
+                else ""
+            )
+        record.gave_up_waiting = True
+        return (
+            f"not back within {budget_s:.0f}s (attempt {record.attempts}"
+            + (f"; {record.errors[-1][:200]}" if record.errors else "")
+            + "); restart continues in the background, the soak goes on"
+        )
+
+    def wait_restarted(self, timeout_s: float) -> bool:
+        """Wait for a background restart; True when none is left under way."""
+        thread = self._restarter
+        if thread is not None:
+            thread.join(timeout_s)
+        return not self.restarting()
+
+    def _now(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _restart(self, record: Restart) -> None:
+        delay = 1.0
+        try:
+            for attempt in range(1, RESTART_ATTEMPTS + 1):
+                record.attempts = attempt
+                ports = [p for n in sorted(self.down_nodes) for p in NODE_PORTS.get(n, ())]
+                deadline = time.monotonic() + PORT_FREE_WAIT_S
+                while not all(port_bindable(p) for p in ports) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                busy = [p for p in ports if not port_bindable(p)]
+                if busy:
+                    record.errors.append(f"port(s) {busy} still held after {PORT_FREE_WAIT_S:.0f}s")
+                try:
+                    self.up(attempts=1)
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    text = str(exc)
+                    why = "address in use" if "Address already in use" in text else text[-160:]
+                    record.errors.append(why.replace("\n", " "))
+                    time.sleep(delay)
+                    delay = min(delay * 2, 15.0)
+                    continue
+                record.took_s = round(self._now() - record.started_s, 1)
+                return
+        finally:
+            self._restarted.set()
 
     def down(self) -> None:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):

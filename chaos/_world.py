@@ -27,6 +27,9 @@ class ChaosConfig:
     poison_records: int = 5000
     keys: int = 24
     topics: int = 4
+    #: a killed Kafka broker stays down at least this long (to reproduce what a long
+    #: outage does; the seeded 3-10 s draw is kept, so the schedule does not shift)
+    broker_down_min_s: float = 0.0
     #: how long after a fault ends a sidecar may stay unhealthy (issue #11 target)
     healthy_within_s: float = 5.0
 

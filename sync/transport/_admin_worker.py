@@ -12,7 +12,12 @@ import json
 import sys
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from .._errors import TransportError
@@ -31,7 +36,43 @@ def _answer(admin: AdminClient, request: dict[str, Any]) -> dict[str, Any]:
             if not (isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND):
                 raise TransportError(f"delete consumer group {group!r} failed: {exc}") from exc
         return {"ok": {}}
+    if op == "group_positions":
+        return {"ok": _group_positions(admin, group, request["topic"], timeout_s)}
+    if op == "alter_group_positions":
+        topic = request["topic"]
+        positions = request["positions"].items()
+        request_tps = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, int(p), o, metadata=m) for p, (o, m) in positions]
+        )
+        try:
+            admin.alter_consumer_group_offsets([request_tps], request_timeout=timeout_s)[
+                group
+            ].result()
+        except KafkaException as exc:
+            raise TransportError(f"alter offsets of group {group!r} failed: {exc}") from exc
+        return {"ok": {}}
     return {"error": f"unknown admin worker op {op!r}"}
+
+
+def _group_positions(
+    admin: AdminClient, group: str, topic: str, timeout_s: float
+) -> dict[str, list[Any]]:
+    """{partition: [offset, metadata]} of ``group``'s commits on ``topic`` (JSON keys)."""
+    try:
+        futures = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
+        )
+        result = futures[group].result()
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return {}
+        raise TransportError(f"offsets of group {group!r} failed: {exc}") from exc
+    return {
+        str(tp.partition): [tp.offset, tp.metadata or ""]
+        for tp in result.topic_partitions or []
+        if tp.topic == topic and tp.offset >= 0
+    }
 
 
 def serve(config: dict[str, Any]) -> None:

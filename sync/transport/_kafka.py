@@ -11,7 +11,6 @@ from confluent_kafka import (
     Consumer as _RdConsumer,
 )
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -53,6 +52,7 @@ from ._base import (
     TopicSpec,
     config_differences,
 )
+from ._kafka_clients import client_id, created
 from ._kafka_controller import ControllerGuard, waited_for_controller
 from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
 from ._kafka_isolated import IsolatedAdmin
@@ -67,6 +67,9 @@ _T = TypeVar("_T")
 #: Longest single attempt of a read-only controller call (a call that was already waiting
 #: when its controller died is retried through the guard instead of waiting it out).
 _CONTROLLER_READ_ATTEMPT_S = 10.0
+#: Longest single attempt of a fan-out call (ListConsumerGroups): one that was already
+#: waiting when a broker died spins until its attempt ends, then goes through the guard.
+_FANOUT_ATTEMPT_S = 5.0
 
 _FENCED_CODES = frozenset(
     {
@@ -102,6 +105,15 @@ def _translate(exc: KafkaException, what: str) -> TransportError:
     if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
+
+
+def _timed_out(exc: BaseException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (
+        KafkaError._TIMED_OUT,  # noqa: SLF001 - public constant
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,  # noqa: SLF001 - public constant
+    )
 
 
 class _Batch:
@@ -170,9 +182,10 @@ class KafkaProducer:
         linger_ms: int,
         transaction_timeout_ms: int | None = None,
     ) -> None:
+        name = client_id(config.client_id, "producer" if transactional_id is None else "txn")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": config.client_id,
+            "client.id": name,
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": linger_ms,
@@ -196,7 +209,7 @@ class KafkaProducer:
             # must not exceed transaction.timeout.ms; a stalled transaction aborts).
             conf["message.timeout.ms"] = 0
         conf.update(config.extra)
-        self._producer = _RdProducer(conf)
+        self._producer = created(name, lambda: _RdProducer(conf))
         self._partition_counts: dict[str, int] = {}
 
     def produce(
@@ -346,9 +359,10 @@ class KafkaConsumer:
         fetch_wait_max_ms: int,
         group_id: str | None = None,
     ) -> None:
+        name = client_id(config.client_id, "consumer")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": config.client_id,
+            "client.id": name,
             # Required by librdkafka even for assign(); never joins since we never subscribe.
             "group.id": group_id if group_id is not None else f"{config.client_id}.unused",
             "enable.auto.commit": False,
@@ -364,7 +378,7 @@ class KafkaConsumer:
         }
         conf.update(config.extra)
         self._group_id = group_id
-        self._consumer = _RdConsumer(conf)
+        self._consumer = created(name, lambda: _RdConsumer(conf))
 
     def assign(self, topic: str, offsets: Mapping[int, int]) -> None:
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
@@ -503,15 +517,16 @@ class KafkaAdmin:
     """Topic administration through confluent-kafka's AdminClient."""
 
     def __init__(self, config: KafkaConfig) -> None:
+        name = client_id(config.client_id, "admin")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": config.client_id,
+            "client.id": name,
             # The controller guard asks Metadata about topics that may not exist yet.
             "allow.auto.create.topics": False,
             "logger": _RDKAFKA_LOG,
         }
         conf.update(config.extra)
-        self._admin = AdminClient(conf)
+        self._admin = created(name, lambda: AdminClient(conf))
         self._config = config
         #: Controller-routed calls first check their controller is reachable (see module).
         self._controller = ControllerGuard(self._admin)
@@ -696,11 +711,33 @@ class KafkaAdmin:
         return self._coordinator_calls().describe_group(group_id, timeout_s)
 
     def list_groups(self, prefix: str = "", timeout_s: float = 30.0) -> list[str]:
-        try:
-            listing = self._admin.list_consumer_groups(request_timeout=timeout_s).result()
-        except KafkaException as exc:
-            raise _translate(exc, "list consumer groups") from exc
-        return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
+        """Every consumer group whose id starts with ``prefix``.
+
+        ListConsumerGroups asks every broker and waits for each one to be up, busy-waiting
+        inside librdkafka while one is dead (issue 11, chaos run 5): it starts only while
+        every broker the metadata names is reachable (``ControllerGuard.every_broker``),
+        in attempts of at most ``_FANOUT_ATTEMPT_S``. A listing that missed a broker is an
+        error, never a shorter list (a caller could take a group for gone).
+        """
+        what = "list consumer groups"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._controller.every_broker(deadline, what):
+                attempt = min(max(0.1, deadline - time.monotonic()), _FANOUT_ATTEMPT_S)
+                try:
+                    listing = self._admin.list_consumer_groups(request_timeout=attempt).result()
+                except KafkaException as exc:
+                    if _timed_out(exc) and time.monotonic() < deadline:
+                        continue
+                    raise _translate(exc, what) from exc
+            errors = list(listing.errors or ())
+            if not errors:
+                return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
+            if time.monotonic() >= deadline or not all(map(_timed_out, errors)):
+                raise TransportError(
+                    f"{what}: {len(errors)} broker(s) did not answer ({errors[0]}); "
+                    "the listing would be incomplete"
+                )
 
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
         self._coordinator_calls().delete_group(group, timeout_s)
@@ -789,21 +826,9 @@ class KafkaAdmin:
     def group_positions(
         self, group: str, topic: str, timeout_s: float = 30.0
     ) -> dict[int, tuple[int, str]]:
-        try:
-            futures = self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
-            )
-            result = futures[group].result()
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return {}
-            raise _translate(exc, f"offsets of group {group!r}") from exc
-        return {
-            tp.partition: (tp.offset, tp.metadata or "")
-            for tp in result.topic_partitions or []
-            if tp.topic == topic and tp.offset >= 0
-        }
+        # ListConsumerGroupOffsets is coordinator-routed: never in this process
+        # (librdkafka aborts it if the coordinator dies meanwhile; see _kafka_isolated).
+        return self._coordinator_calls().group_positions(group, topic, timeout_s)
 
     def alter_group_offsets(
         self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 30.0
@@ -819,16 +844,8 @@ class KafkaAdmin:
     ) -> None:
         if not positions:
             return
-        request = ConsumerGroupTopicPartitions(
-            group,
-            [TopicPartition(topic, p, o, metadata=m) for p, (o, m) in positions.items()],
-        )
-        try:
-            self._admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[
-                group
-            ].result()
-        except KafkaException as exc:
-            raise _translate(exc, f"alter offsets of group {group!r}") from exc
+        # AlterConsumerGroupOffsets is coordinator-routed too: in the worker process.
+        self._coordinator_calls().alter_group_positions(group, topic, positions, timeout_s)
 
 
 class KafkaTransport:

@@ -27,6 +27,15 @@ broker it names accepts a TCP connection (a positive check is trusted for
 the caller's deadline passes (:class:`~sync._errors.TransportError`, as any Kafka failure).
 A controller that dies after the check can still make that one call spin until its
 timeout; read-only calls are therefore made in attempts of at most 10 s.
+
+The same wait exists for the one *fan-out* call we make, ``ListConsumerGroups``
+(``KafkaAdmin.list_groups``): librdkafka sends one ``ListGroups`` to every broker the
+Metadata names and waits for each to come UP in the same way (chaos run 5, found with
+``tests/repro/thread_storm.py``: the messaging engine's admin client, ``rdk:main``
+~51,000 wakeups/s against ``rdk:broker1`` while broker 1 was dead, its Python caller in
+``list_groups``). :meth:`ControllerGuard.every_broker` starts such a call only once fresh
+Metadata names brokers that all accept a TCP connection; a call that was already waiting
+when a broker died is bounded by short attempts (``KafkaAdmin``).
 """
 
 from __future__ import annotations
@@ -45,7 +54,11 @@ from .._errors import TransportError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ControllerGuard", "waited_for_controller"]
+__all__ = ["FANOUT_METADATA_TOPIC", "ControllerGuard", "waited_for_controller"]
+
+#: The topic a fan-out call's Metadata request asks about (any answer lists every broker;
+#: the admin client never auto-creates it).
+FANOUT_METADATA_TOPIC = "__consumer_offsets"
 
 #: How long a successful reachability check of the controller is trusted.
 _VERIFIED_FOR_S = 1.0
@@ -109,6 +122,48 @@ class ControllerGuard:
             yield
         finally:
             self.lock.release()
+
+    @contextmanager
+    def every_broker(self, deadline: float, what: str) -> Iterator[None]:
+        """Hold the client's guarded calls for the ``with`` block, entered only once every
+        broker named by a fresh Metadata response is reachable (for a fan-out call that
+        waits for each of them)."""
+        if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise TransportError(f"{what}: timed out waiting for this client's other calls")
+        try:
+            self._settle_all(deadline, what)
+            yield
+        finally:
+            self.lock.release()
+
+    def _settle_all(self, deadline: float, what: str) -> None:
+        delay = _FIRST_DELAY_S
+        missing = "none"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(
+                    f"{what}: Kafka broker(s) {missing} unreachable; "
+                    "not waiting for them inside librdkafka"
+                )
+            try:
+                metadata = self._admin.list_topics(
+                    FANOUT_METADATA_TOPIC, timeout=max(0.1, min(remaining, 5.0))
+                )
+            except KafkaException as exc:
+                missing = f"unknown (metadata failed: {exc})"
+            else:
+                brokers = metadata.brokers
+                dead = sorted(
+                    node for node, b in brokers.items() if not self._reachable(b.host, b.port)
+                )
+                if brokers and not dead:
+                    return
+                missing = ", ".join(map(str, dead)) or "all (metadata named none)"
+                self.unreachable_named += 1
+                logger.debug("%s: metadata named unreachable broker(s) %s", what, missing)
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, _MAX_DELAY_S)
 
     def _settle(self, topic: str | None, deadline: float, what: str) -> None:
         delay = _FIRST_DELAY_S

@@ -37,6 +37,8 @@ from ._base import (
     Message,
     RebalanceListener,
 )
+from ._kafka_clients import client_id as _client_id
+from ._kafka_clients import created
 
 logger = logging.getLogger(__name__)
 _RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
@@ -103,9 +105,12 @@ class KafkaGroupConsumer:
         fetch_wait_max_ms: int,
     ) -> None:
         heartbeat = heartbeat_interval_ms or max(100, session_timeout_ms // 3)
+        # An explicit client id is the member's identity in describe_group (kept as is);
+        # the threads are recorded under it with the kind and owner appended.
+        label = _client_id(client_id or config.client_id, "group")
         conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
-            "client.id": client_id or config.client_id,
+            "client.id": client_id or label,
             "group.id": group_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": session_timeout_ms,
@@ -124,7 +129,7 @@ class KafkaGroupConsumer:
         self._session_timeout_ms = session_timeout_ms
         self._topic: str | None = None
         self._listener: RebalanceListener | None = None
-        self._consumer = _RdConsumer(conf)
+        self._consumer = created(label, lambda: _RdConsumer(conf))
 
     # -- rebalance callbacks (librdkafka calls them from inside poll/consume/close) -------
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:

@@ -3,7 +3,8 @@
 librdkafka (up to at least 2.16.0, the one in confluent-kafka 2.16.1) aborts the whole
 process with ``rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return: Assertion
 'eonce->refcnt > 0' failed`` when a coordinator-routed Admin request
-(``DescribeConsumerGroups``, ``DeleteGroups``, ...) fails to be sent because the
+(``DescribeConsumerGroups``, ``DeleteGroups``, ``ListConsumerGroupOffsets``,
+``AlterConsumerGroupOffsets``) fails to be sent because the
 coordinator's connection just dropped, e.g. the broker was killed: the error path in
 ``rd_kafka_admin_coord_request()`` frees the request's ``eonce`` while its caller still
 uses it (upstream librdkafka PR #5397, unreleased). ``tests/repro/librdkafka_abort.py``
@@ -27,7 +28,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import TransportError
@@ -87,6 +88,34 @@ class IsolatedAdmin:
     def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
         """Delete a consumer group (no error if it does not exist)."""
         self._call({"op": "delete_group", "group": group, "timeout_s": timeout_s})
+
+    def group_positions(
+        self, group: str, topic: str, timeout_s: float = 30.0
+    ) -> dict[int, tuple[int, str]]:
+        """``(offset, metadata)`` per partition of ``topic`` the group committed
+        (``{}`` for an unknown group)."""
+        raw = self._call(
+            {"op": "group_positions", "group": group, "topic": topic, "timeout_s": timeout_s}
+        )
+        return {int(p): (int(o), str(m)) for p, (o, m) in raw.items()}
+
+    def alter_group_positions(
+        self,
+        group: str,
+        topic: str,
+        positions: Mapping[int, tuple[int, str]],
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Set the group's committed ``(offset, metadata)`` per partition of ``topic``."""
+        self._call(
+            {
+                "op": "alter_group_positions",
+                "group": group,
+                "topic": topic,
+                "positions": {str(p): [o, m] for p, (o, m) in positions.items()},
+                "timeout_s": timeout_s,
+            }
+        )
 
     def start(self) -> None:
         """Start the worker now, so the first call does not wait for it (a new Python

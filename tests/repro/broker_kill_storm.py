@@ -22,7 +22,10 @@ Every kind runs in its OWN process, built with policy-sync's transport
                 call kind alone through our transport (describe_topics+describe_configs,
                 describe_configs, list_offsets, metadata, nothing); ``admin-dtopics``,
                 ``admin-dconfigs``: confluent-kafka's describe_topics / describe_configs
-                called directly (without the transport's controller guard).
+                called directly (without the transport's controller guard);
+                ``admin-groups``: ``list_groups`` (ListConsumerGroups, a fan-out to every
+                broker) through the transport's guard, ``admin-dgroups`` the same call on
+                confluent-kafka directly (the storm of chaos run 5).
 
 The parent samples ``/proc/<pid>/stat`` (utime+stime) and every thread's
 ``/proc/<pid>/task/<tid>/status`` (voluntary + nonvoluntary context switches, ``comm``) once a
@@ -160,6 +163,8 @@ def _child(kind: str, rate: float, fetch_wait_ms: int | None, extra: dict[str, s
                 TOPIC, list(range(PARTITIONS)), "latest", 5
             ),
             "admin-topics": lambda: admin.list_topics("repro", 5),
+            "admin-groups": lambda: admin.list_groups("repro-storm", 5),
+            "admin-dgroups": lambda: _raw_list_groups(admin),
             "admin-idle": lambda: None,
         }
         call = calls[kind]
@@ -177,6 +182,13 @@ def _raw_describe_topics(admin: object) -> None:
 
     raw = admin._admin  # type: ignore[attr-defined]  # noqa: SLF001 - the repro's point
     raw.describe_topics(TopicCollection([TOPIC]), request_timeout=5)[TOPIC].result()
+
+
+def _raw_list_groups(admin: object) -> None:
+    """confluent-kafka's AdminClient.list_consumer_groups (a fan-out to every broker),
+    bypassing our transport's guard: the call that stormed in chaos run 5."""
+    raw = admin._admin  # type: ignore[attr-defined]  # noqa: SLF001 - the repro's point
+    raw.list_consumer_groups(request_timeout=5).result()
 
 
 def _raw_describe_configs(admin: object) -> None:

@@ -13,9 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from sync._errors import TransportError
-from sync.transport._kafka_controller import ControllerGuard
+from sync.transport import KafkaConfig, KafkaTransport
+from sync.transport._kafka import KafkaAdmin
+from sync.transport._kafka_controller import FANOUT_METADATA_TOPIC, ControllerGuard
 
 
 @dataclass
@@ -101,3 +104,85 @@ def test_a_controller_unknown_to_the_metadata_counts_as_unreachable(live: _Broke
     with guard.reachable("t", time.monotonic() + 30, "alter configs of t"):
         pass
     assert len(admin.asked) == 3
+
+
+# -- fan-out calls (ListConsumerGroups): every broker must be reachable -------------------
+
+
+def test_every_broker_waits_until_all_named_brokers_are_reachable(
+    live: _Broker, dead: _Broker
+) -> None:
+    admin = _Admin({1: dead, 2: live}, [2])
+    guard = ControllerGuard(admin)
+    ran = []
+    with pytest.raises(TransportError, match=r"broker\(s\) 1 unreachable"):
+        with guard.every_broker(time.monotonic() + 0.5, "list consumer groups"):
+            ran.append(True)
+    assert ran == []
+    assert admin.asked[0] == FANOUT_METADATA_TOPIC  # never all topics' metadata
+    admin.brokers = {2: live, 3: live}  # broker 1 fenced out of the metadata
+    with guard.every_broker(time.monotonic() + 5, "list consumer groups"):
+        ran.append(True)
+    assert ran == [True]
+
+
+class _Listing:
+    def __init__(self, valid: list[str], errors: list[Exception]) -> None:
+        self.valid = [type("G", (), {"group_id": g})() for g in valid]
+        self.errors = errors
+
+
+class _Future:
+    def __init__(self, value: _Listing) -> None:
+        self.value = value
+
+    def result(self) -> _Listing:
+        return self.value
+
+
+@dataclass
+class _FanoutAdmin(_Admin):
+    """Also answers ListConsumerGroups with scripted listings."""
+
+    listings: list[_Listing] = field(default_factory=list)
+    fanouts: list[float] = field(default_factory=list)
+
+    def list_consumer_groups(self, request_timeout: float) -> _Future:
+        self.fanouts.append(request_timeout)
+        return _Future(self.listings.pop(0) if len(self.listings) > 1 else self.listings[0])
+
+
+def _kafka_admin(fake: _FanoutAdmin) -> KafkaAdmin:
+    admin = KafkaTransport(KafkaConfig("127.0.0.1:9", client_id="unit")).admin()
+    admin._admin = fake  # type: ignore[assignment]  # noqa: SLF001 - librdkafka's replaced
+    admin._controller = ControllerGuard(fake)  # noqa: SLF001
+    return admin
+
+
+def test_list_groups_never_starts_the_fanout_while_a_broker_is_dead(
+    live: _Broker, dead: _Broker
+) -> None:
+    """Chaos run 5: ListConsumerGroups waiting for a dead broker spun rdk:main at
+    ~51,000 wakeups/s for the whole outage; the call must not even start."""
+    fake = _FanoutAdmin({1: dead, 2: live, 3: live}, [2], listings=[_Listing(["a"], [])])
+    admin = _kafka_admin(fake)
+    with pytest.raises(TransportError, match=r"broker\(s\) 1 unreachable"):
+        admin.list_groups("", timeout_s=0.5)
+    assert fake.fanouts == []
+    fake.brokers = {2: live, 3: live}
+    assert admin.list_groups("", timeout_s=5) == ["a"]
+    assert fake.fanouts and max(fake.fanouts) <= 5.0  # bounded attempts
+
+
+def test_list_groups_with_a_broker_missing_is_an_error_not_a_shorter_list(live: _Broker) -> None:
+    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "ListGroups timed out"))  # noqa: SLF001
+    refused = KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "denied"))
+    fake = _FanoutAdmin(
+        {1: live}, [1], listings=[_Listing(["a"], [timed_out]), _Listing(["a", "b"], [])]
+    )
+    admin = _kafka_admin(fake)
+    assert admin.list_groups("", timeout_s=5) == ["a", "b"]  # a timeout is retried
+    assert len(fake.fanouts) == 2
+    fake.listings = [_Listing(["a"], [refused])]
+    with pytest.raises(TransportError, match="listing would be incomplete"):
+        admin.list_groups("", timeout_s=5)
