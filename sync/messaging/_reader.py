@@ -14,7 +14,10 @@ batch with the marks that are now durable. So nothing reaches a consumer that a 
 would bring back with redeliveryCount 0, at the price of one commit round trip per
 fetched batch. A commit from the loop never lowers a mark this thread committed. If the
 write-ahead commit fails, the batch goes without coverage and the subscription holds
-those messages until one of its own commits covers them.
+those messages until one of its own commits covers them. The mark reaches about a
+second of recent traffic beyond the batch (16 to 10,000 messages), so at a steady rate
+most batches arrive covered: after a crash, messages that were read or even produced
+within that window but never dispatched may also come back with redeliveryCount 1.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -39,6 +43,11 @@ __all__ = ["SubscriptionReader"]
 _T = TypeVar("_T")
 #: ``{partition: first offset never dispatched}`` durable in Kafka as of a posted batch.
 Marks = dict[int, int]
+#: A write-ahead mark reaches this many seconds of the recent read rate beyond its batch,
+#: at least _AHEAD_MIN and at most _AHEAD_MAX messages.
+_AHEAD_S = 1.0
+_AHEAD_MIN = 16
+_AHEAD_MAX = 10_000
 Offsets = dict[int, tuple[int, str]]
 #: A function to run on the reader thread, and the future awaiting it (None: nobody waits).
 _Command = tuple[Callable[[Consumer], Any], concurrent.futures.Future[Any] | None]
@@ -69,6 +78,11 @@ class SubscriptionReader:
         self._ahead: Marks = {}
         self.write_ahead_commits = 0
         self.write_ahead_failures = 0
+        #: Messages read so far, and as of the last write-ahead commit (its rate sizes
+        #: how far ahead the next one reaches).
+        self._read = 0
+        self._read_at_ahead = 0
+        self._ahead_at = time.monotonic()
         self._consumer: Consumer | None = None
         self._batch_size = batch_size
         self._poll_s = poll_s
@@ -133,6 +147,7 @@ class SubscriptionReader:
     def _mark_ahead(self, consumer: Consumer, batch: Sequence[Message]) -> Marks:
         """Commit a dispatch mark over ``batch``; the marks durable now, per partition."""
         ends: Marks = {}
+        self._read += len(batch)
         for m in batch:
             p, offset = m.partition(), m.offset()
             if p is not None and offset is not None and offset + 1 > ends.get(p, 0):
@@ -143,6 +158,16 @@ class SubscriptionReader:
             if p in self._base and end > max(self._ahead.get(p, 0), self._base[p][0])
         }
         if want:
+            # Cover about a second of traffic beyond the batch, so at a steady rate most
+            # batches arrive covered and wait for no commit (a commit queues behind the
+            # connection's long-polling fetch: measured +6 ms p50 end to end when every
+            # batch waited for one).
+            now = time.monotonic()
+            elapsed = max(0.05, now - self._ahead_at)
+            rate = (self._read - self._read_at_ahead) / elapsed
+            window = int(min(_AHEAD_MAX, max(_AHEAD_MIN, rate * _AHEAD_S)))
+            want = {p: end + window for p, end in want.items()}
+            self._ahead_at, self._read_at_ahead = now, self._read
             offsets = {
                 p: (self._base[p][0], f"{self._base[p][1]}{DISPATCHED_MARK}{end}")
                 for p, end in want.items()

@@ -376,9 +376,9 @@ def test_acks_are_committed_within_the_interval_without_a_clean_close() -> None:
 
 def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -> None:
     """What a consumer may already have seen when its sidecar died (or the subscription
-    moved) is delivered again with redeliveryCount >= 1. The mark is written ahead over
-    what was read, so what was read but not dispatched may come back counted as well;
-    what was never read keeps 0."""
+    moved) is delivered again with redeliveryCount >= 1. The mark is written ahead of
+    what was read (about a second of traffic), so messages read or produced within it
+    but never dispatched may come back counted as well; everything beyond it keeps 0."""
     transport = MemoryTransport()
     group: list[str] = []
     marks: list[int] = []
@@ -402,20 +402,22 @@ def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -
 
     run(crashy())
 
+    mark = marks[0]
+    assert mark >= 10  # everything read, and a window beyond it
+    later = mark - 10 + 3  # produced after the crash, up to 3 beyond the mark
+
     async def after() -> list[tuple[int, int]]:
         async with Env(transport) as env:
             topic = TopicName.parse("t/ns/marked")
-            c = await env.subscribe(topic, sub_type=Shared)
-            env.publish(topic, 2)  # never read before the crash
-            got = await take(c, 11)
+            c = await env.subscribe(topic, sub_type=Shared, receiver_queue_size=later + 9)
+            env.publish(topic, later)
+            got = await take(c, 9 + later)
             return [(d.message_id.offset, d.redelivery_count) for d in got]
 
     redelivered = run(after())
-    assert [o for o, _ in redelivered] == list(range(1, 12))
-    mark = marks[0]
-    assert 5 <= mark <= 10
+    assert [o for o, _ in redelivered] == list(range(1, 10 + later))
     assert all(n == 1 for o, n in redelivered if o < mark)
-    assert all(n == 0 for o, n in redelivered if o >= 10)
+    assert [n for o, n in redelivered if o >= mark] == [0, 0, 0]
 
 def test_new_subscription_starts_at_latest_and_is_durable_before_any_ack() -> None:
     transport = MemoryTransport()
@@ -745,7 +747,9 @@ def test_while_commits_fail_messages_wait_for_a_durable_dispatch_mark() -> None:
             raise TransportError("commit failed: coordinator not available")
 
         consumer.commit = coordinator_down  # type: ignore[method-assign]
-        env.publish(topic, 5)
+        covered = sub._parts[0].cursor.durable - 2  # the mark was written ahead of 2
+        env.publish(topic, covered + 5)
+        ack_all(c, await take(c, covered))  # within the committed mark: dispatched
         await eventually(lambda: sub._commit_failing_since is not None)
         with pytest.raises(AssertionError, match="got 0 of 1"):
             await take(c, 1, timeout_s=1.0)  # held: the mark in Kafka does not cover them
