@@ -44,7 +44,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -137,57 +137,69 @@ class ControllerGuard:
             self.lock.release()
 
     def _settle_all(self, deadline: float, what: str) -> None:
-        delay = _FIRST_DELAY_S
-        missing = "none"
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TransportError(
-                    f"{what}: Kafka broker(s) {missing} unreachable; "
-                    "not waiting for them inside librdkafka"
-                )
-            try:
-                metadata = self._admin.list_topics(
-                    FANOUT_METADATA_TOPIC, timeout=max(0.1, min(remaining, 5.0))
-                )
-            except KafkaException as exc:
-                missing = f"unknown (metadata failed: {exc})"
-            else:
-                brokers = metadata.brokers
-                dead = sorted(
-                    node for node, b in brokers.items() if not self._reachable(b.host, b.port)
-                )
-                if brokers and not dead:
-                    return
-                missing = ", ".join(map(str, dead)) or "all (metadata named none)"
-                self.unreachable_named += 1
-                logger.debug("%s: metadata named unreachable broker(s) %s", what, missing)
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, _MAX_DELAY_S)
+        def dead_brokers(metadata: Any) -> str | None:
+            brokers = metadata.brokers
+            dead = sorted(
+                node for node, b in brokers.items() if not self._reachable(b.host, b.port)
+            )
+            if brokers and not dead:
+                return None
+            return ", ".join(map(str, dead)) or "all (metadata named none)"
+
+        self._wait_until(
+            FANOUT_METADATA_TOPIC,
+            deadline,
+            what,
+            dead_brokers,
+            lambda missing: f"Kafka broker(s) {missing} unreachable",
+        )
 
     def _settle(self, topic: str | None, deadline: float, what: str) -> None:
+        def dead_controller(metadata: Any) -> str | None:
+            # Any live broker answers; the response also sets librdkafka's controller id,
+            # the one the call will wait for.
+            node = metadata.controller_id
+            broker = metadata.brokers.get(node) if node is not None and node >= 0 else None
+            if broker is not None and self._reachable(broker.host, broker.port):
+                return None
+            return f"broker {node}"
+
+        self._wait_until(
+            topic,
+            deadline,
+            what,
+            dead_controller,
+            lambda named: f"no reachable Kafka controller (last named: {named})",
+        )
+
+    def _wait_until(
+        self,
+        topic: str | None,
+        deadline: float,
+        what: str,
+        unreachable: Callable[[Any], str | None],
+        refusal: Callable[[str], str],
+    ) -> None:
+        """Ask for fresh Metadata (about ``topic``), backing off, until ``unreachable``
+        names nothing; at the deadline raise ``TransportError`` with ``refusal(last)``."""
         delay = _FIRST_DELAY_S
-        named = "none"
+        last = "none"
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TransportError(
-                    f"{what}: no reachable Kafka controller (last named: {named}); "
-                    "not waiting for it inside librdkafka"
+                    f"{what}: {refusal(last)}; not waiting for it inside librdkafka"
                 )
             try:
-                # Any live broker answers; the response also sets librdkafka's controller
-                # id, the one the call will wait for.
                 metadata = self._admin.list_topics(topic, timeout=max(0.1, min(remaining, 5.0)))
             except KafkaException as exc:
-                named = f"none (metadata failed: {exc})"
+                last = f"unknown (metadata failed: {exc})"
             else:
-                node = metadata.controller_id
-                broker = metadata.brokers.get(node) if node is not None and node >= 0 else None
-                if broker is not None and self._reachable(broker.host, broker.port):
+                found = unreachable(metadata)
+                if found is None:
                     return
-                named = f"broker {node}"
+                last = found
                 self.unreachable_named += 1
-                logger.debug("%s: metadata named unreachable controller %s", what, named)
+                logger.debug("%s: metadata named unreachable %s", what, last)
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, _MAX_DELAY_S)
