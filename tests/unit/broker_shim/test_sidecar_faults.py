@@ -5,7 +5,6 @@ on real Kafka in tests/integration/broker_shim/test_faults.py)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -19,6 +18,7 @@ from broker_shim._lookup_http import CLUSTER_KEY
 from broker_shim._sidecar import Sidecar, SidecarConfig
 from sync.cluster import ClusterService, ClusterSettings, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
+from tests.unit.sync.cluster.test_pause_watch import pause
 
 Scenario = Callable[[TestClient[Any, Any], web.Application], Awaitable[None]]
 
@@ -262,14 +262,7 @@ def test_a_paused_sidecar_is_503_until_its_view_caught_up() -> None:
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
         service = app[CLUSTER_KEY].service
         watch = service.pause_watch
-        release = threading.Event()
-        catch_up = watch._catch_up
-        def held_catch_up() -> None:
-            release.wait(30)
-            catch_up()
-
-        watch._catch_up = held_catch_up
-        watch._tick -= 30.0  # as if the process had not run for 30 s
+        release = pause(watch)  # as if the process had not run for 30 s
         resp = await client.get("/health")
         assert resp.status == 503
         assert (await resp.json())["view"] == "STALE"

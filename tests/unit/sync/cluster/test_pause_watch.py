@@ -16,6 +16,21 @@ from sync.cluster._freshness import PauseWatch
 from .test_ownership_cluster import look_up_all, memory_cluster, wait_until
 
 
+def pause(watch: PauseWatch, seconds: float = 30.0) -> threading.Event:
+    """Make ``watch`` see a pause of ``seconds``, its catch-up held until the returned
+    event is set (so the STALE state can be looked at without a race)."""
+    release = threading.Event()
+    catch_up = watch._catch_up
+
+    def held_catch_up() -> None:
+        release.wait(30)
+        catch_up()
+
+    watch._catch_up = held_catch_up
+    watch._tick -= seconds  # as if the process had not run for that long
+    return release
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -77,14 +92,7 @@ def test_a_paused_sidecar_refuses_lookups_until_its_view_caught_up() -> None:
         first, second = services
         before = look_up_all(first, topics)
         watch = first.pause_watch
-        release = threading.Event()
-        catch_up = watch._catch_up
-        def held_catch_up() -> None:
-            release.wait(30)
-            catch_up()
-
-        watch._catch_up = held_catch_up
-        watch._tick -= 30.0  # as if SIGSTOPped for 30 s
+        release = pause(watch)  # as if SIGSTOPped for 30 s
         with pytest.raises(UnavailableError, match="paused"):
             first.require_ready()
         assert first.view is ViewState.STALE
