@@ -109,14 +109,6 @@ class Consumer:
             return self.permits > 0
         return len(self.delivered) < self.receiver_queue_size
 
-    def room(self) -> int:
-        """How many more messages dispatch may hand this consumer now."""
-        if self.state is not ConsumerState.ACTIVE:
-            return 0
-        if self.pull_mode:
-            return max(0, self.permits)
-        return max(0, self.receiver_queue_size - len(self.delivered))
-
     def update_blocked(self, max_unacked: int) -> bool:
         """Apply ``maxUnackedMessagesOnConsumer``; True if the consumer was unblocked."""
         held = len(self.delivered)

@@ -117,7 +117,6 @@ class _Part:
         "active",
         "consumers",
         "cursor",
-        "held_from",
         "index",
         "inflight_by_hash",
         "limiter",
@@ -146,18 +145,6 @@ class _Part:
         self.paused = False
         self.limiter = RateLimiter()
         self.topic_limiter = topic_limiter
-        #: The lowest offset held back for want of a durable dispatch mark, if any.
-        self.held_from: int | None = None
-
-    def mark_ahead(self) -> int:
-        """Where the write-ahead dispatch mark goes for what is held: over as many
-        messages (from the first held) as the consumers can take now, never past what
-        was read, so a crash marks few messages that were never dispatched."""
-        cursor = self.cursor
-        if self.held_from is None:
-            return cursor.dispatched
-        room = max(1, sum(c.room() for c in self.consumers))
-        return max(cursor.dispatched, min(cursor.read_pos, self.held_from + room))
 
 
 class Subscription:
@@ -621,8 +608,6 @@ class Subscription:
         redeliveryCount 0 (issue 11). Asks for a commit now; dispatch resumes after it."""
         if not self.durable or entry.offset < part.cursor.durable:
             return False
-        if part.held_from is None or entry.offset < part.held_from:
-            part.held_from = entry.offset
         if not self._held_for_commit:
             self._held_for_commit = True
             self._dirty = True  # the next commit moves the mark over what was read
@@ -988,10 +973,10 @@ class Subscription:
         marks: dict[int, int] = {}
         max_bytes = self.config.ack_metadata_max_bytes
         for part in self._parts:
-            # Dispatch is held for a durable mark: write the mark ahead, so the messages
-            # held can go once this commit succeeds.
-            part.cursor.dispatched = part.mark_ahead()
-            part.held_from = None
+            if self._held_for_commit and part.cursor.read_pos > part.cursor.dispatched:
+                # Dispatch is held for a durable mark: write the mark ahead, over what
+                # was read, so the messages held can go once this commit succeeds.
+                part.cursor.dispatched = part.cursor.read_pos
             marks[part.index] = part.cursor.dispatched
             offset, metadata, dropped = part.cursor.commit_point(max_bytes)
             if dropped:
