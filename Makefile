@@ -23,7 +23,7 @@ help:
 	@echo "make chaos  - chaos soak on the 3-broker cluster (CHAOS_SECONDS=600, CHAOS_SEED)"
 	@echo "make chaos-short - the 75-second soak as a pytest test"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
-	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/39092)"
+	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/31092)"
 	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
 	@echo "make pulsar-up / pulsar-down - the real Apache Pulsar standalone on" \
 	      "\$$PULSAR_WEB_PORT/\$$PULSAR_BROKER_PORT"

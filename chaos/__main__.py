@@ -8,7 +8,6 @@ Environment: ``CHAOS_SECONDS`` (600), ``CHAOS_SEED`` (random, printed),
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import platform
@@ -19,8 +18,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +28,10 @@ from ._fuzz import Fuzzer
 from ._messaging import Messaging, wait_drained
 from ._observer import HealthPoller, OwnershipObserver, percentile
 from ._poison import PoisonFuzz
-from ._procs import RESTART_BUDGET_S, KafkaCluster, SidecarProc, http_status
+from ._procs import RESTART_BUDGET_S, KafkaCluster, SidecarProc, cluster_lock, http_status
 from ._world import WRITE_NAMESPACE, ChaosConfig, World
 from ._writers import WRITERS, Writer, key_topic, lost_writes
 
-CLUSTER_LOCK = Path("/tmp/ps-cluster.lock")  # noqa: S108 - the lock every helper shares
 READY_TIMEOUT_S = 180.0
 START_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
@@ -53,18 +49,6 @@ def config_from_env() -> ChaosConfig:
         fault_every_s=float(os.environ.get("CHAOS_FAULT_EVERY", "15")),
         broker_down_min_s=float(os.environ.get("CHAOS_BROKER_DOWN_S", "0")),
     )
-
-
-@contextmanager
-def cluster_lock() -> Iterator[None]:
-    """``flock /tmp/ps-cluster.lock``: the 3-broker cluster's ports are shared by everyone."""
-    with CLUSTER_LOCK.open("a") as fh:
-        say(f"waiting for {CLUSTER_LOCK} ...")
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def machine() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +25,18 @@ NODE_IDS = (1, 2, 3)
 CLUSTER_READY_S = 240
 CLUSTER_UP_TIMEOUT_S = CLUSTER_READY_S + 120.0
 #: (broker port, controller port) of each node, as kafkactl's cluster layout has them.
-NODE_PORTS = {1: (19092, 19093), 2: (29092, 29093), 3: (39092, 39093)}
+NODE_PORTS = {1: (19092, 19093), 2: (29092, 29093), 3: (31092, 31093)}
 #: How long a broker fault waits for the killed broker to be back before moving on.
 RESTART_BUDGET_S = 30.0
 #: A restart's wait for the node's ports to be free before each start.
 PORT_FREE_WAIT_S = 20.0
 #: Starts tried (with back-off) before a background restart gives up.
 RESTART_ATTEMPTS = 5
+#: The lock every user of the 3-broker cluster holds while using it (its ports are fixed, so
+#: two users -- two clones' test runs, a soak and a test -- would take each other's brokers).
+CLUSTER_LOCK = Path("/tmp/ps-cluster.lock")  # noqa: S108 - shared by every clone on purpose
+#: How long a user waits for the cluster lock before failing (a soak holds it ~15 minutes).
+CLUSTER_LOCK_WAIT_S = 45 * 60.0
 
 
 def free_port() -> int:
@@ -53,9 +60,10 @@ def port_bindable(port: int) -> bool:
     """Whether a listener could bind 127.0.0.1:``port`` now.
 
     Not the same as "nothing listens there": after a kill -9, a client reconnecting to a
-    port inside the ephemeral range (39092/39093 here) can be handed that very port as its
-    own source port and connect to itself (TCP simultaneous open), holding it until it
-    notices; Kafka's bind then fails with "Address already in use" (chaos run 5)."""
+    port inside the ephemeral range can be handed that very port as its own source port and
+    connect to itself (TCP simultaneous open), holding it until it notices; Kafka's bind then
+    fails with "Address already in use" (chaos run 5, when node 3 was on 39092/39093; the
+    layout now keeps every port below the ephemeral range)."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -75,6 +83,42 @@ class Restart:
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
     gave_up_waiting: bool = False  # the fault moved on after RESTART_BUDGET_S
+
+
+@contextlib.contextmanager
+def cluster_lock(wait_s: float = CLUSTER_LOCK_WAIT_S) -> Iterator[None]:
+    """``flock /tmp/ps-cluster.lock`` for the whole use of the 3-broker cluster.
+
+    Waits up to ``wait_s`` (saying who holds it), then raises: a run that cannot get the
+    cluster fails with the holder's pid instead of taking its ports."""
+    with CLUSTER_LOCK.open("a+") as fh:
+        deadline = time.monotonic() + wait_s
+        said = False
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "?"
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"{CLUSTER_LOCK} still held by pid {holder} after {wait_s:.0f}s"
+                    ) from None
+                if not said:
+                    print(f"waiting for {CLUSTER_LOCK} (held by pid {holder}) ...", flush=True)
+                    said = True
+                time.sleep(1.0)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class KafkaCluster:
@@ -118,11 +162,28 @@ class KafkaCluster:
             self.down_nodes.clear()
         return self.bootstrap
 
+    @classmethod
+    @contextlib.contextmanager
+    def held(cls) -> Iterator[KafkaCluster]:
+        """The cluster, started fresh under :func:`cluster_lock` and purged on exit."""
+        with cluster_lock():
+            cluster = cls()
+            cluster.down()  # leftovers of an earlier user
+            try:
+                cluster.up()
+                yield cluster
+            finally:
+                cluster.down()
+
+    @staticmethod
+    def pid(node_id: int) -> int:
+        """The broker JVM's pid of node ``node_id`` (1, 2 or 3)."""
+        return int((CLUSTER_STATE / f"node-{node_id}" / "kafka.pid").read_text().strip())
+
     def kill(self, node_id: int) -> None:
-        pid_file = CLUSTER_STATE / f"node-{node_id}" / "kafka.pid"
         with self._lock:
             with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+                os.kill(self.pid(node_id), signal.SIGKILL)
             self.down_nodes.add(node_id)
 
     # ---------------------------------------------------------------- bounded restart
@@ -321,7 +382,11 @@ class SidecarProc:
     def _exit(self, code: int, t0: float) -> Exit:
         assert self.proc is not None
         ended = Exit(
-            self.broker_id, self.proc.pid, code, self._expect_exit, time.monotonic() - t0,
+            self.broker_id,
+            self.proc.pid,
+            code,
+            self._expect_exit,
+            time.monotonic() - t0,
             self.log_tail(),
         )
         self.proc = None

@@ -20,7 +20,7 @@ Ports:
 * single node: broker ``--port`` (default 9092); controller ``--controller-port``, default
   ``port + 1`` (9093), the Kafka quickstart convention. Two single nodes therefore need
   broker ports at least 2 apart (e.g. 9092 and 29092).
-* cluster: brokers 19092/29092/39092, controllers 19093/29093/39093 (node ids 1/2/3). The
+* cluster: brokers 19092/29092/31092, controllers 19093/29093/31093 (node ids 1/2/3). The
   same host ports as ``docker/compose.yaml``, so a test suite can target either.
 
 Layout (next to this script, both git-ignored):
@@ -78,11 +78,14 @@ DEFAULT_PORT = 9092
 CONTROLLER_PORT_OFFSET = 1
 SINGLE_HEAP = "-Xmx512m"
 CLUSTER_HEAP = "-Xmx384m"
-# (node id, broker port, controller port); also published by docker/compose.yaml.
+# (node id, broker port, controller port); also published by docker/compose.yaml. Every port
+# lies below Linux's ephemeral range (32768-60999): a port inside it can be taken as the source
+# port of an outgoing connection while its broker is down -- even by a client reconnecting to
+# that very broker (TCP simultaneous open) -- and the restart then fails to bind.
 CLUSTER_LAYOUT: tuple[tuple[int, int, int], ...] = (
     (1, 19092, 19093),
     (2, 29092, 29093),
-    (3, 39092, 39093),
+    (3, 31092, 31093),
 )
 # Kafka's own defaults for the broker JVM, plus a loud death on OOM: a test run should see a
 # dead broker and its log, not a broker wedged in GC.
@@ -890,7 +893,7 @@ def build_parser() -> argparse.ArgumentParser:
     down.add_argument("--purge", action="store_true", help="also delete its state and data")
     down.set_defaults(func=cmd_down)
 
-    cup = sub.add_parser("cluster-up", help="start 3 nodes on 19092/29092/39092")
+    cup = sub.add_parser("cluster-up", help="start 3 nodes on 19092/29092/31092")
     cup.add_argument("--timeout", type=float, default=CLUSTER_READY_TIMEOUT_S, help="seconds")
     cup.set_defaults(func=cmd_cluster_up)
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from chaos._procs import KafkaCluster
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, Transport
 from tests.kafka_broker import kafka_for_tests
 
@@ -21,6 +22,15 @@ def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap address of a real broker (never skipped: no broker is an error)."""
     with kafka_for_tests() as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """The 3-broker cluster (fixed ports 19092/29092/31092), started fresh and purged after
+    the test; held under /tmp/ps-cluster.lock so no other user (another clone's test run,
+    a soak) takes its ports meanwhile."""
+    with KafkaCluster.held() as cluster:
+        yield cluster
 
 
 @pytest.fixture

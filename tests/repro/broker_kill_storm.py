@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
 CLUSTER_STATE = ROOT / "docker" / "kafka" / ".state" / "cluster"
-BOOTSTRAP = "127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:39092"
+BOOTSTRAP = "127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:31092"
 TOPIC = "repro.storm"
 PARTITIONS = 6
 KINDS = ("producer", "txn", "consumer", "group", "admin")

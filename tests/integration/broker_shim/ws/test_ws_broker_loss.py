@@ -10,7 +10,7 @@ soak's producers do) and a Shared consumer acknowledges every delivery:
    fail meanwhile), then SIGCONT;
 3. kill -9 of that coordinator, restarted 10 s later.
 
-Uses the shared 3-broker cluster: run under ``flock /tmp/ps-cluster.lock``.
+Uses the shared 3-broker cluster (the ``kafka_cluster`` fixture holds its lock).
 """
 
 from __future__ import annotations
@@ -23,40 +23,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 import websockets
 
+from chaos._procs import KafkaCluster
 from tests.integration.broker_shim.test_lookup_http import ShimCluster
-from tests.kafka_broker import KAFKACTL
 
-CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"
 TOPIC = "ws-broker-loss"
 SUBSCRIPTION = "s"
 KAFKA_TOPIC = f"p.public.default.{TOPIC}"
 GROUP = f"policy-sync.sub/{KAFKA_TOPIC}/{SUBSCRIPTION}"
-
-
-def _kafkactl(*args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, str(KAFKACTL), *args, "--timeout", "300"], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def brokers() -> Iterator[str]:
-    bootstrap = _kafkactl("cluster-up")
-    try:
-        yield bootstrap
-    finally:
-        subprocess.run(
-            [sys.executable, str(KAFKACTL), "cluster-down", "--purge"], capture_output=True
-        )
 
 
 def _ask(bootstrap: str, code: str, *args: str) -> int:
@@ -87,10 +65,6 @@ _COORDINATOR = (
     "d = a.describe_consumer_groups([sys.argv[2]], request_timeout=10)[sys.argv[2]]\n"
     "print(d.result().coordinator.id)\n"
 )
-
-
-def _pid(node: int) -> int:
-    return int((CLUSTER_STATE / f"node-{node}" / "kafka.pid").read_text().strip())
 
 
 @dataclass
@@ -147,7 +121,8 @@ class _Traffic:
                 await asyncio.sleep(0.5)
 
 
-async def _faults(traffic: _Traffic, bootstrap: str) -> list[str]:
+async def _faults(traffic: _Traffic, brokers: KafkaCluster) -> list[str]:
+    bootstrap = brokers.bootstrap
     done: list[str] = []
 
     async def wait_traffic(seconds: float) -> None:
@@ -159,34 +134,34 @@ async def _faults(traffic: _Traffic, bootstrap: str) -> list[str]:
 
     await wait_traffic(5)
     leader = await asyncio.to_thread(_ask, bootstrap, _LEADER, KAFKA_TOPIC)
-    os.kill(_pid(leader), signal.SIGKILL)
+    brokers.kill(leader)
     done.append(f"kill -9 of partition leader {leader}")
     await asyncio.sleep(10)
-    await asyncio.to_thread(_kafkactl, "cluster-up")
+    await asyncio.to_thread(brokers.up)
     await wait_traffic(5)
 
     coordinator = await asyncio.to_thread(_ask, bootstrap, _COORDINATOR, GROUP)
-    os.kill(_pid(coordinator), signal.SIGSTOP)
+    os.kill(brokers.pid(coordinator), signal.SIGSTOP)
     done.append(f"SIGSTOP of group coordinator {coordinator}")
     await asyncio.sleep(10)
-    os.kill(_pid(coordinator), signal.SIGCONT)
+    os.kill(brokers.pid(coordinator), signal.SIGCONT)
     await wait_traffic(5)
 
     coordinator = await asyncio.to_thread(_ask, bootstrap, _COORDINATOR, GROUP)
-    os.kill(_pid(coordinator), signal.SIGKILL)
+    brokers.kill(coordinator)
     done.append(f"kill -9 of group coordinator {coordinator}")
     await asyncio.sleep(10)
-    await asyncio.to_thread(_kafkactl, "cluster-up")
+    await asyncio.to_thread(brokers.up)
     await wait_traffic(5)
     return done
 
 
-async def _run(url: str, bootstrap: str) -> tuple[_Traffic, list[str]]:
+async def _run(url: str, brokers: KafkaCluster) -> tuple[_Traffic, list[str]]:
     traffic = _Traffic(url)
     traffic.consuming.set()
     jobs = [asyncio.create_task(traffic.produce()), asyncio.create_task(traffic.consume())]
     try:
-        done = await _faults(traffic, bootstrap)
+        done = await _faults(traffic, brokers)
         traffic.stop.set()
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not traffic.acked <= set(traffic.deliveries):
@@ -200,13 +175,13 @@ async def _run(url: str, bootstrap: str) -> tuple[_Traffic, list[str]]:
 
 
 def test_ws_traffic_survives_broker_loss_without_silent_duplicates(
-    brokers: str, tmp_path: Path
+    kafka_cluster: KafkaCluster, tmp_path: Path
 ) -> None:
-    cluster = ShimCluster(brokers, tmp_path, 1, session_timeout_ms=2000, slots=16)
+    cluster = ShimCluster(kafka_cluster.bootstrap, tmp_path, 1, session_timeout_ms=2000, slots=16)
     try:
         cluster.start()
         shim = cluster.shims[0]
-        traffic, done = asyncio.run(_run(shim.url.replace("http://", "ws://"), brokers))
+        traffic, done = asyncio.run(_run(shim.url.replace("http://", "ws://"), kafka_cluster))
         assert shim.alive(), shim.log_tail()
     finally:
         cluster.stop()

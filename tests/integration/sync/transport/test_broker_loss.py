@@ -2,47 +2,22 @@
 broker that coordinates their ownership group is SIGKILLed and restarted, round after
 round -- the fault that made librdkafka abort them (docs/librdkafka-abort.md).
 
-Uses the shared 3-broker cluster: run under ``flock /tmp/ps-cluster.lock``.
+Uses the shared 3-broker cluster (the ``kafka_cluster`` fixture holds its lock).
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
+from chaos._procs import KafkaCluster
 from sync.cluster._ownership import group_id
 from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, lookups
-from tests.kafka_broker import KAFKACTL
 
-CLUSTER_STATE = KAFKACTL.parent / ".state" / "cluster"
 ROUNDS = 3
 TOPICS = [f"persistent://public/default/broker-loss-{i}" for i in range(16)]
-
-
-def _kafkactl(*args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, str(KAFKACTL), *args, "--timeout", "300"], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def brokers() -> Iterator[str]:
-    bootstrap = _kafkactl("cluster-up")
-    try:
-        yield bootstrap
-    finally:
-        subprocess.run(
-            [sys.executable, str(KAFKACTL), "cluster-down", "--purge"], capture_output=True
-        )
 
 
 def _healthy(shim: ShimProcess) -> bool:
@@ -57,17 +32,16 @@ def _wait_all_healthy(shims: list[ShimProcess], limit_s: float = 120) -> None:
     while time.monotonic() < deadline:
         for shim in shims:
             assert shim.alive(), f"{shim.broker_id} died:\n{shim.log_tail()}"
-        if all(_healthy(s) for s in shims) and all(
-            None not in lookups(s, TOPICS) for s in shims
-        ):
+        if all(_healthy(s) for s in shims) and all(None not in lookups(s, TOPICS) for s in shims):
             return
         time.sleep(0.2)
     raise AssertionError([s.get("/health").body for s in shims])
 
 
 def test_sidecars_survive_their_group_coordinator_being_killed(
-    brokers: str, tmp_path: Path
+    kafka_cluster: KafkaCluster, tmp_path: Path
 ) -> None:
+    brokers = kafka_cluster.bootstrap
     cluster = ShimCluster(brokers, tmp_path, 3, session_timeout_ms=2000, slots=16)
     try:
         for shim in cluster.shims:
@@ -77,8 +51,7 @@ def test_sidecars_survive_their_group_coordinator_being_killed(
         _wait_all_healthy(cluster.shims, limit_s=300)
         for rnd in range(ROUNDS):
             desc_coordinator = _coordinator(brokers, group_id(cluster.name))
-            pid_file = CLUSTER_STATE / f"node-{desc_coordinator}" / "kafka.pid"
-            os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+            kafka_cluster.kill(desc_coordinator)
             # While the coordinator is down the sidecars keep answering (503 at worst).
             deadline = time.monotonic() + 8
             while time.monotonic() < deadline:
@@ -88,7 +61,7 @@ def test_sidecars_survive_their_group_coordinator_being_killed(
                         status = shim.get("/lookup/v2/topic/" + topic.replace("://", "/")).status
                         assert status in (200, 503), (rnd, shim.broker_id, status)
                 time.sleep(0.2)
-            _kafkactl("cluster-up")
+            kafka_cluster.up()
             _wait_all_healthy(cluster.shims)
         contained = 0
         for shim in cluster.shims:
