@@ -623,9 +623,14 @@ def add_lookup_routes(
             _supervise_cluster(current, Backoff(initial_s=restart_backoff_s, max_s=4.0))
         )
 
-    async def on_cleanup(app: web.Application) -> None:
-        app[_SUPERVISOR_KEY].cancel()
+    async def leave(app: web.Application) -> None:
+        # First on a stop, as a Pulsar broker unloads its bundles first: the next owners
+        # claim them while this sidecar still closes its clients and caches. Also on
+        # cleanup, for a start that failed before the shutdown steps (a no-op otherwise).
+        if _SUPERVISOR_KEY in app:
+            app[_SUPERVISOR_KEY].cancel()
         await asyncio.to_thread(current.service.close)
 
     app.on_startup.append(on_startup)
-    app.on_cleanup.append(on_cleanup)
+    app.on_shutdown.append(leave)
+    app.on_cleanup.append(leave)

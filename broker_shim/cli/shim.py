@@ -15,6 +15,7 @@ from sync import ConfigurationError
 from sync.messaging import AutoTopicCreation, TopicType
 
 from .._http import build_app
+from .._shutdown import DEFAULT_SHUTDOWN_TIMEOUT_S, ShutdownGuard
 from .._sidecar import Sidecar, SidecarConfig
 from ._cluster_flags import add_lookup_flags, lookup_settings
 from ._common import add_bootstrap_flag, configure_logging, run_main
@@ -130,8 +131,25 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="Pulsar's defaultNumPartitions of auto-created partitioned topics (default 1)",
     )
+    run.add_argument(
+        "--shutdown-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_SHUTDOWN_TIMEOUT_S,
+        help="longest graceful stop on SIGTERM, in seconds (Pulsar's brokerShutdownTimeoutMs; "
+        f"default {DEFAULT_SHUTDOWN_TIMEOUT_S:g}): then the process exits without finishing it",
+    )
     add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def _true_false(text: str) -> bool:
@@ -194,12 +212,17 @@ def _run(args: argparse.Namespace) -> int:
         config.http_url,
         config.advertised_broker_url,
     )
-    # run_app turns SIGTERM/SIGINT into a graceful shutdown that runs on_cleanup,
-    # which closes the cache (writing its snapshot) before the process exits.
+    # run_app turns SIGTERM/SIGINT into a graceful shutdown: on_shutdown releases the
+    # bundles and closes clients, requests still running get half the budget, on_cleanup
+    # closes the cache (writing its snapshot); the guard ends whatever is left at the budget.
+    app = build_app(sidecar, broker_socket=broker_socket)
+    budget = float(args.shutdown_timeout)
+    ShutdownGuard(budget).install(app)
     web.run_app(
-        build_app(sidecar, broker_socket=broker_socket),
+        app,
         host=bind,
         port=config.http_port,
+        shutdown_timeout=budget / 2,
         print=None,
         access_log=web_log.access_logger if args.access_log else None,
     )

@@ -13,13 +13,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
+from chaos._procs import KafkaCluster
 from sync import CacheConfig, PolicyCache, PolicyService, PolicyTarget, ServiceConfig
 from sync.transport import KafkaConfig, KafkaTransport
+from tests.integration.broker_shim.test_lookup_http import ShimProcess
 from tests.integration.helpers import Sidecar, http, run_cli
 from tests.kafka_broker import KAFKACTL, free_port, jar_broker
 
@@ -173,20 +173,10 @@ class jar_broker_at:  # noqa: N801 - used like a context manager function
         subprocess.run([*self.ctl, "down", *self.node, "--purge"], capture_output=True)
 
 
-@pytest.fixture
-def cluster() -> Iterator[str]:
-    ctl = [sys.executable, str(KAFKACTL)]
-    out = subprocess.run([*ctl, "cluster-up"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
-    try:
-        yield out.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run([*ctl, "cluster-down", "--purge"], capture_output=True)
-
-
 def test_losing_a_broker_of_three_during_writes(
-    cluster: str, unique_name: Callable[[str], str]
+    kafka_cluster: KafkaCluster, unique_name: Callable[[str], str]
 ) -> None:
+    cluster = kafka_cluster.bootstrap
     topic = unique_name("ce")
 
     def service() -> PolicyService:
@@ -201,8 +191,7 @@ def test_losing_a_broker_of_three_during_writes(
             deadline = time.monotonic() + 60
             while len(writer.acked) < 5 and time.monotonic() < deadline:
                 time.sleep(0.1)
-            pid_file = KAFKACTL.parent / ".state" / "cluster" / "node-2" / "kafka.pid"
-            os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+            kafka_cluster.kill(2)
             before_kill = len(writer.acked)
             deadline = time.monotonic() + 60
             while len(writer.acked) < before_kill + 20 and time.monotonic() < deadline:
@@ -218,3 +207,46 @@ def test_losing_a_broker_of_three_during_writes(
 
 
 _ = jar_broker  # the session broker comes from the same launcher
+
+
+def test_a_clean_stop_with_kafka_gone_is_bounded_by_the_shutdown_timeout(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM while Kafka is unreachable: the stop cannot release or unregister, and
+    ``--shutdown-timeout`` ends it (chaos run 6: a stop during a broker outage still ran
+    after 60 s and was SIGKILLed). Kafka running again, the next stop finishes cleanly."""
+    port, cport = free_port(), free_port()
+    ctl = [sys.executable, str(KAFKACTL)]
+    node = ["--port", str(port), "--state-dir", str(tmp_path / "broker")]
+    where = [*node, "--controller-port", str(cport)]
+    with jar_broker_at(ctl, where, node) as bootstrap:
+        shim = ShimProcess(
+            bootstrap, f"stop{port}", "b0", tmp_path,
+            session_timeout_ms=2000, slots=4,
+            extra=("--shutdown-timeout", "3", "--log-level", "info"),
+        ).start()  # fmt: skip
+        try:
+            shim.wait_ready(120)
+            assert shim.get("/lookup/v2/topic/persistent/public/default/t").status == 200
+            pid = int((tmp_path / "broker" / "kafka.pid").read_text().strip())
+            os.kill(pid, signal.SIGKILL)
+            shim.signal(signal.SIGTERM)
+            assert shim.proc is not None
+            code = shim.proc.wait(120)  # a liveness bound, not a speed check
+        finally:
+            shim.stop()
+        log = shim.log.read_text(errors="replace")
+        assert code == 0, log[-4000:]
+        assert "graceful stop not finished after 3.0s" in log, log[-4000:]
+        subprocess.run([*ctl, "up", *where], check=True, capture_output=True)
+        shim.start()
+        try:
+            shim.wait_ready(120)
+            shim.signal(signal.SIGTERM)
+            assert shim.proc is not None
+            code = shim.proc.wait(120)
+        finally:
+            shim.stop()
+        log = shim.log.read_text(errors="replace")
+        assert code == 0, log[-4000:]
+        assert "stopped cleanly in" in log, log[-4000:]
