@@ -502,7 +502,6 @@ class OwnershipMember:
     # -- the member thread -------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self._new_producer()
             self._consumer = self._transport.group_consumer(
                 self._group,
                 client_id=self._client_id,
@@ -510,7 +509,11 @@ class OwnershipMember:
                 heartbeat_interval_ms=self.config.heartbeat_interval_ms,
                 read_committed=True,
             )
+            # The group join runs in the client's background while init_transactions takes
+            # the fence (each ~1 s at start-up on 2 loaded cores); the assignment is only
+            # handled on the first consume, after it, so no claim precedes the fence.
             self._consumer.subscribe(self._slots_topic, self)
+            self._new_producer()
             while not self._stop.is_set():
                 self._step()
             if self._graceful:
