@@ -145,12 +145,14 @@ class PoisonFuzz:
 
         target = self.world.config.poison_records
         batches = 50
-        per_batch = -(-target // batches)
         pause = self.spread_s / batches
-        sent = 0
-        due = time.monotonic()
-        while sent < target and not self.world.stop.is_set():
-            for _ in range(per_batch):
+        started = time.monotonic()
+        while self.stats.total < target and not self.world.stop.is_set():
+            # On schedule by the clock: a step that stalled (a broker down) is made up for
+            # by the next one, so all ``target`` records are out after ``spread_s``.
+            elapsed = time.monotonic() - started
+            due_now = -(-target * min(1.0, (elapsed + pause) / self.spread_s) // 1)
+            for _ in range(int(due_now) - self.stats.total):
                 key, value, part = self.rng.choice(self.templates)
                 kind = self.rng.choice((*KINDS, "insert_after_poison"))
                 bad_kind = self.rng.choice(KINDS) if kind == "insert_after_poison" else kind
@@ -164,13 +166,11 @@ class PoisonFuzz:
                         producer.produce(TOPIC, value, key, part, on_delivery=delivered)
                         self.stats.produced["valid_reinsert"] += 1
                 except BufferError:
-                    producer.poll(1.0)
-                sent += 1
+                    producer.poll(1.0)  # not counted: the next step makes up for it
                 producer.poll(0)
             # Paced by the clock, not by Kafka: while brokers stall, what is not confirmed
             # stays queued (the final flush waits for it) instead of delaying the fuzz.
             producer.flush(min(pause, 5.0))
-            due += pause
-            if self.world.sleep(max(0.0, due - time.monotonic())):
+            if self.world.sleep(max(0.0, pause - (time.monotonic() - started - elapsed))):
                 break
         producer.flush(60)
