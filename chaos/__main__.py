@@ -48,6 +48,7 @@ def config_from_env() -> ChaosConfig:
         poison_records=int(os.environ.get("CHAOS_POISON", "5000")),
         fault_every_s=float(os.environ.get("CHAOS_FAULT_EVERY", "15")),
         broker_down_min_s=float(os.environ.get("CHAOS_BROKER_DOWN_S", "0")),
+        time_checks=os.environ.get("CHAOS_TIME_CHECKS", "1") != "0",
     )
 
 
@@ -77,7 +78,7 @@ class Soak:
         self.writers = [Writer(self.world, i) for i in range(len(WRITERS))]
         self.messaging = Messaging(self.world)
         self.fuzz = Fuzzer(self.world)
-        self.poison = PoisonFuzz(self.world, spread_s=config.seconds * 0.7)
+        self.poison = PoisonFuzz(self.world, spread_s=config.seconds * 0.5)
         self.fresh: SidecarProc | None = None
         self.result: dict[str, Any] = {
             "seed": config.seed, "seconds": config.seconds, "machine": machine(),
@@ -85,6 +86,8 @@ class Soak:
             "load_at_start": os.getloadavg(),
         }  # fmt: skip
         self.violations: list[str] = []
+        #: speed targets missed while they are not checks (CHAOS_TIME_CHECKS=0)
+        self.timing_misses: list[str] = []
 
     # ----------------------------------------------------------------------- phases
     def setup(self) -> None:
@@ -325,9 +328,16 @@ class Soak:
                 f"{len(never)} failovers never settled (survivors did not agree on a live owner)"
             )
         if took and percentile(took, 0.99) > 2 * liveness:
-            self.violations.append(
+            self._missed_speed(
                 f"failover p99 {percentile(took, 0.99):.2f}s > 2 x liveness ({2 * liveness:.1f}s)"
             )
+
+    def _missed_speed(self, finding: str) -> None:
+        """A speed target missed: a violation, or only reported when time checks are off."""
+        if self.world.config.time_checks:
+            self.violations.append(finding)
+        else:
+            self.timing_misses.append(finding)
 
     def _check_health(self) -> None:
         limit = self.world.config.healthy_within_s
@@ -363,7 +373,7 @@ class Soak:
         if not rows:
             self.violations.append("no fault was injected")
         if slow:
-            self.violations.append(
+            self._missed_speed(
                 f"{len(slow)} times a sidecar was not healthy {limit:.0f}s after a fault ended: "
                 f"{slow[:6]}"
             )
@@ -432,6 +442,8 @@ def report(soak: Soak) -> None:
             print(f"VIOLATION: {v}")
     else:
         print("all checks passed")
+    for miss in soak.timing_misses:
+        print(f"speed target missed (measured, not checked: CHAOS_TIME_CHECKS=0): {miss}")
     print(f"seed {soak.world.config.seed} (rerun: CHAOS_SEED={soak.world.config.seed})")
 
 
@@ -455,7 +467,8 @@ def main() -> None:
     soak.result["load_at_end"] = os.getloadavg()
     report(soak)
     (workdir / "result.json").write_text(
-        json.dumps({"result": soak.result, "violations": soak.violations}, indent=2, default=str)
+        json.dumps({"result": soak.result, "violations": soak.violations,
+                    "timing_misses": soak.timing_misses}, indent=2, default=str)
     )
     sys.exit(1 if soak.violations else 0)
 

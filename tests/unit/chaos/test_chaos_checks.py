@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from chaos.__main__ import Soak
 from chaos._messaging import MessagingStats
 from chaos._observer import Failover, OwnershipObserver, percentile
 from chaos._poison import HEADER, KINDS, PoisonFuzz
@@ -86,3 +89,14 @@ def test_every_poison_kind_changes_a_real_record() -> None:
                 assert out[:2] == b"\xc3\x01" and out[2:HEADER] != value[2:HEADER]
             if kind == "undecodable_class":
                 assert out[:HEADER] == value[:HEADER]
+
+
+@pytest.mark.parametrize("time_checks", [True, False])
+def test_a_missed_speed_target_is_a_violation_only_when_time_checks_are_on(
+    time_checks: bool, tmp_path: Path
+) -> None:
+    soak = Soak(ChaosConfig(seconds=1, time_checks=time_checks), tmp_path)
+    soak._missed_speed("failover p99 9.00s > 2 x liveness (4.0s)")
+    checked = ["failover p99 9.00s > 2 x liveness (4.0s)"]
+    assert soak.violations == (checked if time_checks else [])
+    assert soak.timing_misses == ([] if time_checks else checked)
