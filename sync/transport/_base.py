@@ -379,9 +379,14 @@ class Transport(Protocol):
         self,
         *,
         read_committed: bool = True,
-        fetch_wait_max_ms: int = 10,
+        fetch_wait_max_ms: int = 100,
         group_id: str | None = None,
-    ) -> Consumer: ...
+    ) -> Consumer:
+        """A consumer (assign to start). ``fetch_wait_max_ms`` only bounds an *empty*
+        fetch: a long poll returns as soon as data arrives, so it costs no latency, while
+        each idle consumer sends one fetch per broker per period (10 ms: the 3 brokers of
+        an idle 3-sidecar cluster used ~65% of a core more than with 100 ms, measured)."""
+        ...
     def group_consumer(
         self,
         group_id: str,
@@ -390,7 +395,7 @@ class Transport(Protocol):
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int | None = None,
         read_committed: bool = True,
-        fetch_wait_max_ms: int = 10,
+        fetch_wait_max_ms: int = 100,
     ) -> GroupConsumer:
         """Join ``group_id`` as a cooperative-sticky member (subscribe to start)."""
         ...

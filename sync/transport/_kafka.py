@@ -875,7 +875,7 @@ class KafkaTransport:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int | None = None,
         read_committed: bool = True,
-        fetch_wait_max_ms: int = 10,
+        fetch_wait_max_ms: int = 100,
     ) -> KafkaGroupConsumer:
         return KafkaGroupConsumer(
             self.config,
@@ -891,7 +891,7 @@ class KafkaTransport:
         self,
         *,
         read_committed: bool = True,
-        fetch_wait_max_ms: int = 10,
+        fetch_wait_max_ms: int = 100,
         group_id: str | None = None,
     ) -> KafkaConsumer:
         return KafkaConsumer(self.config, read_committed, fetch_wait_max_ms, group_id)

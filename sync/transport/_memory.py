@@ -704,7 +704,7 @@ class MemoryTransport:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int | None = None,
         read_committed: bool = True,
-        fetch_wait_max_ms: int = 10,
+        fetch_wait_max_ms: int = 100,
     ) -> MemoryGroupConsumer:
         fetcher = MemoryConsumer(self.broker, read_committed)
         return MemoryGroupConsumer(
@@ -720,7 +720,7 @@ class MemoryTransport:
         self,
         *,
         read_committed: bool = True,
-        fetch_wait_max_ms: int = 10,
+        fetch_wait_max_ms: int = 100,
         group_id: str | None = None,
     ) -> MemoryConsumer:
         return MemoryConsumer(self.broker, read_committed, group_id)
