@@ -242,13 +242,20 @@ class LookupService:
         if future is None:
             future = asyncio.ensure_future(self._acquire(bundle, what or bundle))
             self._inflight[bundle] = future
-            future.add_done_callback(lambda _f: self._inflight.pop(bundle, None))
+            future.add_done_callback(lambda f: self._acquired(bundle, f))
             self.acquisitions += 1
         self.pending += 1
         try:
             return await asyncio.shield(future)
         finally:
             self.pending -= 1
+
+    def _acquired(self, bundle: str, future: asyncio.Future[LiveBroker]) -> None:
+        self._inflight.pop(bundle, None)
+        if not future.cancelled():
+            # Every waiter may have gone (their requests ended, a shutdown): the shared
+            # acquisition's outcome is then nobody's, and not an unretrieved error.
+            future.exception()
 
     async def _acquire(self, bundle: str, what: str) -> LiveBroker:
         loop = asyncio.get_running_loop()

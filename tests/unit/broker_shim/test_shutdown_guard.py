@@ -68,7 +68,7 @@ def test_shutdown_timeout_must_be_positive_seconds(bad: str) -> None:
         )
 
 
-def test_shutdown_timeout_defaults_to_ten_seconds() -> None:
+def test_shutdown_timeout_defaults_to_five_seconds() -> None:
     args = build_parser().parse_args(["run", "--broker-id", "1", "--http-port", "8080"])
     assert isinstance(args, argparse.Namespace)
-    assert args.shutdown_timeout == 10.0
+    assert args.shutdown_timeout == 5.0
