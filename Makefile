@@ -86,7 +86,7 @@ wheel-check: setup
 	cd build/wheel-check && venv/bin/python -c "import sync; sync.Codec(); print('wheel: sync.Codec() ok')"
 	build/wheel-check/venv/bin/broker-shim --help > /dev/null && echo "wheel: broker-shim --help ok"
 
-test: lint types unit wheel-check integration
+test: lint types unit wheel-check integration chaos-short
 
 demo: setup
 	$(PY) -m examples.demo
@@ -104,7 +104,7 @@ proto: setup
 chaos: setup
 	$(PY) -m chaos
 
-# The 75-second soak as a test (not yet in `make test`: it still finds violations).
+# The 75-second soak as a test (part of `make test`; its speed targets are printed, not checked).
 chaos-short: setup
 	$(VENV)/bin/pytest -q tests/chaos
 

@@ -1,10 +1,13 @@
-"""The short chaos soak (``CHAOS_SECONDS=75``): ``make chaos`` must pass its own checks.
+"""The short chaos soak (``CHAOS_SECONDS=75``), part of ``make test``: the soak must pass
+every check that does not depend on the machine's speed.
 
 It runs the real soak as a process on the 3-broker cluster (it takes /tmp/ps-cluster.lock
-itself) and fails with the soak's report when any check is violated. ``make chaos-short``
-runs it. It is not part of ``make test`` yet: on the current code the soak still finds
-violations of issue 11's targets (see docs/benchmarks.md, "Chaos soak"), and ``make test``
-must pass; it joins ``make test`` when the soak passes.
+itself): kill -9 and SIGSTOP of sidecars, clean restarts, kill -9 of Kafka brokers, admin
+writers, WebSocket traffic, the poison fuzz and the HTTP/WebSocket fuzz, then the checks:
+no crash, no lost write or message, no duplicate without a redelivery count, no divergent
+cache (also a fresh replay), no double owner, no 5xx to bad input. The speed targets
+(failover p99, healthy within 5 s) are measured and printed but not checked here
+(``CHAOS_TIME_CHECKS=0``); ``make chaos`` checks them over 10 minutes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ def test_short_chaos_soak_passes_every_check(tmp_path: Path) -> None:
     env = dict(
         os.environ,
         CHAOS_SECONDS=os.environ.get("CHAOS_SECONDS", "75"),
+        CHAOS_TIME_CHECKS=os.environ.get("CHAOS_TIME_CHECKS", "0"),
         CHAOS_WORKDIR=str(tmp_path / "chaos"),
     )
     out = subprocess.run(
