@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
 import secrets
@@ -23,12 +24,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ._faults import FaultInjector
+from ._faults import Fault, FaultInjector
 from ._fuzz import Fuzzer
 from ._messaging import Messaging, wait_drained
 from ._observer import HealthPoller, OwnershipObserver, percentile
 from ._poison import PoisonFuzz
-from ._procs import RESTART_BUDGET_S, KafkaCluster, SidecarProc, cluster_lock, http_status
+from ._procs import RESTART_BUDGET_S, KafkaCluster, Restart, SidecarProc, cluster_lock, http_status
 from ._world import WRITE_NAMESPACE, ChaosConfig, World
 from ._writers import WRITERS, Writer, key_topic, lost_writes
 
@@ -50,6 +51,24 @@ def config_from_env() -> ChaosConfig:
         broker_down_min_s=float(os.environ.get("CHAOS_BROKER_DOWN_S", "0")),
         time_checks=os.environ.get("CHAOS_TIME_CHECKS", "1") != "0",
     )
+
+
+def kafka_outages(faults: list[Fault], restarts: list[Restart]) -> list[tuple[float, float]]:
+    """[from, to) on the soak's clock while a killed Kafka broker was not back yet."""
+    out = []
+    for f in faults:
+        if f.kind != "kill9_broker" or f.note.startswith("skipped"):
+            continue
+        after = [r for r in restarts if r.started_s >= f.started]
+        end = math.inf
+        if after and after[0].took_s is not None:
+            end = after[0].started_s + after[0].took_s
+        out.append((f.started, end))
+    return out
+
+
+def overlaps(start: float, took: float, windows: list[tuple[float, float]]) -> bool:
+    return any(start < to and start + took > frm for frm, to in windows)
 
 
 def machine() -> str:
@@ -316,6 +335,16 @@ class Soak:
             "each": [(f.how, f.victim, round(f.started, 1),
                       None if f.took is None else round(f.took, 2)) for f in o.failovers],
         }  # fmt: skip
+        # The same figures apart for failovers that overlapped a Kafka broker's absence
+        # (killed, until its restart was done): then ownership waits for Kafka itself.
+        outages = kafka_outages(self.faults.faults, self.world.cluster.restarts)
+        whole = [f.took for f in o.failovers
+                 if f.took is not None and not overlaps(f.started, f.took, outages)]  # fmt: skip
+        self.result["ownership"]["kafka_whole"] = {
+            "failovers": len(whole),
+            "failover_p50_s": round(percentile(whole, 0.5), 2),
+            "failover_p99_s": round(percentile(whole, 0.99), 2),
+        }
         if o.rounds == 0 or not o.bundles_seen:
             self.violations.append("the ownership observer saw no bundle at all")
         if o.double_owner_rounds:
@@ -341,8 +370,10 @@ class Soak:
 
     def _check_health(self) -> None:
         limit = self.world.config.healthy_within_s
+        outages = kafka_outages(self.faults.faults, self.world.cluster.restarts)
         rows = []
         slow = []
+        slow_whole: list[str] = []  # ... while every Kafka broker was up
         for f in self.faults.faults:
             if f.ended is None:
                 continue
@@ -353,10 +384,14 @@ class Soak:
                 if rec is None or rec > limit:
                     slow.append(f"{f.kind}({f.target})@{f.started:.0f}s: sidecar {s.broker_id} "
                                 f"{'never' if rec is None else f'{rec:.1f}s'}")  # fmt: skip
+                    if rec is not None and not overlaps(f.started, f.ended - f.started + rec,
+                                                        outages):  # fmt: skip
+                        slow_whole.append(slow[-1])
             rows.append({"kind": f.kind, "target": f.target, "at_s": round(f.started, 1),
                          "ended_s": round(f.ended, 1), "note": f.note,
                          "unhealthy_after_s": per})  # fmt: skip
         self.result["faults"] = rows
+        self.result["not_healthy_in_time_kafka_whole"] = slow_whole
         restarts = self.world.cluster.restarts
         self.result["kafka_restarts"] = [dataclasses.asdict(r) for r in restarts]
         self.result["kafka_restarts_over_budget"] = sum(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chaos.__main__ import Soak
+from chaos.__main__ import Soak, kafka_outages, overlaps
+from chaos._faults import Fault
 from chaos._messaging import MessagingStats
 from chaos._observer import Failover, OwnershipObserver, percentile
 from chaos._poison import HEADER, KINDS, PoisonFuzz
-from chaos._procs import KafkaCluster
+from chaos._procs import KafkaCluster, Restart
 from chaos._world import ChaosConfig, World
 from chaos._writers import Writer, lost_writes
 
@@ -100,3 +102,18 @@ def test_a_missed_speed_target_is_a_violation_only_when_time_checks_are_on(
     checked = ["failover p99 9.00s > 2 x liveness (4.0s)"]
     assert soak.violations == (checked if time_checks else [])
     assert soak.timing_misses == ([] if time_checks else checked)
+
+
+def test_failovers_during_a_kafka_broker_outage_are_told_apart() -> None:
+    faults = [
+        Fault("kill9_broker", "kafka-3", 100.0, 130.0, "down 6s; not back within 30s"),
+        Fault("kill9_broker", "kafka-1", 140.0, 140.0, "skipped: kafka-[3] still restarting"),
+        Fault("kill9_broker", "kafka-2", 300.0, 330.0, "down 5s"),
+    ]
+    restarts = [Restart(node=3, started_s=106.0, took_s=60.0), Restart(node=2, started_s=305.0)]
+    windows = kafka_outages(faults, restarts)
+    assert windows == [(100.0, 166.0), (300.0, math.inf)]
+    assert overlaps(150.0, 2.0, windows)  # inside the first outage
+    assert overlaps(95.0, 6.0, windows)  # runs into it
+    assert not overlaps(170.0, 3.0, windows)  # after the broker was back
+    assert overlaps(400.0, 1.0, windows)  # the second broker never came back
