@@ -554,7 +554,8 @@ class _ProducerSession:
             # Let queued sends finish so their acks reach a client still listening.
             if self._pending and not self.ws.closed:
                 try:
-                    await asyncio.wait_for(self._drained(), 10.0)
+                    async with asyncio.timeout(10.0):
+                        await self._drained()
                 except TimeoutError:
                     logger.warning(
                         "%s: closing with %d unacknowledged sends", self.handle, self.in_flight

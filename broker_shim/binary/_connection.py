@@ -715,7 +715,8 @@ class Connection:
 
     async def _disconnect_held(self, prod: _Producer) -> None:
         try:
-            await asyncio.wait_for(prod.drained.wait(), self.ctx.config.close_drain_s)
+            async with asyncio.timeout(self.ctx.config.close_drain_s):
+                await prod.drained.wait()
         except TimeoutError:
             logger.warning("held producer %s disconnected with sends in flight", prod.name)
         finally:
@@ -731,7 +732,8 @@ class Connection:
         prod = self.producers.pop(m.producer_id, None)
         if prod is not None:
             try:
-                await asyncio.wait_for(prod.drained.wait(), self.ctx.config.close_drain_s)
+                async with asyncio.timeout(self.ctx.config.close_drain_s):
+                    await prod.drained.wait()
             except TimeoutError:
                 logger.warning("producer %s closed with sends in flight", prod.name)
             self._drop_producer(prod)

@@ -281,9 +281,8 @@ class LookupService:
                         f"broker claimed it within {self.config.lookup_timeout_s:.1f}s"
                     )
                 try:
-                    await asyncio.wait_for(
-                        event.wait(), min(remaining, self.config.request_retry_s)
-                    )
+                    async with asyncio.timeout(min(remaining, self.config.request_retry_s)):
+                        await event.wait()
                 except TimeoutError:
                     pass
         finally:

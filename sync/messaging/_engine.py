@@ -312,7 +312,8 @@ class ProducerHandle:
             return True
         timeout = self.hold_timeout_s if timeout_s is None else timeout_s
         try:
-            await asyncio.wait_for(self.topic_state.writable.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.topic_state.writable.wait()
         except TimeoutError:
             return False
         return True
@@ -1052,6 +1053,10 @@ class MessagingEngine:
                 sizes = await asyncio.to_thread(
                     compactor.bytes_since_horizon, self.transport, admin, desc.partitions
                 )
+                # Decide on the policy as it is now, not as it was before the awaits
+                # above: a threshold removed (or raised) meanwhile must not compact
+                # messages that were sent after the change was applied.
+                threshold = int(svc.applied(topic).get("compactionThreshold") or 0)
                 due = over_threshold(sizes, threshold)
                 if not due:
                     continue

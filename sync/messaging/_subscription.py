@@ -951,7 +951,8 @@ class Subscription:
         while True:
             if not wanted.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wanted.wait(), interval)
+                    async with asyncio.timeout(interval):
+                        await wanted.wait()
             wanted.clear()
             keepalive = time.monotonic() - self._last_commit_at >= self.config.commit_keepalive_s
             if self._dirty or keepalive:

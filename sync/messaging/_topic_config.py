@@ -208,8 +208,11 @@ class TopicConfigReconciler:
             except Exception:
                 logger.exception("topic config reconciler failed; continuing")
             self._wake.clear()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel
+            # that arrives as the event is set, and close() then waited forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._next_wait())
+                async with asyncio.timeout(self._next_wait()):
+                    await self._wake.wait()
 
     def _next_wait(self) -> float:
         """Seconds until the earliest retry is due (at most 1 s, the idle poll)."""

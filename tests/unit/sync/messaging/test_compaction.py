@@ -151,6 +151,32 @@ def test_the_sweep_compacts_only_above_the_threshold() -> None:
     run(scenario())
 
 
+def test_a_threshold_removed_while_the_sweep_measures_compacts_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The sweep reads the threshold, then measures the bytes since the horizon (a
+    # Kafka round trip): a removal applied meanwhile, followed by new messages, must
+    # not compact them (seen on real Kafka: the horizon jumped past them).
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("c7")
+            producer = _producer(env, "c7")
+            await env.set_policy(topic, {"compactionThreshold": 10})
+            measure = Compactor.bytes_since_horizon
+
+            def removed_then_sent(self: Compactor, *args: object) -> dict[int, int]:
+                env.svc.set(PolicyTarget.for_topic(topic), {"compactionThreshold": None})
+                producer.send(b"x" * 50, key="a")
+                return measure(self, *args)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(Compactor, "bytes_since_horizon", removed_then_sent)
+            assert await env.engine.compact_due() == 0
+            assert env.engine.compaction_status(topic).horizons.get(0, 0) == 0
+            producer.close()
+
+    run(scenario())
+
+
 def test_the_companion_is_no_mapped_topic_name() -> None:
     companion = compacted_topic_of("p.t.ns.x")
     assert companion == "cmp.p.t.ns.x"

@@ -17,7 +17,7 @@ from sync.messaging._backlog import BacklogAction, BacklogMeasure, BacklogQuotas
 from sync.messaging._cursor import Entry
 from sync.messaging._dedup import Deduplicator, Verdict
 from sync.messaging._delayed import DelayedQueue
-from sync.messaging._topic_config import desired_topic_config
+from sync.messaging._topic_config import TopicConfigReconciler, desired_topic_config
 from sync.transport import MemoryTransport, TopicSpec
 
 
@@ -184,7 +184,6 @@ def test_limits_read_every_new_policy() -> None:
 
 
 def test_reconciler_applies_and_resets_topic_config_on_the_twin() -> None:
-    from sync.messaging._topic_config import TopicConfigReconciler
 
     transport = MemoryTransport()
     topic = TopicName.parse("persistent://t/n/rec")
@@ -215,7 +214,6 @@ def test_reconciler_applies_and_resets_topic_config_on_the_twin() -> None:
 def test_reconciler_asks_kafka_only_when_the_wanted_config_changed() -> None:
     """A write of a policy that maps to no topic config costs no admin call; the sweep
     (verify) still compares with Kafka and repairs a config changed behind our back."""
-    from sync.messaging._topic_config import TopicConfigReconciler
 
     transport = MemoryTransport()
     topic = TopicName.parse("persistent://t/n/quiet")
@@ -304,3 +302,22 @@ def test_reconciler_backs_off_unknown_ownership_and_drops_missing_namespaces() -
     own.error = NotFoundError("Namespace not found")
     assert not asyncio.run(rec.reconcile(topic))
     assert topic not in rec._retry and rec._next_wait() == 1.0
+
+
+def test_the_reconciler_stops_when_cancelled_as_it_is_woken() -> None:
+    # Python 3.11's asyncio.wait_for returns the inner result when a cancel arrives in
+    # the same loop turn as the event it waits for: the reconciler then swallowed its
+    # cancel and engine close() waited for it forever (30 s in a unit test).
+    rec = TopicConfigReconciler(MemoryTransport(), lambda: None, LocalOwnership())
+
+    async def scenario() -> bool:
+        await rec.start()
+        await asyncio.sleep(0.05)  # the loop now waits on its wake event
+        task = rec._task
+        assert task is not None
+        rec._wake.set()
+        task.cancel()
+        await asyncio.wait({task}, timeout=5.0)
+        return task.cancelled()
+
+    assert asyncio.run(scenario())
