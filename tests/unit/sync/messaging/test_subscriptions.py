@@ -802,3 +802,29 @@ def test_a_kill_right_after_dispatch_redelivers_with_a_count() -> None:
     again = run(after())
     assert [o for o, _ in again] == seen
     assert all(count >= 1 for _, count in again), again
+
+
+def test_regular_commits_move_the_dispatch_mark_on_before_a_batch_needs_it() -> None:
+    """Issue 14: a batch past the dispatch mark waits for a commit of its own (a tail once
+    per window on real Kafka); the subscription's regular commits move the mark on while
+    half a window is still covered, so a consumer that acks never meets that wait."""
+
+    async def scenario() -> None:
+        async with Env(commit_interval_s=0.01) as env:
+            topic = env.topic("ahead")
+            c = await env.subscribe(topic, sub_type=Shared, receiver_queue_size=100)
+            sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
+            reader = sub._reader
+            assert reader is not None
+            env.publish(topic, 1)
+            ack_all(c, await take(c, 1))
+            await eventually(lambda: sub.committed_positions()[0][0] == 1)
+            own_commits = reader.write_ahead_commits
+            for n in range(2, 50):  # far beyond the smallest window (16 messages)
+                env.publish(topic, 1)
+                ack_all(c, await take(c, 1))
+                await eventually(lambda n=n: sub.committed_positions()[0][0] == n)  # type: ignore[misc]
+            assert reader.write_ahead_commits == own_commits
+            assert sub._parts[0].cursor.durable > 49
+
+    run(scenario())
