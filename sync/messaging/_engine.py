@@ -1188,6 +1188,12 @@ class MessagingEngine:
         for ts in list(self._topics.values()):
             try:
                 owner = await self.ownership.owner_of(ts.topic)
+            except UnavailableError as exc:
+                # The lookup service is starting, recovering or stopping: an expected
+                # state (no traceback); asked again at the next check.
+                level = logging.DEBUG if self._closing else logging.WARNING
+                logger.log(level, "owner of %s unknown (%s); keeping it", ts.topic, exc)
+                continue
             except Exception:
                 logger.exception("ownership lookup of %s failed; keeping it", ts.topic)
                 continue
