@@ -515,9 +515,12 @@ async def cluster_status(request: web.Request) -> web.StreamResponse:
 
 
 async def ownership(request: web.Request) -> web.StreamResponse:
-    """Ownership records of every current bundle."""
+    """Ownership records of every current bundle (503 unless READY: a service that is
+    starting, replaying its table or replaced by a new incarnation has a partial view, and
+    an observer would see versions go back)."""
     service = _service(request)
     _check_super(request)
+    service.require_ready()
     records = service.lookups.bundle_records()
     return web.json_response({"bundles": {k: v.to_rest() for k, v in sorted(records.items())}})
 

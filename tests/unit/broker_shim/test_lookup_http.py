@@ -333,6 +333,20 @@ def test_nameserver_endpoints() -> None:
     run(cluster(2), scenario)
 
 
+def test_the_ownership_view_is_served_only_while_ready() -> None:
+    # Seen on real Kafka: an observer polling a sidecar whose cluster service was not
+    # READY got a partial view, ownership versions going back from v9 to v2.
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        client = clients[0]
+        assert (await client.get("/policy-sync/v1/ownership")).status == 200
+        await asyncio.to_thread(services[0].close)
+        resp = await client.get("/policy-sync/v1/ownership")
+        assert resp.status == 503
+        assert "not READY" in (await resp.json())["reason"]
+
+    run(cluster(1), scenario)
+
+
 AUTH = AuthConfig.from_json(
     {
         "tokens": {"t-admin": "admin", "t-alice": "alice", "t-bob": "bob"},
