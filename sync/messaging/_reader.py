@@ -134,12 +134,12 @@ class SubscriptionReader:
 
     def _commit(self, consumer: Consumer, offsets: Offsets) -> None:
         merged: Offsets = {}
-        extend = self._write_ahead and any(self._mark_due(p) for p in offsets)
-        window = self._next_window() if extend else 0
+        due = {p for p in offsets if self._mark_due(p)} if self._write_ahead else set()
+        window = self._next_window() if due else 0
         for p, (offset, metadata) in offsets.items():
             acks, mark = split_dispatched(metadata)
             mark = max(mark, self._ahead.get(p, 0))
-            if extend and self._mark_due(p):
+            if p in due:
                 # Less than half a window is still covered: this commit, which is paid
                 # for anyway, moves the mark on, so the next batches arrive covered and
                 # wait for no commit of their own (measured: every batch crossing the

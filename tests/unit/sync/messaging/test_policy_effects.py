@@ -184,7 +184,6 @@ def test_limits_read_every_new_policy() -> None:
 
 
 def test_reconciler_applies_and_resets_topic_config_on_the_twin() -> None:
-
     transport = MemoryTransport()
     topic = TopicName.parse("persistent://t/n/rec")
     transport.admin().ensure_topic(TopicSpec(kafka_topic_of(topic), 2))
@@ -214,7 +213,6 @@ def test_reconciler_applies_and_resets_topic_config_on_the_twin() -> None:
 def test_reconciler_asks_kafka_only_when_the_wanted_config_changed() -> None:
     """A write of a policy that maps to no topic config costs no admin call; the sweep
     (verify) still compares with Kafka and repairs a config changed behind our back."""
-
     transport = MemoryTransport()
     topic = TopicName.parse("persistent://t/n/quiet")
     kafka = kafka_topic_of(topic)
