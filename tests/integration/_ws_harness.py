@@ -25,7 +25,8 @@ from websockets.exceptions import InvalidStatus
 
 from broker_shim._http import build_app
 from broker_shim._sidecar import Sidecar, SidecarConfig
-from sync import TopicName
+from broker_shim._ws import ENGINE_KEY
+from sync import CacheStateError, TopicName
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import OwnerInfo
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
@@ -86,6 +87,21 @@ class ThreadSidecar:
         self._loop.run_forever()
         self._loop.run_until_complete(self._runner.cleanup())
         self._loop.close()
+
+    @property
+    def engine(self) -> Any:
+        """The app's messaging engine (what the owner enforces, a moment after the cache)."""
+        assert self._runner is not None
+        return self._runner.app[ENGINE_KEY]
+
+    def enforces_its_cache(self, topic: TopicName) -> bool:
+        """Whether the engine's live limits of ``topic`` (if it serves it) are what the
+        policy cache says: it applies a cached change a moment after the cache has it."""
+        ts = self.engine.topic_state(topic)
+        try:
+            return ts is None or bool(ts.limits == self.engine.read_limits(topic))
+        except CacheStateError:  # not READY: the engine keeps its last limits
+            return False
 
     def __enter__(self) -> ThreadSidecar:
         self._thread.start()

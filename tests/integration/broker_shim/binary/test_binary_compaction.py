@@ -24,7 +24,6 @@ import pulsar
 import pytest
 
 from broker_shim._http import build_app
-from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import NotAllowedError
 from sync._kafka_names import kafka_topic_of
@@ -46,7 +45,7 @@ def pair(
     writer = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("cwriter"))
     writer._app_factory = lambda: build_app(writer.sidecar, ownership=NothingHere())  # noqa: SLF001
     with writer, BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("cserver")) as server:
-        engine = _engine(server)
+        engine = server.engine
         engine.config = dataclasses.replace(engine.config, compaction_check_s=_CHECK_S)
         yield writer, server
 
@@ -58,12 +57,6 @@ def client(pair: tuple[ThreadSidecar, BinarySidecar]) -> Iterator[pulsar.Client]
         yield c
     finally:
         c.close()
-
-
-def _engine(s: ThreadSidecar) -> Any:
-    runner = s._runner  # noqa: SLF001
-    assert runner is not None
-    return runner.app[ENGINE_KEY]
 
 
 def _request(method: str, url: str, body: Any = None) -> tuple[int, Any]:
@@ -106,13 +99,13 @@ def _set_threshold(
 
 def _full_sweeps(server: BinarySidecar, count: int = 2) -> None:
     """Wait until the owner has run ``count`` whole compaction sweeps from now."""
-    engine = _engine(server)
+    engine = server.engine
     target = engine.compaction_sweeps + count
     _wait_for(lambda: engine.compaction_sweeps >= target, f"{count} compaction sweeps")
 
 
 def _horizon(server: BinarySidecar, topic: TopicName) -> int:
-    status = _engine(server).compaction_status(topic)
+    status = server.engine.compaction_status(topic)
     return int(status.horizons.get(0, 0))
 
 
@@ -218,7 +211,7 @@ def test_read_compacted_is_refused_on_shared_subscriptions(
     # engine's own refusal (Pulsar's NotAllowedException text) is asked directly.
     _writer, server = pair
     topic = make_topic(kafka_bootstrap, 1)
-    call = _engine(server).subscribe(
+    call = server.engine.subscribe(
         topic, "s", sub_type=SubscriptionType.Shared, read_compacted=True
     )
     future = asyncio.run_coroutine_threadsafe(call, server._loop)  # noqa: SLF001

@@ -20,7 +20,6 @@ import pytest
 
 from broker_shim._http import build_app
 from broker_shim._policy_rest import REST_POLICIES
-from broker_shim._ws import ENGINE_KEY
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
 from sync._kafka_names import kafka_topic_of
@@ -84,12 +83,16 @@ def _policy_url(s: ThreadSidecar, topic: TopicName, name: str) -> str:
     return f"{s.http_url}/admin/v2/{path_of(topic)}/{name}"
 
 
+_PENDING = object()
+
+
 def _applied(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
-    """The effective value of a REST policy as the sidecar's own cache has it (None: unset)."""
+    """The effective value of a REST policy as the sidecar's own cache has it (None: unset),
+    once its engine enforces it on the live topic (``_PENDING`` until then)."""
     svc = s.sidecar.service
     assert svc is not None
     value = svc.applied(topic).get(REST_POLICIES[name].field)
-    return _thaw(value)
+    return _thaw(value) if s.enforces_its_cache(topic) else _PENDING
 
 
 def _thaw(value: Any) -> Any:
@@ -332,10 +335,7 @@ def test_message_ttl_expires_buffered_messages_periodically(
 
 
 def _subscription(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
-    runner = s._runner  # noqa: SLF001
-    assert runner is not None
-    engine = runner.app[ENGINE_KEY]
-    ts = engine.topic_state(topic)
+    ts = s.engine.topic_state(topic)
     assert ts is not None
     return ts.subscriptions[name]
 
@@ -428,7 +428,7 @@ def test_backlog_quota_producer_request_hold_holds_sends_until_acknowledged(
             await asyncio.to_thread(
                 svc.set, target, {"backLogQuotaMap": _quota("producer_request_hold")}
             )
-            engine = _engine(server)
+            engine = server.engine
             await asyncio.to_thread(
                 _wait_for,
                 lambda: (ts := engine.topic_state(topic)) is not None and not ts.writable.is_set(),
@@ -448,12 +448,6 @@ def _group_prefix(topic: TopicName) -> str:
     from sync.messaging import subscription_group
 
     return subscription_group(kafka_topic_of(topic), "")
-
-
-def _engine(s: ThreadSidecar) -> Any:
-    runner = s._runner  # noqa: SLF001
-    assert runner is not None
-    return runner.app[ENGINE_KEY]
 
 
 async def _closed_with(ws: Any, timeout_s: float = 60.0) -> tuple[int, str]:
@@ -761,7 +755,7 @@ def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
             await produce(prod, [b"one"])
 
     async def scenario() -> None:
-        check_s = _engine(server).config.inactive_topic_check_s
+        check_s = server.engine.config.inactive_topic_check_s
         # write: no subscriptions, idle → deleted (its Kafka topic)
         gone = make_topic(kafka_bootstrap, 1)
         await publish(gone)
@@ -826,7 +820,7 @@ def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
         await asyncio.sleep(1.5)
         await set_policy(writer.http_url, topic, "messageTTL", 1)
         await asyncio.to_thread(_wait_for, lambda: position() == 3, "cold subscription expired")
-        check_s = _engine(server).config.unloaded_expiry_check_s
+        check_s = server.engine.config.unloaded_expiry_check_s
         await set_policy(writer.http_url, topic, "messageTTL", 3600)
         await asyncio.to_thread(
             _wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
@@ -912,7 +906,7 @@ def test_backlog_eviction_moves_subscriptions_not_loaded_anywhere_keeping_their_
         )
         assert m.messages() == 9  # exact: 10 published, offset 8 individually acked
         assert m.size_bytes() == sum(sizes) - sizes[8]
-        engine = _engine(server)
+        engine = server.engine
         assert engine.topic_state(topic) is None  # nobody connected: not loaded
 
         await asyncio.to_thread(
