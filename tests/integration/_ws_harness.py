@@ -228,6 +228,32 @@ async def receive(
     return out
 
 
+async def receive_any(
+    conns: list[ClientConnection], count: int, timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """``count`` messages from any of ``conns`` (a subscription's consumers), read at once
+    from all of them; what arrives does not depend on how fast the machine is, only when."""
+    out: list[dict[str, Any]] = []
+    tasks = {asyncio.ensure_future(ws.recv()): ws for ws in conns}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"received {len(out)} of {count} messages: {out}")
+            done, _ = await asyncio.wait(tasks, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                ws = tasks.pop(task)
+                out.append(json.loads(task.result()))
+                if len(out) < count:
+                    tasks[asyncio.ensure_future(ws.recv())] = ws
+    finally:
+        for task in tasks:  # recv() is cancellation-safe: nothing is lost
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return out
+
+
 async def silent(ws: ClientConnection, wait_s: float = 0.5) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     try:

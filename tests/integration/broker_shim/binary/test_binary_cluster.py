@@ -80,7 +80,15 @@ def _owners(shims: list[BinaryShim], topics: list[TopicName]) -> list[str | None
 
 
 def test_lookups_redirect_to_the_owner(kafka_bootstrap: str, shims: list[BinaryShim]) -> None:
-    topics = [make_topic(kafka_bootstrap, 1) for _ in range(8)]
+    # public/default's 4 bundles hash to 3 of the 16 slots, which all fell to one sidecar
+    # in about one run of five: a namespace of 16 bundles is spread over both.
+    namespace = f"public/redirect-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"bundles": {"numBundles": 16}})
+    assert shims[0].put(f"/admin/v2/namespaces/{namespace}", body).status == 204
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    topics = [TopicName.parse(f"persistent://{namespace}/t-{i}") for i in range(16)]
+    for topic in topics:
+        admin.ensure_topic(TopicSpec(kafka_topic_of(topic), 1))
     owners = _owners(shims, topics)
     assert set(owners) == {s.broker_url for s in shims}, owners  # both own some
     a = shims[0]

@@ -35,6 +35,7 @@ from tests.integration._ws_harness import (
     path_of,
     produce,
     receive,
+    receive_any,
     run,
     send_frame,
     set_policy,
@@ -489,9 +490,10 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
                 await prod.send(send_frame(f"m{s}".encode(), context=str(s), sequenceId=s))
             return [json.loads(await asyncio.wait_for(prod.recv(), 30)) for _ in seqs]
 
-    async def payloads(sub: str) -> list[bytes]:
+    async def payloads(sub: str, count: int) -> list[bytes]:
         async with connect(consumer_url(server, topic, sub, subscriptionType="Shared")) as c:
-            return sorted(_payload(m) for m in await silent(c, 2.0))
+            got = await receive_any([c], count)
+            return sorted(_payload(m) for m in got + await silent(c, 1.0))
 
     async def scenario() -> None:
         await set_policy(writer.http_url, topic, "deduplicationEnabled", True)
@@ -506,7 +508,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         again = await send_seq(producer, [1, 2])  # re-sent: acknowledged, not written
         assert [a["result"] for a in again] == ["ok", "ok"]
         assert again[1]["messageId"] == first[2]["messageId"]
-        assert await payloads("a") == [b"m0", b"m1", b"m2"]
+        assert await payloads("a", 3) == [b"m0", b"m1", b"m2"]
         # the snapshot is in Kafka: another sidecar serving the topic knows the sequence
         group = dedup_group(kafka_topic_of(topic))
         await asyncio.to_thread(
@@ -516,7 +518,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
             other_url = f"{other.ws_url}/producer/{path_of(topic)}?producerName=p1"
             moved = await send_seq(other_url, [2, 3])
             assert [a["result"] for a in moved] == ["ok", "ok"]
-        assert await payloads("b") == [b"m0", b"m1", b"m2", b"m3"]
+        assert await payloads("b", 4) == [b"m0", b"m1", b"m2", b"m3"]
         # update: disabled, a re-send is written again
         await set_policy(writer.http_url, topic, "deduplicationEnabled", False)
         await asyncio.to_thread(
@@ -525,7 +527,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
             "dedup disabled on the server",
         )
         await send_seq(producer, [3])
-        assert await payloads("c") == [b"m0", b"m1", b"m2", b"m3", b"m3"]
+        assert await payloads("c", 5) == [b"m0", b"m1", b"m2", b"m3", b"m3"]
         # delete: the default (off) applies
         await set_policy(writer.http_url, topic, "deduplicationEnabled", None)
         await asyncio.to_thread(
@@ -534,7 +536,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
             "dedup policy removed",
         )
         await send_seq(producer, [3])
-        assert await payloads("d") == [b"m0", b"m1", b"m2", b"m3", b"m3", b"m3"]
+        assert await payloads("d", 6) == [b"m0", b"m1", b"m2", b"m3", b"m3", b"m3"]
 
     run(scenario(), timeout_s=240)
 
@@ -640,15 +642,23 @@ def test_max_unacked_messages_on_subscription_pauses_dispatch(
         url = consumer_url(server, topic, "u", subscriptionType="Shared")
         async with connect(url) as c1, connect(url) as c2, connect(producer) as prod:
             await produce(prod, [f"m{i}".encode() for i in range(20)])
-            first = await silent(c1, 1.0) + await silent(c2, 0.5)
-            assert len(first) == 4  # both consumers have room; the subscription does not
+
+            async def next_four() -> list[dict[str, Any]]:
+                got = await receive_any([c1, c2], 4)
+                # both consumers have room; the subscription does not
+                assert await silent(c1, 0.5) + await silent(c2, 0.5) == []
+                return got
+
+            first = await next_four()
             await ack(c1, first)  # an ack counts from any consumer of the subscription
-            second = await silent(c1, 1.0) + await silent(c2, 0.5)
-            assert len(second) == 4
+            second = await next_four()
             await set_policy(writer.http_url, topic, name, 100)
             await seen(100)
-            rest = await silent(c1, 1.5) + await silent(c2, 0.5)
-            assert len(rest) == 12
+            rest = await receive_any([c1, c2], 12)
+            assert await silent(c1, 0.5) + await silent(c2, 0.5) == []
+            assert sorted(_payload(m) for m in first + second + rest) == sorted(
+                f"m{i}".encode() for i in range(20)
+            )
             await set_policy(writer.http_url, topic, name, None)
             await seen(None)
 
