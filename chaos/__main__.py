@@ -432,8 +432,9 @@ class Soak:
         self.result["http_fuzz"] = {
             "requests": f.requests,
             "by_status": {str(k): v for k, v in sorted(f.by_status.items())},
-            "five_xx": f.five_xx(), "five_xx_to_valid_requests": f.five_xx_valid,
-            "examples": f.server_errors[:15],
+            "five_xx": f.five_xx(), "examples": f.server_errors[:15],
+            "five_xx_to_valid_requests": {str(k): v for k, v in sorted(f.valid_five_xx.items())},
+            "five_xx_to_valid_examples": f.valid_five_xx_examples[:15],
             "transport_errors": dict(f.transport_errors),
         }  # fmt: skip
         self.result["poison"] = {"records": p.total, "by_kind": dict(p.produced),
@@ -442,6 +443,11 @@ class Soak:
         if f.five_xx():
             self.violations.append(f"{f.five_xx()} answers 5xx to malformed input, "
                                    f"e.g. {f.server_errors[:3]}")  # fmt: skip
+        if f.valid_not_503():
+            self.violations.append(
+                f"{f.valid_not_503()} answers 5xx other than 503 to valid requests, "
+                f"e.g. {[e for e in f.valid_five_xx_examples if ' 503 ' not in e][:3]}"
+            )
         if p.total < self.world.config.poison_records:
             self.violations.append(
                 f"only {p.total} poison records produced (want {self.world.config.poison_records})"

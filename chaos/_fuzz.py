@@ -73,12 +73,19 @@ class FuzzStats:
     server_errors: list[str] = field(default_factory=list)
     transport_errors: Counter[str] = field(default_factory=Counter)
 
-    #: 5xx answers to requests whose input was valid (unavailability, not bad input)
-    five_xx_valid: int = 0
+    #: 5xx answers to requests whose input was valid, by status: a sidecar that cannot
+    #: serve yet (a bundle in transit, Kafka unreachable) answers 503 + Retry-After; a
+    #: 500 is a bug whatever the fault (issue #11)
+    valid_five_xx: Counter[int] = field(default_factory=Counter)
+    valid_five_xx_examples: list[str] = field(default_factory=list)
 
     def five_xx(self) -> int:
         """5xx answers to malformed input."""
         return sum(n for status, n in self.by_status.items() if status >= 500)
+
+    def valid_not_503(self) -> int:
+        """5xx answers to valid input other than 503 (unavailable)."""
+        return sum(n for status, n in self.valid_five_xx.items() if status != 503)
 
 
 class Fuzzer:
@@ -103,7 +110,11 @@ class Fuzzer:
         self.stats.requests += 1
         if not malformed:
             if status >= 500:
-                self.stats.five_xx_valid += 1
+                self.stats.valid_five_xx[status] += 1
+                if len(self.stats.valid_five_xx_examples) < 50:
+                    self.stats.valid_five_xx_examples.append(
+                        f"{self.world.now():.1f}s {status} {label} {detail}"
+                    )
             return
         self.stats.by_status[status] += 1
         if status >= 500 and len(self.stats.server_errors) < 200:

@@ -117,3 +117,15 @@ def test_failovers_during_a_kafka_broker_outage_are_told_apart() -> None:
     assert overlaps(95.0, 6.0, windows)  # runs into it
     assert not overlaps(170.0, 3.0, windows)  # after the broker was back
     assert overlaps(400.0, 1.0, windows)  # the second broker never came back
+
+
+def test_a_500_to_valid_input_is_a_violation_and_a_503_is_not(tmp_path: Path) -> None:
+    soak = Soak(ChaosConfig(seconds=1, poison_records=0), tmp_path)
+    soak.fuzz._note("GET lookup", 503, "bundle in transit", malformed=False)
+    soak._check_fuzz()
+    assert soak.violations == []
+    assert soak.result["http_fuzz"]["five_xx_to_valid_requests"] == {"503": 1}
+    soak.fuzz._note("GET lookup", 500, "Server got itself in trouble", malformed=False)
+    soak._check_fuzz()
+    assert len(soak.violations) == 1 and "other than 503" in soak.violations[0]
+    assert "500 GET lookup" in soak.violations[0]
