@@ -578,6 +578,9 @@ class Connection:
                     routing_mode=MessageRoutingMode.SinglePartition,
                     batching_enabled=False,
                     producer_name=name,
+                    # A SEND is the client's batch, lingered over once already: a second
+                    # wait in Kafka's producer delayed every receipt (docs/binary-send-path.md)
+                    linger_ms=0,
                 ),
             )
         except PolicySyncError as exc:

@@ -37,6 +37,8 @@ class MessagingConfig:
             producer's batches hold a handful of messages, so librdkafka's broker thread
             and the broker itself spend more per message on requests than on data (the
             publishing throughput is limited by acknowledgements in flight, not latency).
+            A producer may ask for another (``ProducerConfig.linger_ms``): the binary
+            protocol's SENDs arrive batched by the client and use 0.
         report_poll_interval_s: how often the event loop serves the shared producer's
             delivery reports while sends are in flight (an acknowledgement waits at most
             this long after Kafka answered).

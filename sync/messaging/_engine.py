@@ -516,7 +516,8 @@ class MessagingEngine:
         self._topics: dict[TopicName, TopicState] = {}
         self._topic_loading: dict[TopicName, asyncio.Future[TopicState]] = {}
         self._admin: Admin | None = None
-        self._client: ProducerClient | None = None
+        #: The shared Kafka producers, one per ``linger.ms`` (see ProducerConfig.linger_ms).
+        self._clients: dict[int, ProducerClient] = {}
         self._reports_due = asyncio.Event()
         self._reports_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -569,12 +570,13 @@ class MessagingEngine:
         if self._remove_listener is not None:
             self._remove_listener()
             self._remove_listener = None
-        if self._client is not None:
-            client, self._client = self._client, None
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
             await self._drain_reports(client, timeout_s=10.0)
-            if self._reports_task is not None:
-                self._reports_task.cancel()
-                self._reports_task = None
+        if self._reports_task is not None:
+            self._reports_task.cancel()
+            self._reports_task = None
+        for client in clients:
             await asyncio.to_thread(client.close)
         for task in list(self._tasks):
             task.cancel()
@@ -589,19 +591,36 @@ class MessagingEngine:
         if not self._reports_due.is_set():
             self._reports_due.set()
 
-    async def _serve_reports(self, client: ProducerClient) -> None:
-        """Poll the producer while sends are in flight; sleep while none are."""
+    async def _serve_reports(self) -> None:
+        """Poll the shared producers while sends are in flight; sleep while none are."""
         due = self._reports_due
         interval = self.config.report_poll_interval_s
         while True:
             await due.wait()
             due.clear()
-            while client.in_flight:
-                try:
-                    client.poll(0)
-                except Exception:
-                    logger.exception("serving Kafka delivery reports failed; continuing")
+            while busy := [c for c in self._clients.values() if c.in_flight]:
+                for client in busy:
+                    try:
+                        client.poll(0)
+                    except Exception:
+                        logger.exception("serving Kafka delivery reports failed; continuing")
                 await asyncio.sleep(interval)
+
+    async def _shared_client(self, linger_ms: int) -> ProducerClient:
+        """The shared Kafka producer whose ``linger.ms`` is ``linger_ms`` (made on first use)."""
+        client = self._clients.get(linger_ms)
+        if client is None:
+            client = await asyncio.to_thread(
+                ProducerClient, self.transport, linger_ms=linger_ms, serve_reports=False
+            )
+            if self._clients.setdefault(linger_ms, client) is not client:  # made meanwhile
+                await asyncio.to_thread(client.close)
+                client = self._clients[linger_ms]
+        if self._reports_task is None:
+            self._reports_task = asyncio.create_task(
+                self._serve_reports(), name="producer-reports"
+            )
+        return client
 
     async def _drain_reports(self, client: ProducerClient, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -1382,8 +1401,7 @@ class MessagingEngine:
             handle.mark_closed(reason)
         ts.producers.clear()
         if ts.dedup is not None:
-            client = self._client
-            if client is not None:
+            for client in list(self._clients.values()):
                 await self._drain_reports(client, timeout_s=10.0)
             await self._snapshot_dedup(ts, force=True)
         subs = list(ts.subscriptions.values())
@@ -1706,18 +1724,11 @@ class MessagingEngine:
                     raise ProducerBlockedQuotaExceededException(BACKLOG_EXCEEDED, topic=str(topic))
                 if ts.backlog_state is not None:
                     raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
-            if self._client is None:
-                self._client = await asyncio.to_thread(
-                    ProducerClient,
-                    self.transport,
-                    linger_ms=self.config.producer_linger_ms,
-                    serve_reports=False,
-                )
-                self._reports_task = asyncio.create_task(
-                    self._serve_reports(self._client), name="producer-reports"
-                )
+            linger = None if config is None else config.linger_ms
+            if linger is None:
+                linger = self.config.producer_linger_ms
             producer = PartitionedProducer(
-                self._client, topic, config, num_partitions=ts.num_partitions
+                await self._shared_client(linger), topic, config, num_partitions=ts.num_partitions
             )
             handle = ProducerHandle(
                 ts,

@@ -490,6 +490,11 @@ class ProducerConfig:
     ``batching_enabled`` and ``batching_max_publish_delay_ms`` drive both the router
     (Pulsar's batching time-slices for unkeyed messages) and, for a producer that owns
     its client (:meth:`PartitionedProducer.open`), Kafka's ``linger.ms``.
+    ``linger_ms`` is Kafka's ``linger.ms`` for the records of a producer that shares the
+    engine's clients: ``None`` takes the engine's ``producer_linger_ms`` (sends that arrive
+    one by one, e.g. WebSocket frames, are batched there); a front end whose sends arrive
+    batched by their client already (Pulsar's binary SEND) passes 0, as the client lingered
+    once already and a second wait only delays the batch's receipt.
     ``max_message_size`` (bytes, ``None``: no client-side check) refuses larger payloads
     before they reach Kafka. ``partitioned=None`` infers it from the Kafka partition
     count (more than one partition: partitioned), which decides whether message ids
@@ -505,8 +510,11 @@ class ProducerConfig:
     producer_name: str | None = None
     partitioned: bool | None = None
     send_timeout_s: float = 30.0
+    linger_ms: int | None = None
 
     def __post_init__(self) -> None:
+        if self.linger_ms is not None and self.linger_ms < 0:
+            raise ConfigurationError(f"linger_ms must be >= 0, got {self.linger_ms}")
         if self.batching_max_publish_delay_ms < 1:
             raise ConfigurationError(
                 "batching_max_publish_delay_ms must be >= 1, "
