@@ -218,21 +218,16 @@ async def produce(ws: ClientConnection, payloads: list[bytes], **extra: Any) -> 
 async def receive(
     ws: ClientConnection, count: int, timeout_s: float = 10.0
 ) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"received {len(out)} of {count} messages")
-        out.append(json.loads(await asyncio.wait_for(ws.recv(), left)))
-    return out
+    """``count`` messages from ``ws`` within ``timeout_s``."""
+    return await receive_any([ws], count, timeout_s)
 
 
 async def receive_any(
     conns: list[ClientConnection], count: int, timeout_s: float = 30.0
 ) -> list[dict[str, Any]]:
     """``count`` messages from any of ``conns`` (a subscription's consumers), read at once
-    from all of them; what arrives does not depend on how fast the machine is, only when."""
+    from all of them; what arrives does not depend on how fast the machine is, only when.
+    Raises AssertionError with what did arrive if fewer came within ``timeout_s``."""
     out: list[dict[str, Any]] = []
     tasks = {asyncio.ensure_future(ws.recv()): ws for ws in conns}
     deadline = time.monotonic() + timeout_s

@@ -492,7 +492,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
 
     async def payloads(sub: str, count: int) -> list[bytes]:
         async with connect(consumer_url(server, topic, sub, subscriptionType="Shared")) as c:
-            got = await receive_any([c], count)
+            got = await receive(c, count, timeout_s=30.0)
             return sorted(_payload(m) for m in got + await silent(c, 1.0))
 
     async def scenario() -> None:
