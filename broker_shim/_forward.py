@@ -15,8 +15,9 @@ holder refuses come back as the same Pulsar status (412, 404).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -165,6 +166,8 @@ class WriteForwarder:
                 merged[int(p)] = max(merged.get(int(p), 0), int(o))
         for key, positions in wanted.items():
             svc = services[key]
+            if _reached(svc.cache.positions(), positions):
+                continue  # applied while the answer travelled: no thread needed
             try:
                 await self.blocking(svc.cache.wait_for, positions, svc.writer.config.timeout_s)
             except PolicySyncError as exc:
@@ -219,9 +222,14 @@ async def receive_write(
         except InvalidInputError as exc:
             results.append({"status": 412, "reason": str(exc)})
     # One thread for the whole batch: its writes are queued together for the group commit.
-    done = iter(await forwarder.blocking(svc.set_each, items))
+    # Answered once committed: the forwarding sidecar waits for its own cache, not ours.
+    done = iter(await forwarder.blocking(functools.partial(svc.set_each, applied=False), items))
     answers = [_answer(next(done)) if r is None else r for r in results]
     return web.json_response({"results": answers})
+
+
+def _reached(applied: Mapping[int, int], wanted: Mapping[int, int]) -> bool:
+    return all(applied.get(p, -1) >= o for p, o in wanted.items())
 
 
 def _answer(result: WriteResult | PolicySyncError) -> dict[str, Any]:

@@ -214,14 +214,16 @@ class Ticket(Generic[R]):
         self._error = error
         self._done.set()
 
-    def result(self) -> R:
-        """Block until decided, committed and applied by the table; the decision's result."""
+    def result(self, *, applied: bool = True) -> R:
+        """Block until decided, committed and (unless ``applied=False``) applied by the
+        table; the decision's result. ``applied=False`` is for a caller that waits for
+        :attr:`positions` elsewhere (another process's table: a forwarded write)."""
         remaining = self.deadline - time.monotonic()
         if not self._done.wait(max(remaining, 0.0) + 5.0):
             raise TransportError("the fenced writer did not answer within the write deadline")
         if self._error is not None:
             raise self._error
-        if self.positions:
+        if applied and self.positions:
             self._log.wait_for(self.positions, max(1.0, self.deadline - time.monotonic()))
         return self._result  # type: ignore[return-value]
 

@@ -146,10 +146,12 @@ class PolicyService:
         return self.writer.update_many((t, _merge_with(fields)) for t, fields in checked)
 
     def set_each(
-        self, items: Iterable[tuple[PolicyTarget, Any]]
+        self, items: Iterable[tuple[PolicyTarget, Any]], *, applied: bool = True
     ) -> list[WriteResult | PolicySyncError]:
         """Independent merges (as :meth:`set` each, sharing group commits): per item, its
-        result or the error that refused it (invalid patch, failed rule, Kafka)."""
+        result or the error that refused it (invalid patch, failed rule, Kafka).
+        ``applied=False``: return once committed, before this cache applied them (the
+        caller waits for the results' positions in its own cache)."""
         refused: dict[int, PolicySyncError] = {}
         checked: list[tuple[PolicyTarget, Mapping[str, Any]]] = []
         for i, (target, patch) in enumerate(items):
@@ -157,7 +159,9 @@ class PolicyService:
                 checked.append((target, self.catalog.validate_patch(patch)))
             except PolicySyncError as exc:
                 refused[i] = exc
-        done = iter(self.writer.update_each((t, _merge_with(f)) for t, f in checked))
+        done = iter(
+            self.writer.update_each(((t, _merge_with(f)) for t, f in checked), applied=applied)
+        )
         return [
             refused[i] if i in refused else next(done) for i in range(len(checked) + len(refused))
         ]

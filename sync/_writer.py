@@ -170,18 +170,20 @@ class PolicyWriter:
         return results
 
     def update_each(
-        self, updates: Iterable[tuple[PolicyTarget, Update]]
+        self, updates: Iterable[tuple[PolicyTarget, Update]], *, applied: bool = True
     ) -> list[WriteResult | PolicySyncError]:
         """Apply independent updates, each its own write (they share group commits, and
         one refused write does not fail the others): per update, its result or the error
-        that refused it. Returns once the cache has applied them all (read-your-writes)."""
+        that refused it. Returns once the cache has applied them all (read-your-writes),
+        or with ``applied=False`` once they are committed (the caller waits for each
+        result's ``positions`` in another cache: writes forwarded by another sidecar)."""
         tickets = [
             (target, self._fence.submit(self._decider([(target, fn)]))) for target, fn in updates
         ]
         out: list[WriteResult | PolicySyncError] = []
         for target, ticket in tickets:
             try:
-                ((_, policies, action),) = ticket.result()
+                ((_, policies, action),) = ticket.result(applied=applied)
             except PolicySyncError as exc:
                 out.append(exc)
                 continue

@@ -24,8 +24,9 @@ and never deletes unacknowledged messages for retention; Kafka deletes a segment
 is older (or the partition larger) than the limit, acknowledged or not. Retention ``0``
 (Pulsar: delete as soon as acknowledged) has no Kafka equivalent and keeps the broker
 default. The reconciler runs in every sidecar and applies a topic's config only where the
-topic's bundle is owned (``TopicOwnership``): on every policy change of the topic, of its
-global policies or of its namespace, and by a periodic sweep over every mapped Kafka topic
+topic's bundle is owned (``TopicOwnership``): on every change of these policies of the
+topic, of its global policies or of its namespace (a write of any other policy wakes
+nothing), and by a periodic sweep over every mapped Kafka topic
 (which also repairs a config changed behind its back, and applies what changed while no
 sidecar owned the bundle).
 """
@@ -64,6 +65,8 @@ MANAGED_KEYS: Final = (
     "max.message.bytes",
     "min.insync.replicas",
 )
+#: The policies that map to a Kafka topic config (see the table above).
+CONFIG_POLICIES: Final = ("retentionPolicies", "maxMessageSize", "persistence")
 #: Kafka's default ``max.message.bytes`` (a record batch, after compression).
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES: Final = 1_048_588
 #: Room for the key, the properties (headers) and the batch header of a maximal message.
@@ -143,6 +146,9 @@ class TopicConfigReconciler:
         #: topic -> the desired config last found (or made) equal to Kafka's: a policy
         #: write that leaves it unchanged costs no admin call (the sweep still verifies).
         self._verified: dict[TopicName, dict[str, str | None]] = {}
+        #: key -> its own config policies as last seen changing (cache listener thread):
+        #: a change of any other policy cannot change a topic config and wakes nothing.
+        self._config_of_key: dict[str, tuple[Any, ...]] = {}
         #: How many config changes were applied (for tests and metrics).
         self.applied = 0
 
@@ -163,11 +169,15 @@ class TopicConfigReconciler:
             self._remove_listener()
             self._remove_listener = None
 
-    def _listener(self, key: str, _value: object) -> None:
+    def _listener(self, key: str, value: Mapping[str, Any] | None) -> None:
         # Cache listener thread.
         loop = self._loop
         if loop is None:
             return
+        config = () if value is None else tuple(value.get(name) for name in CONFIG_POLICIES)
+        if self._config_of_key.get(key) == config:
+            return  # e.g. a maxConsumers write: no topic config can change
+        self._config_of_key[key] = config
         try:
             loop.call_soon_threadsafe(self._key_changed, key)
         except RuntimeError:  # the loop is closed
@@ -192,6 +202,7 @@ class TopicConfigReconciler:
                         self._remove_listener()
                         self._remove_listener = None
                     self._service = svc
+                    self._config_of_key = {}
                     if svc is not None:
                         self._remove_listener = svc.cache.add_listener(self._listener)
                     last_sweep = 0.0

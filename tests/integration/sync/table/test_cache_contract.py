@@ -25,6 +25,7 @@ from sync import (
     ServiceConfig,
     TopicName,
     WriterConfig,
+    WriteResult,
 )
 from sync._constants import HEADER_POISON_REASON, HEADER_POISON_SOURCE
 from sync.transport import OFFSET_BEGINNING, DeliveryReport, Transport
@@ -377,6 +378,29 @@ def test_independent_writes_fail_alone_and_are_read_back(
         )
         assert svc.get(b) == Policies({"maxProducerPerTopic": round_})
         assert svc.get(c) is None
+
+
+def test_writes_answered_at_commit_are_read_where_their_positions_are_awaited(
+    services: Callable[..., PolicyService],
+) -> None:
+    """set_each(applied=False), as the fence holder answers a forwarded batch: it returns
+    once committed, and each result carries the positions to wait for. Another cache of
+    the table (the forwarding sidecar's) that waits for them reads every write back."""
+    holder, forwarder = services(), services()
+    targets = [PolicyTarget.parse(f"persistent://acme/fwd/t{i}") for i in range(3)]
+    for round_ in range(1, 21):
+        results = holder.set_each(
+            [(t, {"maxConsumerPerTopic": round_}) for t in targets], applied=False
+        )
+        wanted: dict[int, int] = {}
+        for result in results:
+            assert isinstance(result, WriteResult) and result.positions
+            for p, o in result.positions.items():
+                wanted[p] = max(wanted.get(p, 0), o)
+        forwarder.cache.wait_for(wanted, 30.0)
+        assert [forwarder.get(t) for t in targets] == [
+            Policies({"maxConsumerPerTopic": round_})
+        ] * 3
 
 
 def test_restart_resumes_from_snapshot_and_sees_deletes(

@@ -257,6 +257,43 @@ def test_reconciler_asks_kafka_only_when_the_wanted_config_changed() -> None:
     assert admin.topic_overrides(kafka) == {}
 
 
+def test_only_changes_of_config_policies_wake_the_reconciler() -> None:
+    """Every policy write reaches every sidecar's reconciler; one that changes no policy
+    mapped to a topic config (maxConsumers, ...) wakes nothing: no key to reconcile, no
+    ownership lookup, no admin call. A changed config policy, or a delete, does."""
+    from sync import Policies
+    from sync.messaging._topic_config import CONFIG_POLICIES
+
+    # The policies outside CONFIG_POLICIES map to no topic config at all.
+    others = {"maxConsumerPerTopic": 3, "maxProducerPerTopic": 2, "deduplicationEnabled": True}
+    assert set(desired_topic_config(others).values()) == {None}
+    assert set(CONFIG_POLICIES) == {"retentionPolicies", "maxMessageSize", "persistence"}
+
+    rec = TopicConfigReconciler(MemoryTransport(), lambda: None, LocalOwnership())
+    key = "persistent://t/n/wake"
+    retention = {"retentionPolicies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": 1}}
+
+    async def woken(value: Policies | None) -> bool:
+        rec._loop = asyncio.get_running_loop()
+        rec._pending.clear()
+        rec._listener(key, value)
+        await asyncio.sleep(0)  # the call_soon_threadsafe hand-over
+        return key in rec._pending
+
+    async def scenario() -> list[bool]:
+        return [
+            await woken(Policies({"maxConsumerPerTopic": 1})),  # first sight of the key
+            await woken(Policies({"maxConsumerPerTopic": 2})),
+            await woken(Policies({"maxConsumerPerTopic": 2, **retention})),
+            await woken(Policies({"maxConsumerPerTopic": 3, **retention})),
+            await woken(Policies({"maxConsumerPerTopic": 3, "maxMessageSize": 2_000_000})),
+            await woken(None),  # deleted
+            await woken(None),
+        ]
+
+    assert asyncio.run(scenario()) == [True, False, True, False, True, True, False]
+
+
 def test_reconciler_backs_off_unknown_ownership_and_drops_missing_namespaces() -> None:
     from sync._errors import NotFoundError, UnavailableError
     from sync.messaging._topic_config import RETRY_MAX_S, TopicConfigReconciler
