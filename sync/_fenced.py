@@ -10,7 +10,9 @@ what it committed itself is known without reading it back. The writer thread:
    once per producer epoch, syncs the table to everything committed so far;
 2. takes every write queued meanwhile, up to ``max_ops`` writes or ``max_records``
    records (group commit: writes that arrive while a transaction is in flight go out
-   together in the next one), waiting at most ``linger_ms`` for more;
+   together in the next one), waiting at most ``linger_ms`` for more, and first until
+   the previous transaction completed (its commit markers applied by the table, at most
+   ``MARKER_WAIT_S``: see :meth:`FencedWriter._await_markers`);
 3. decides each write, in arrival order, against the table plus what this epoch already
    committed plus the writes decided before it in the batch (:class:`Draft`). A write
    whose decision raises fails alone, and nothing of it is appended;
@@ -76,6 +78,11 @@ __all__ = [
 
 V = TypeVar("V")
 R = TypeVar("R")
+
+#: librdkafka's fixed back-off when the coordinator answers AddPartitionsToTxn with
+#: CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written):
+#: the longest a transaction waits for its predecessor's markers instead.
+MARKER_WAIT_S = 0.020
 
 
 class FencedLog(Protocol):
@@ -381,6 +388,8 @@ class FencedWriter(Generic[V]):
         batch = [first]
         if self.config.settle:
             return batch
+        # While the previous transaction completes, more writes join this one.
+        self._await_markers()
         while backlog and len(batch) < self.config.max_ops:
             batch.append(backlog.popleft())
         until = time.monotonic() + self.config.linger_ms / 1000.0
@@ -528,6 +537,27 @@ class FencedWriter(Generic[V]):
             ticket._resolve(result, mine, self._high)  # noqa: SLF001
         if len(decided) > 1:
             self.batched_writes += len(decided)
+
+    def _await_markers(self) -> None:
+        """Let the previous transaction complete before this one adds its partitions.
+
+        Kafka answers a commit (EndTxn) once it has decided, and writes the commit markers
+        after that. An AddPartitionsToTxn that arrives before they are written is refused
+        with CONCURRENT_TRANSACTIONS, and librdkafka retries only after a fixed 20 ms:
+        back-to-back group commits met that in 1-10% of transactions (commit p99 21-22 ms
+        against a p50 of 2.6 ms; 8 writers, one holder). The table shows the markers: a
+        read-committed reader applies a record only once its marker is written. So wait
+        until it applied everything this epoch committed, at most ``MARKER_WAIT_S`` (never
+        longer than the back-off it avoids). Best effort: a table that is behind or
+        failed only costs that wait, never the write.
+        """
+        if not self._high:
+            return
+        try:
+            self._log.wait_for(self._high, MARKER_WAIT_S)
+        except PolicySyncError:
+            logger.debug("%s: previous commit not applied within %.0f ms; appending anyway",
+                         self.config.name, MARKER_WAIT_S * 1000)  # fmt: skip
 
     def _carry_over(self, pending: list[Ticket[Any]], ticket: Ticket[Any]) -> None:
         """Push ``ticket`` and everything after it to the next transaction, in order."""
