@@ -3,9 +3,10 @@
 Every sidecar takes part in the election of :class:`~sync.FenceHolder`. A REST write that
 arrives at a sidecar which does not hold the fence is sent to the holder's
 ``SIDECAR_WRITE_PATH``; the holder writes it through its fenced writer, where it joins
-the group commit with every other sidecar's writes, and answers with the offsets its
-cache had applied. The forwarding sidecar waits until its own cache reaches them, so a
-read from the sidecar that took the write shows it (read-your-writes).
+the group commit with every other sidecar's writes, and answers once committed with the
+offsets to wait for (not waiting for its own cache). The forwarding sidecar waits until
+its own cache reaches them, so a read from the sidecar that took the write shows it
+(read-your-writes).
 
 The fence, not the election, keeps writes safe: when the holder cannot be reached, is
 not ready, or fails, this sidecar writes itself (taking the fence). Input errors the
