@@ -80,6 +80,7 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
 
 def _put(url: str, body: str) -> int:
     req = urllib.request.Request(url, data=body.encode(), method="PUT")  # noqa: S310
+    req.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
             return int(resp.status)
