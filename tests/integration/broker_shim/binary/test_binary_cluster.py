@@ -89,8 +89,15 @@ def test_lookups_redirect_to_the_owner(kafka_bootstrap: str, shims: list[BinaryS
     topics = [TopicName.parse(f"persistent://{namespace}/t-{i}") for i in range(16)]
     for topic in topics:
         admin.ensure_topic(TopicSpec(kafka_topic_of(topic), 1))
+    # Both sidecars being READY does not mean the ownership group has rebalanced to take
+    # the second one in yet (agreement can come first, on the first one owning all 16
+    # slots): wait until both own some, as a liveness bound.
+    deadline = time.monotonic() + 60
     owners = _owners(shims, topics)
-    assert set(owners) == {s.broker_url for s in shims}, owners  # both own some
+    while set(owners) != {s.broker_url for s in shims}:
+        assert time.monotonic() < deadline, owners  # both own some
+        time.sleep(0.2)
+        owners = _owners(shims, topics)
     a = shims[0]
     client = pulsar.Client(a.broker_url, operation_timeout_seconds=30)
     try:
