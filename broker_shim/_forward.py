@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -170,7 +170,7 @@ class WriteForwarder:
                 merged[int(p)] = max(merged.get(int(p), 0), int(o))
         for key, positions in wanted.items():
             svc = services[key]
-            if _reached(svc.cache.positions(), positions):
+            if svc.cache.reached(positions):
                 continue  # applied while the answer travelled: no thread needed
             try:
                 await self.blocking(svc.cache.wait_for, positions, svc.writer.config.timeout_s)
@@ -230,10 +230,6 @@ async def receive_write(
     done = iter(await forwarder.blocking(functools.partial(svc.set_each, applied=False), items))
     answers = [_answer(next(done)) if r is None else r for r in results]
     return web.json_response({"results": answers})
-
-
-def _reached(applied: Mapping[int, int], wanted: Mapping[int, int]) -> bool:
-    return all(applied.get(p, -1) >= o for p, o in wanted.items())
 
 
 def _answer(result: WriteResult | PolicySyncError) -> dict[str, Any]:

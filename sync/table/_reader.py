@@ -334,6 +334,14 @@ class TableReader(abc.ABC):
             raise CacheStateError(f"{self.what} is {self.state.value}, not READY")
         return probe.end_offsets(self.spec.name, self._partitions)
 
+    def reached(self, positions: Mapping[int, int]) -> bool:
+        """True if every partition's applied position reaches ``positions`` (no wait)."""
+        with self._progress:
+            return self._reached(positions)
+
+    def _reached(self, positions: Mapping[int, int]) -> bool:
+        return all(self._applied.get(p, -1) >= o for p, o in positions.items())
+
     def wait_for(self, positions: Mapping[int, int], timeout_s: float) -> None:
         """Block until every partition's applied position reaches ``positions``.
 
@@ -346,7 +354,7 @@ class TableReader(abc.ABC):
             while True:
                 if self.state in (TableState.FAILED, TableState.CLOSED):
                     raise CacheStateError(f"{self.what} is {self.state.value}") from self._failure
-                if all(self._applied.get(p, -1) >= o for p, o in positions.items()):
+                if self._reached(positions):
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -398,6 +398,8 @@ def test_writes_answered_at_commit_are_read_where_their_positions_are_awaited(
             for p, o in result.positions.items():
                 wanted[p] = max(wanted.get(p, 0), o)
         forwarder.cache.wait_for(wanted, 30.0)
+        assert forwarder.cache.reached(wanted)
+        assert not forwarder.cache.reached({p: o + 1_000_000 for p, o in wanted.items()})
         assert [forwarder.get(t) for t in targets] == [
             Policies({"maxConsumerPerTopic": round_})
         ] * 3
