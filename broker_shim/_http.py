@@ -110,6 +110,7 @@ def _writer_status(app: web.Application, svc: PolicyService | None) -> dict[str,
         "forwarded": forwarder.forwarded,
         "writtenHere": forwarder.written_here,
         "fallbacks": forwarder.fallbacks,
+        "electionWaits": forwarder.election_waits,
     }
     if holder is not None:
         status["holding"] = holder.holding
@@ -118,6 +119,7 @@ def _writer_status(app: web.Application, svc: PolicyService | None) -> dict[str,
     if svc is not None:
         fence = svc.writer.fence
         status["fenceEpochs"] = fence.epochs
+        status["fencedRetries"] = fence.fenced_retries
         status["transactions"] = fence.transactions
         status["batchedWrites"] = fence.batched_writes
     return status
@@ -225,7 +227,7 @@ def build_app(
     add_compaction_routes(app)
     policy = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}"
     ns_policy = "/admin/v2/namespaces/{tenant}/{namespace}/{policy}"
-    policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy)
+    policies = PolicyRoutes(_ready_service, _cluster_of, _write_policy, sidecar.catalog)
     app.add_routes(
         [
             web.get("/health", health),

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from sync import NotFoundError, TopicName
+from sync import NotFoundError, TopicName, kafka_topic_of
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,9 @@ async def malformed_input(request: web.Request, handler: Handler) -> web.StreamR
 
 @functools.lru_cache(maxsize=65_536)
 def _topic(domain: str, tenant: str, namespace: str, local: str) -> TopicName:
-    return TopicName.from_rest(domain, tenant, namespace, local, encoded=True)
+    topic = TopicName.from_rest(domain, tenant, namespace, local, encoded=True)
+    kafka_topic_of(topic)  # a name no Kafka topic can hold is refused here, before any I/O
+    return topic
 
 
 def topic_from_path(request: web.Request, first: int) -> TopicName:

@@ -12,6 +12,7 @@ from sync import (
     CacheState,
     Codec,
     FenceHolder,
+    FieldCatalog,
     HolderConfig,
     PolicyCache,
     PolicyService,
@@ -94,6 +95,9 @@ class Sidecar:
         )
         self.restarts = 0
         self.last_failure: str | None = None
+        #: The policy fields and their checks (the front ends check input with it before
+        #: any Kafka I/O, whatever state the service is in).
+        self.catalog = FieldCatalog.from_change_event_schema(Codec().current.parsed)
         #: This sidecar's vote in the election of the policy fence holder (started by the app).
         self.holder: FenceHolder | None = None
         if config.forward_writes:

@@ -18,11 +18,13 @@ from typing import Any
 from aiohttp import web
 
 from sync import (
+    FieldCatalog,
     InvalidInputError,
     InvalidPolicyError,
     NamespaceName,
     NotFoundError,
     PolicyService,
+    PolicySyncError,
     PolicyTarget,
     TopicName,
     parse_policy_json,
@@ -91,13 +93,28 @@ def _parse_body(text: str) -> Any:
         raise _Answer(400, str(exc)) from exc
 
 
+async def _refresh(cluster: ClusterService, refusal: _Answer | None) -> None:
+    """Bring the registry up to date (Kafka I/O); if Kafka cannot answer and the request
+    is refused anyway, answer the refusal rather than the unavailability."""
+    try:
+        await cluster.lookups.refresh()
+    except PolicySyncError:
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
 class PolicyRoutes:
     """The handlers, bound to how the app finds its policy service and cluster service."""
 
-    def __init__(self, service_of: ServiceOf, cluster_of: ClusterOf, write: WriteFn) -> None:
+    def __init__(
+        self, service_of: ServiceOf, cluster_of: ClusterOf, write: WriteFn, catalog: FieldCatalog
+    ) -> None:
         self._service_of = service_of
         self._cluster_of = cluster_of
         self._write_fn = write
+        #: Checks values without the service: a refusal needs neither a READY cache nor Kafka.
+        self._catalog = catalog
 
     def wrap(
         self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -115,19 +132,25 @@ class PolicyRoutes:
         # /admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}: decoded like lookups.
         return topic_from_path(request, 3)
 
-    async def _check_topic(self, request: web.Request, topic: TopicName) -> None:
+    async def _check_topic(
+        self, request: web.Request, topic: TopicName, refusal: _Answer | None = None
+    ) -> None:
+        """Pulsar's existence checks, then ``refusal`` (the request's value, checked
+        beforehand without any I/O): a request already known to be refused gets its 4xx
+        even when Kafka cannot tell whether the topic exists."""
         if topic.is_partition:
             raise _Answer(412, _PARTITION_REASON)
         cluster = self._cluster_of(request)
-        if cluster is None:
-            return  # no registry: topics and namespaces are not known here
-        store = cluster.store
-        if store.layout(topic.namespace_name) is None or store.topic(topic) is None:
-            await cluster.lookups.refresh()  # an admin call: see writes of other sidecars
-        if store.layout(topic.namespace_name) is None:
-            raise _Answer(404, "Namespace not found")
-        if store.topic(topic) is None:
-            raise _Answer(404, f"Topic {topic.base.canonical} not found")
+        if cluster is not None:
+            store = cluster.store
+            if store.layout(topic.namespace_name) is None or store.topic(topic) is None:
+                await _refresh(cluster, refusal)  # an admin call: see other sidecars' writes
+            if store.layout(topic.namespace_name) is None:
+                raise _Answer(404, "Namespace not found")
+            if store.topic(topic) is None:
+                raise _Answer(404, f"Topic {topic.base.canonical} not found")
+        if refusal is not None:
+            raise refusal
 
     @staticmethod
     def _policy(request: web.Request) -> tuple[str, RestPolicy]:
@@ -196,13 +219,19 @@ class PolicyRoutes:
         if not text.strip():
             raise _Answer(400, f"{name}: the request has no value; send it as the JSON body")
         value = _parse_body(text)
-        await self._check_topic(request, topic)
-        if name == "replication":
-            self._check_replication(request, value, is_global)
-        refusal = None if rest.check is None else rest.check(value)
-        if refusal is not None:
-            raise _Answer(*refusal)
-        await self._write(request, topic, is_global, {rest.field: value})
+        patch: dict[str, Any] = {}
+        refusal = None
+        try:
+            if name == "replication":
+                self._check_replication(request, value, is_global)
+            checked = None if rest.check is None else rest.check(value)
+            if checked is not None:
+                raise _Answer(*checked)
+            patch = self._checked({rest.field: value})
+        except _Answer as answer:
+            refusal = answer
+        await self._check_topic(request, topic, refusal)
+        await self._write(request, topic, is_global, patch)
         return web.Response(status=204)
 
     def _check_replication(self, request: web.Request, value: Any, is_global: bool) -> None:
@@ -220,17 +249,20 @@ class PolicyRoutes:
                 "clusters policy",
             )
 
+    def _checked(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """``patch`` checked by the policy catalog (no I/O, whatever state the cache is in)."""
+        try:
+            return self._catalog.validate_patch(patch)
+        except InvalidPolicyError as exc:
+            # A value of the wrong type or shape: Pulsar's JSON binding refuses it with 400.
+            raise _Answer(400, str(exc)) from exc
+
     async def _write(
         self, request: web.Request, topic: TopicName, is_global: bool, patch: dict[str, Any]
     ) -> None:
         svc = self._service_of(request)
-        try:
-            checked = svc.catalog.validate_patch(patch)
-        except InvalidPolicyError as exc:
-            # A value of the wrong type or shape: Pulsar's JSON binding refuses it with 400.
-            raise _Answer(400, str(exc)) from exc
         target = PolicyTarget.for_topic(topic, is_global=is_global)
-        await self._write_fn(request, svc, target, checked)
+        await self._write_fn(request, svc, target, self._checked(patch))
 
     def _quota_type(self, request: web.Request) -> str:
         kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]
@@ -251,7 +283,12 @@ class PolicyRoutes:
         quota = {k: v for k, v in value.items() if k != "limit"}
         if "limitSize" not in quota and "limit" in value:
             quota["limitSize"] = value["limit"]
-        await self._check_topic(request, topic)
+        refusal = None
+        try:
+            self._checked({_QUOTA_FIELD: {kind: quota}})
+        except _Answer as answer:
+            refusal = answer
+        await self._check_topic(request, topic, refusal)
         svc = self._service_of(request)
         found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
         current = _to_json(found.get(_QUOTA_FIELD) if found is not None else None) or {}
@@ -284,7 +321,8 @@ class PolicyRoutes:
         return web.Response(status=204)
 
     # -- namespace level ----------------------------------------------------------------
-    async def _namespace_policy(self, request: web.Request) -> tuple[NamespaceName, RestPolicy]:
+    @staticmethod
+    def _namespace_rest(request: web.Request) -> tuple[NamespaceName, RestPolicy]:
         m = request.match_info
         rest = NAMESPACE_POLICIES.get(m["policy"])
         if rest is None:
@@ -292,13 +330,24 @@ class PolicyRoutes:
                 f"unknown namespace policy {m['policy']!r}; supported: "
                 f"{', '.join(sorted(NAMESPACE_POLICIES))}"
             )
-        namespace = NamespaceName(m["tenant"], m["namespace"])
+        return NamespaceName(m["tenant"], m["namespace"]), rest
+
+    async def _check_namespace(
+        self, request: web.Request, namespace: NamespaceName, refusal: _Answer | None = None
+    ) -> None:
+        """404 for a namespace never created, then ``refusal`` (see :meth:`_check_topic`)."""
         cluster = self._cluster_of(request)
         if cluster is not None:
             if cluster.store.layout(namespace) is None:
-                await cluster.lookups.refresh()
+                await _refresh(cluster, refusal)
             if cluster.store.layout(namespace) is None:
                 raise _Answer(404, "Namespace does not exist")
+        if refusal is not None:
+            raise refusal
+
+    async def _namespace_policy(self, request: web.Request) -> tuple[NamespaceName, RestPolicy]:
+        namespace, rest = self._namespace_rest(request)
+        await self._check_namespace(request, namespace)
         return namespace, rest
 
     async def ns_get(self, request: web.Request) -> web.StreamResponse:
@@ -318,13 +367,20 @@ class PolicyRoutes:
         if not text.strip():
             raise _Answer(400, "the request has no value; send it as the JSON body")
         value = _parse_body(text)
-        namespace, rest = await self._namespace_policy(request)
-        refusal = None if rest.check is None else rest.check(value)
-        if refusal is not None:
-            raise _Answer(*refusal)
+        namespace, rest = self._namespace_rest(request)
         if rest.field == _AUTO_CREATION_FIELD and isinstance(value, dict):
             value = {"allowAutoTopicCreation": False, **value}  # Java's boolean default
-        await self._write_namespace(request, namespace, {rest.field: value})
+        patch: dict[str, Any] = {}
+        refusal = None
+        try:
+            checked = None if rest.check is None else rest.check(value)
+            if checked is not None:
+                raise _Answer(*checked)
+            patch = self._checked({rest.field: value})
+        except _Answer as answer:
+            refusal = answer
+        await self._check_namespace(request, namespace, refusal)
+        await self._write_namespace(request, namespace, patch)
         return web.Response(status=204)
 
     async def ns_delete(self, request: web.Request) -> web.StreamResponse:
@@ -336,9 +392,5 @@ class PolicyRoutes:
         self, request: web.Request, namespace: NamespaceName, patch: dict[str, Any]
     ) -> None:
         svc = self._service_of(request)
-        try:
-            checked = svc.catalog.validate_patch(patch)
-        except InvalidPolicyError as exc:
-            raise _Answer(400, str(exc)) from exc
         target = PolicyTarget.namespace_of(namespace.tenant, namespace.namespace)
-        await self._write_fn(request, svc, target, checked)
+        await self._write_fn(request, svc, target, self._checked(patch))

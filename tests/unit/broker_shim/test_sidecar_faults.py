@@ -63,8 +63,8 @@ async def _until_health(client: TestClient[Any, Any], status: int, limit_s: floa
         await asyncio.sleep(0.05)
 
 
-def _serve(scenario: Scenario) -> None:
-    sidecar = _sidecar()
+def _serve(scenario: Scenario, sidecar: Sidecar | None = None) -> None:
+    sidecar = sidecar or _sidecar()
 
     async def main() -> None:
         app = build_app(sidecar, freeze_heap=False)
@@ -310,3 +310,59 @@ def test_a_paused_sidecar_is_503_until_its_view_caught_up() -> None:
         assert body["view"] == "FRESH" and service.pause_watch.pauses == 1
 
     _serve(scenario)
+
+
+LONG = "x" * 3000  # no Kafka topic can be named after it (249 characters at most)
+#: (method, path, body): each malformed in its name, body or parameters, and each refused
+#: by Pulsar (or by us, for names Kafka cannot hold) without looking anything up.
+MALFORMED_WHILE_KAFKA_IS_DOWN: list[tuple[str, str, bytes | None]] = [
+    ("GET", f"/admin/v2/persistent/{LONG}/{LONG}/t/maxConsumers", None),
+    ("GET", f"/admin/v2/persistent/public/default/{LONG}/maxConsumers", None),
+    ("DELETE", f"/admin/v2/persistent/public/default/{LONG}/maxConsumers", None),
+    ("POST", f"/admin/v2/persistent/public/default/{LONG}/maxConsumers", b"5"),
+    ("GET", "/admin/v2/persistent/public/default/%FF/maxConsumers", None),
+    ("GET", "/admin/v2/persistent/public/default/t-partition-1/maxConsumers", None),
+    ("GET", "/admin/v2/persistent/public/default/never-created/bogusPolicy", None),
+    ("POST", "/admin/v2/persistent/public/default/never-created/maxConsumers", b"-5"),
+    ("POST", "/admin/v2/persistent/public/default/never-created/maxConsumers", b'"x"'),
+    ("POST", "/admin/v2/persistent/public/default/never-created/messageTTL", b"[]"),
+    ("POST", "/admin/v2/persistent/public/default/never-created/retention", b"{"),
+    ("POST", "/admin/v2/namespaces/public/never-made/messageTTL", b"-7"),
+    ("POST", "/admin/v2/namespaces/public/never-made/messageTTL", b"{}"),
+    ("POST", "/admin/v2/namespaces/public/never-made/bogusPolicy", b"1"),
+    ("PUT", "/admin/v2/namespaces/public/%FF", None),
+    ("PUT", "/admin/v2/persistent/public/default/%00", None),
+    ("PUT", f"/admin/v2/persistent/public/default/{LONG}", None),
+    ("PUT", "/admin/v2/persistent/public/default/p/partitions", b"0"),
+    ("PUT", "/admin/v2/persistent/public/default/p/partitions", b'"x"'),
+    ("POST", "/admin/v2/persistent/public/default/p/partitions", b'"x"'),
+    ("GET", "/lookup/v2/topic/persistent/public/default/%FF", None),
+    ("GET", f"/lookup/v2/topic/persistent/public/default/{LONG}", None),
+    ("GET", "/lookup/v2/topic/bogus/public/default/t", None),
+]
+
+
+def test_malformed_requests_are_refused_before_any_kafka_io() -> None:
+    """Kafka down (every call of the in-memory broker raises): malformed names, bodies and
+    parameters still get their 4xx, so the check came before any Kafka I/O (a fresh-clone
+    `make test` on a busy machine answered 503 to a 3000-character tenant: the handler
+    read the registry's watermarks before it refused the name)."""
+
+    sidecar = _sidecar()
+    broker = sidecar.transport.broker  # type: ignore[attr-defined]
+
+    async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
+        broker.set_available(False)
+        failures = []
+        try:
+            for method, path, body in MALFORMED_WHILE_KAFKA_IS_DOWN:
+                headers = {"Content-Type": "application/json"} if body is not None else {}
+                resp = await client.request(method, path, data=body, headers=headers)
+                if not 400 <= resp.status < 500:
+                    text = (await resp.text())[:120]
+                    failures.append(f"{method} {path[:60]}... {resp.status} {text}")
+        finally:
+            broker.set_available(True)
+        assert not failures, "\n".join(failures)
+
+    _serve(scenario, sidecar)
