@@ -26,6 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from sync import (
+    ConflictError,
     FenceHolder,
     InvalidInputError,
     InvalidPolicyError,
@@ -33,9 +34,13 @@ from sync import (
     PolicyService,
     PolicySyncError,
     PolicyTarget,
+    TooManyRequestsError,
+    UnavailableError,
     WriteResult,
 )
 from sync.constants import SIDECAR_WRITE_PATH
+
+from ._http_errors import http_status
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,22 @@ FORWARD_IN_FLIGHT = 4
 
 T = TypeVar("T")
 
+#: How long a write waits for a fence holder to be elected before writing here: about a
+#: session timeout of the election group (a rebalance after a member left completes
+#: within it). Measured under two CPU hogs beside the chaos soak: see docs/benchmarks.md.
+ELECTION_WAIT_S = 6.0
+
+#: A forwarded write's refusal by the holder, raised here as the same status (the one
+#: table in _http_errors maps each class back to it); any other status (500) is written
+#: here instead.
+_REFUSALS: dict[int, Callable[[str], PolicySyncError]] = {
+    404: NotFoundError,
+    409: ConflictError,
+    412: InvalidPolicyError,
+    429: TooManyRequestsError,
+    503: UnavailableError,
+}
+
 
 class WriteForwarder:
     """Sends this sidecar's policy writes to the fence holder (see module doc)."""
@@ -72,6 +93,8 @@ class WriteForwarder:
         self.forwarded = 0
         self.written_here = 0
         self.fallbacks = 0
+        #: Writes that arrived while no fence holder was known (see _await_election).
+        self.election_waits = 0
 
     async def close(self) -> None:
         if self._session is not None:
@@ -86,6 +109,7 @@ class WriteForwarder:
     async def set(self, svc: PolicyService, target: PolicyTarget, fields: dict[str, Any]) -> None:
         """Merge ``fields`` (a validated-by-us JSON patch) into ``target``, wherever the
         fence is; returns once this sidecar's cache shows the write."""
+        await self._await_election()
         address = self._holder_elsewhere()
         if address is not None:
             if await self._forward(address, svc, target, fields):
@@ -94,6 +118,23 @@ class WriteForwarder:
             self.fallbacks += 1
         self.written_here += 1
         await self.blocking(svc.set, target, fields)
+
+    async def _await_election(self) -> None:
+        """While no member is known to hold the fence (an election under way, a describe
+        that failed), wait for one, at most ``ELECTION_WAIT_S``. Writing here at once would
+        take the fence from whoever is elected a moment later, and on a loaded machine the
+        members then fence each other in turn until the writes' deadlines pass. Past the
+        bound this sidecar writes itself: the fence, not the election, keeps writes safe."""
+        holder = self.holder
+        if holder is None or holder.holding or holder.holder() is not None:
+            return
+        self.election_waits += 1
+        deadline = asyncio.get_running_loop().time() + ELECTION_WAIT_S
+        while holder.holder() is None and not holder.holding:
+            if asyncio.get_running_loop().time() >= deadline:
+                logger.info("no fence holder known after %.0fs; writing here", ELECTION_WAIT_S)
+                return
+            await asyncio.sleep(0.05)
 
     def _holder_elsewhere(self) -> str | None:
         holder = self.holder
@@ -124,11 +165,12 @@ class WriteForwarder:
         if "positions" in outcome:
             return True
         reason = str(outcome.get("reason", ""))
-        if outcome.get("status") == 412:
-            raise InvalidPolicyError(reason)
-        if outcome.get("status") == 404:
-            raise NotFoundError(reason)
-        logger.info("fence holder %s refused a write (%s); writing here", address, reason)
+        refusal = _REFUSALS.get(int(outcome.get("status", 500)))
+        if refusal is not None:
+            # The holder's answer stands: its refusal of the input, or its unavailability
+            # after trying to the write's deadline (writing here would only fence it).
+            raise refusal(reason)
+        logger.info("fence holder %s failed a write (%s); writing here", address, reason)
         return False
 
     async def _send(self, address: str) -> None:
@@ -233,11 +275,8 @@ async def receive_write(
 
 
 def _answer(result: WriteResult | PolicySyncError) -> dict[str, Any]:
-    """One forwarded write's outcome, as the forwarding sidecar reads it."""
-    if isinstance(result, InvalidInputError):
-        return {"status": 412, "reason": str(result)}
-    if isinstance(result, NotFoundError):
-        return {"status": 404, "reason": str(result)}
+    """One forwarded write's outcome, as the forwarding sidecar reads it (a refusal with
+    the status the holder's own clients would get: see :data:`_REFUSALS`)."""
     if isinstance(result, PolicySyncError):
-        return {"status": 500, "reason": str(result)}
+        return {"status": http_status(result), "reason": str(result)}
     return {"positions": {str(p): o for p, o in result.positions.items()}}

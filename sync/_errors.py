@@ -20,7 +20,8 @@
     │   └── AuthorizationError           valid credentials, not enough rights (HTTP 403)
     ├── UnavailableError                 cannot answer now; retry later (HTTP 503)
     │   ├── TooManyRequestsError         a concurrency limit is full (HTTP 429)
-    │   └── BundleUnloadingError         the namespace bundle is moving between owners
+    │   ├── BundleUnloadingError         the namespace bundle is moving between owners
+    │   └── WriteConflictError           other writers kept fencing a write to its deadline
     ├── TransportError                   Kafka said no, or did not answer
     │   ├── TopicConfigurationMismatch   an existing topic disagrees with what we need
     │   ├── ProducerFencedError          another writer took over our transactional id
@@ -39,7 +40,6 @@
     │   ├── CacheStateError              a cache/table is not in a state that allows the call
     │   │   └── BootstrapTimeout         replay did not reach the end offsets in time
     │   └── StateTransitionError         a move its state table forbids (a programming error)
-    ├── WriteConflictError               a write lost its fence too many times in a row
     └── AuditError                       policy-audit could not run or could not finish
         ├── SparkSetupError              Java, Maven, the connector jars or Spark failed to start
         └── SidecarError                 a sidecar failed reconciliation or answered garbage
@@ -225,8 +225,12 @@ class BootstrapTimeout(CacheStateError):
     """Startup replay did not reach the end offsets captured at start within the limit."""
 
 
-class WriteConflictError(PolicySyncError):
-    """A write was fenced by concurrent writers more times than the retry limit."""
+class WriteConflictError(UnavailableError):
+    """A write was fenced by concurrent writers until its deadline passed.
+
+    Nothing is wrong with the write: another writer held the fence (an election under way,
+    a ``policyctl`` beside the sidecars), so it is an unavailability to retry (HTTP 503).
+    """
 
 
 class InvalidMessageIdError(InvalidInputError):

@@ -160,13 +160,18 @@ class FenceHolder:
         self._known = (0.0, None)
 
     def _describe(self) -> str | None:
+        """The holder's address as the group coordinator tells it (None: nobody holds
+        partition 0 now, e.g. a rebalance is under way). If the coordinator does not
+        answer, the holder known before is kept: on a loaded machine a describe can time
+        out while the holder is alive, and forgetting it would make every member write
+        itself, fencing the others."""
         if self._admin is None:
             self._admin = self._transport.admin()
         try:
             desc = self._admin.describe_group(self.config.group_id, 5.0)
         except PolicySyncError as exc:
             logger.info("describing the writer election group failed: %s", exc)
-            return None
+            return self._known[1]
         topic = self.config.election_topic
         for member in desc.members:
             if 0 in member.assignment.get(topic, ()) and member.client_id.startswith(
