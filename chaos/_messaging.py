@@ -36,7 +36,7 @@ class MessagingStats:
     #: id -> redeliveryCount of each delivery, in order
     deliveries: dict[str, list[int]] = field(default_factory=dict)
     #: handshake refusals by status (5xx during faults are reported)
-    connect_status: Counter[int] = field(default_factory=Counter)
+    connect_status: Counter[int] = field(default_factory=Counter)  # 599: 503, no Retry-After
     connect_errors: Counter[str] = field(default_factory=Counter)
     reconnects: int = 0
 
@@ -86,7 +86,10 @@ class Messaging:
 
     def _note_failure(self, exc: BaseException) -> None:
         if isinstance(exc, InvalidStatus):
-            self.stats.connect_status[exc.response.status_code] += 1
+            code = exc.response.status_code
+            if code == 503 and not exc.response.headers.get("Retry-After"):
+                code = 599  # a 503 that does not say when to retry counts as a bad 5xx
+            self.stats.connect_status[code] += 1
         else:
             self.stats.connect_errors[type(exc).__name__] += 1
 

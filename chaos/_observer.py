@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,12 @@ class HealthPoller:
         #: (soak time, broker id, healthy)
         self.samples: list[tuple[float, str, bool]] = []
         self.last_unhealthy_body: dict[str, str] = {}
+        #: (monotonic time, broker id, fence holder it names) from every /health answer
+        #: that had a writer section: how long the policy writers went without a holder.
+        self.holders: list[tuple[float, str, str | None]] = []
+        self.started = time.monotonic()
+        #: each sidecar's last writer section (forwarded, written here, fenced retries, …)
+        self.writer_status: dict[str, dict[str, object]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="health", daemon=True)
 
@@ -51,6 +58,7 @@ class HealthPoller:
         status, body = s.health(timeout=1.0) if s.serving() else (0, b"")
         ok = status == 200
         self.samples.append((self.world.now(), s.broker_id, ok))
+        self._note_writer(s.broker_id, body)
         if ok:
             self.world.healthy.add(s.url)
         else:
@@ -62,6 +70,41 @@ class HealthPoller:
         with ThreadPoolExecutor(max_workers=len(self.world.sidecars)) as pool:
             while not self._stop.wait(self.interval):
                 list(pool.map(self._one, list(self.world.sidecars)))
+
+    def _note_writer(self, broker_id: str, body: bytes) -> None:
+        try:
+            writer = json.loads(body)["writer"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if isinstance(writer, dict) and "holder" in writer:
+            self.holders.append((time.monotonic(), broker_id, writer["holder"]))
+            self.writer_status[broker_id] = writer
+
+    def election(self) -> dict[str, object]:
+        """When every sidecar first named the same fence holder (seconds since the sidecars
+        started), and per sidecar the longest stretch it answered with no holder known."""
+        last: dict[str, str | None] = {}
+        agreed: float | None = None
+        longest: dict[str, float] = {}
+        since: dict[str, float] = {}
+        ids = {s.broker_id for s in self.world.sidecars}
+        for at, who, holder in list(self.holders):
+            last[who] = holder
+            if holder is None:
+                since.setdefault(who, at)
+            elif who in since:
+                longest[who] = max(longest.get(who, 0.0), at - since.pop(who))
+            if agreed is None and set(last) == ids and len(set(last.values())) == 1:
+                if holder is not None:
+                    agreed = at - self.started
+        end = time.monotonic()
+        for who, at in since.items():
+            longest[who] = max(longest.get(who, 0.0), end - at)
+        return {
+            "agreed_holder_after_start_s": None if agreed is None else round(agreed, 1),
+            "longest_without_holder_s": {k: round(v, 1) for k, v in sorted(longest.items())},
+            "writers": self.writer_status,
+        }
 
     def recovery(self, broker_id: str, since: float) -> float | None:
         """Seconds from ``since`` to the first healthy sample of a sidecar (None: never)."""

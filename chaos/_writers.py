@@ -47,6 +47,9 @@ class WriterStats:
     failed: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     log: dict[tuple[int, str], FieldLog] = field(default_factory=dict)
+    #: REST answers 5xx other than 503 with Retry-After: a valid write must never get one
+    #: (a sidecar that cannot write now says so with 503 and when to retry)
+    bad_5xx: list[str] = field(default_factory=list)
 
     def record(self, key: int, fld: str, value: int, ok: bool, why: str = "") -> None:
         entry = self.log.setdefault((key, fld), FieldLog())
@@ -101,6 +104,12 @@ class Writer:
                 return resp.status == 204, f"HTTP {resp.status}"
         except urllib.error.HTTPError as err:
             reason = err.read()[:90].decode(errors="replace")
+            if err.code >= 500 and (err.code != 503 or not err.headers.get("Retry-After")):
+                retry = "" if err.headers.get("Retry-After") else " (no Retry-After)"
+                self.stats.bad_5xx.append(
+                    f"{self.world.now():.1f}s POST {url.split('/admin/v2/', 1)[-1]}: "
+                    f"{err.code}{retry} {reason}"
+                )
             return False, f"HTTP {err.code} {reason}"
         except OSError as exc:
             return False, type(exc).__name__
