@@ -44,7 +44,7 @@ from ._http_errors import http_status
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FORWARDED_HEADER", "WriteForwarder"]
+__all__ = ["FORWARDED_HEADER", "REFUSALS", "WriteForwarder"]
 
 #: Set on forwarded requests: the receiver writes itself, never forwards again.
 FORWARDED_HEADER = "X-Policy-Sync-Forwarded"
@@ -69,7 +69,7 @@ ELECTION_WAIT_S = 6.0
 #: A forwarded write's refusal by the holder, raised here as the same status (the one
 #: table in _http_errors maps each class back to it); any other status (500) is written
 #: here instead.
-_REFUSALS: dict[int, Callable[[str], PolicySyncError]] = {
+REFUSALS: dict[int, Callable[[str], PolicySyncError]] = {
     404: NotFoundError,
     409: ConflictError,
     412: InvalidPolicyError,
@@ -165,7 +165,7 @@ class WriteForwarder:
         if "positions" in outcome:
             return True
         reason = str(outcome.get("reason", ""))
-        refusal = _REFUSALS.get(int(outcome.get("status", 500)))
+        refusal = REFUSALS.get(int(outcome.get("status", 500)))
         if refusal is not None:
             # The holder's answer stands: its refusal of the input, or its unavailability
             # after trying to the write's deadline (writing here would only fence it).
@@ -276,7 +276,7 @@ async def receive_write(
 
 def _answer(result: WriteResult | PolicySyncError) -> dict[str, Any]:
     """One forwarded write's outcome, as the forwarding sidecar reads it (a refusal with
-    the status the holder's own clients would get: see :data:`_REFUSALS`)."""
+    the status the holder's own clients would get: see :data:`REFUSALS`)."""
     if isinstance(result, PolicySyncError):
         return {"status": http_status(result), "reason": str(result)}
     return {"positions": {str(p): o for p, o in result.positions.items()}}

@@ -29,7 +29,7 @@ from ._errors import (
     WriteConflictError,
 )
 from ._fenced import Draft, FenceConfig, FencedWriter
-from ._holder import FenceHolder, HolderConfig, HolderState
+from ._holder import FenceHolder, HolderConfig, HolderState, elected_holder
 from ._kafka_names import kafka_topic_of
 from ._names import NamespaceName, TopicDomain, TopicName
 from ._policies import (
@@ -61,6 +61,7 @@ __all__ = [
     "Draft",
     "FenceConfig",
     "FenceHolder",
+    "elected_holder",
     "FencedWriter",
     "FieldCatalog",
     "GroupFencedError",

@@ -37,7 +37,7 @@ from .transport import Admin, GroupConsumer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FenceHolder", "HolderConfig", "HolderState"]
+__all__ = ["FenceHolder", "HolderConfig", "HolderState", "elected_holder"]
 
 
 class HolderState(enum.Enum):
@@ -79,6 +79,28 @@ class HolderConfig:
     @property
     def group_id(self) -> str:
         return WRITER_ELECTION_GROUP_PREFIX + self.table
+
+
+def elected_holder(
+    admin: Admin,
+    table: str,
+    election_topic: str = WRITER_ELECTION_TOPIC,
+    timeout_s: float = 5.0,
+) -> str | None:
+    """The address of the member elected to write ``table`` as the group coordinator
+    tells it, or None if nobody holds the election partition now (no member, or a
+    rebalance under way). Any process can ask: ``policyctl`` sends its writes there.
+
+    Raises:
+        TransportError: the coordinator did not answer.
+    """
+    desc = admin.describe_group(WRITER_ELECTION_GROUP_PREFIX + table, timeout_s)
+    for member in desc.members:
+        if 0 in member.assignment.get(election_topic, ()) and member.client_id.startswith(
+            WRITER_ELECTION_CLIENT_PREFIX
+        ):
+            return member.client_id[len(WRITER_ELECTION_CLIENT_PREFIX) :]
+    return None
 
 
 class FenceHolder:
@@ -168,17 +190,10 @@ class FenceHolder:
         if self._admin is None:
             self._admin = self._transport.admin()
         try:
-            desc = self._admin.describe_group(self.config.group_id, 5.0)
+            return elected_holder(self._admin, self.config.table, self.config.election_topic)
         except PolicySyncError as exc:
             logger.info("describing the writer election group failed: %s", exc)
             return self._known[1]
-        topic = self.config.election_topic
-        for member in desc.members:
-            if 0 in member.assignment.get(topic, ()) and member.client_id.startswith(
-                WRITER_ELECTION_CLIENT_PREFIX
-            ):
-                return member.client_id[len(WRITER_ELECTION_CLIENT_PREFIX) :]
-        return None
 
     # -- the member thread ---------------------------------------------------------------
     def _ensure_topic(self) -> None:

@@ -33,9 +33,10 @@ from sync import (
     parse_policy_json,
 )
 from sync.constants import CHANGE_EVENTS_TOPIC
-from sync.transport import KafkaConfig, KafkaTransport
+from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._common import EXIT_OK, add_bootstrap_flag, configure_logging, run_main
+from ._via_holder import set_via_holder
 
 __all__ = ["build_parser", "main"]
 
@@ -86,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _service(args: argparse.Namespace) -> PolicyService:
+def _transport(args: argparse.Namespace) -> KafkaTransport:
+    return KafkaTransport(KafkaConfig(args.bootstrap_servers, client_id="policyctl"))
+
+
+def _service(args: argparse.Namespace, transport: Transport) -> PolicyService:
     author = args.author or f"{getpass.getuser()}"
     config = ServiceConfig(
         cache=CacheConfig(
@@ -96,7 +101,6 @@ def _service(args: argparse.Namespace) -> PolicyService:
             author=author, origin=f"policyctl@{socket.gethostname()}", timeout_s=args.timeout
         ),
     )
-    transport = KafkaTransport(KafkaConfig(args.bootstrap_servers, client_id="policyctl"))
     return PolicyService(transport, config).start(timeout_s=args.timeout + 5)
 
 
@@ -203,7 +207,8 @@ def _run(args: argparse.Namespace) -> int:
     if cmd == "get" and args.applied and target is not None and target.topic is None:
         raise InvalidInputError("--applied needs a topic, not a namespace")
 
-    with _service(args) as svc:
+    transport = _transport(args)
+    with _service(args, transport) as svc:
         if cmd == "import":
             return _import(svc, items)
         if cmd == "export":
@@ -213,8 +218,11 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_OK
         assert target is not None  # noqa: S101 - every other command names a target
         if cmd == "set":
-            result = svc.set(target, fields)
-            _print((result.policies or Policies()).to_json_obj())
+            if set_via_holder(svc, transport, target, fields, args.timeout):
+                _print((svc.get(target) or Policies()).to_json_obj())
+            else:
+                result = svc.set(target, fields)
+                _print((result.policies or Policies()).to_json_obj())
         elif cmd == "delete":
             svc.delete(target)
         elif args.applied and target.topic is not None:

@@ -79,6 +79,7 @@ class Sidecar:
         broker_id: str = "1",
         extra: list[str] | None = None,
     ) -> None:
+        self.topic = topic
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log = state_dir / f"shim-{broker_id}.log"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import Sidecar, http
+from tests.integration.helpers import Sidecar, http, run_cli
 from tests.kafka_broker import free_port
 
 BASE = "/admin/v2/persistent/public/default/"
@@ -198,3 +198,35 @@ def http_with(url: str, body: str, headers: dict[str, str]) -> dict[str, Any]:
         req.add_header(name, value)
     with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - loopback
         return {"status": resp.status, "body": json.loads(resp.read())}
+
+
+def test_policyctl_writes_through_the_holder_without_fencing_it(
+    shims: list[Sidecar], kafka_bootstrap: str
+) -> None:
+    """A policyctl run beside the sidecars sends its write to the elected holder: had it
+    taken the fence, the holder's writes in flight would be decided again (on a busy
+    machine, until they gave up)."""
+    holder = _one_holder(shims)
+    assert _set(holder, "orders", "maxConsumers", 3) == 204  # the holder takes its fence
+    epochs = _writer(holder)["fenceEpochs"]
+    done = run_cli(
+        "policyctl", "--topic", holder.topic, "set", "persistent://public/default/orders",
+        "--json", '{"maxProducerPerTopic": 7}', bootstrap=kafka_bootstrap,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["maxProducerPerTopic"] == 7 and printed["maxConsumerPerTopic"] == 3, printed
+    for shim in shims:
+        assert _get(shim, "orders", "maxProducers") == 7 or _wait_value(shim, 7)
+    # The holder's next write finds its fence where it left it.
+    assert _set(holder, "orders", "maxConsumers", 4) == 204
+    status = _writer(holder)
+    assert status["fenceEpochs"] == epochs and status["fencedRetries"] == 0, status
+
+
+def _wait_value(shim: Sidecar, value: int) -> bool:
+    deadline = time.monotonic() + LIVENESS_S
+    while _get(shim, "orders", "maxProducers") != value:
+        assert time.monotonic() < deadline, f"{shim.url} never showed maxProducers={value}"
+        time.sleep(0.05)
+    return True

@@ -20,6 +20,7 @@ def test_sync_exports() -> None:
             "TopicName", "TransportError", "WriteConflictError", "WriteResult", "WriterConfig",
             "default_schema_dir", "effective_policies", "kafka_topic_of", "parse_policy_json",
             "Draft", "FenceConfig", "FencedWriter", "FenceHolder", "HolderConfig", "HolderState",
+            "elected_holder",
         ]
     )  # fmt: skip
     for name in sync.__all__:
