@@ -282,6 +282,9 @@ class Soak:
         self.result["lost_writes"] = lost
         if lost:
             self.violations.append(f"{len(lost)} acknowledged policy writes lost, e.g. {lost[:5]}")
+        self._check_writer_answers()
+
+    def _check_writer_answers(self) -> None:
         bad = [e for x in self.writers for e in x.stats.bad_5xx]
         if bad:
             self.violations.append(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +13,9 @@ import pytest
 from chaos.__main__ import Soak, kafka_outages, overlaps
 from chaos._faults import Fault
 from chaos._messaging import MessagingStats
-from chaos._observer import Failover, OwnershipObserver, percentile
+from chaos._observer import Failover, HealthPoller, OwnershipObserver, percentile
 from chaos._poison import HEADER, KINDS, PoisonFuzz
-from chaos._procs import KafkaCluster, Restart
+from chaos._procs import KafkaCluster, Restart, SidecarProc
 from chaos._world import ChaosConfig, World
 from chaos._writers import Writer, lost_writes
 
@@ -129,3 +131,67 @@ def test_a_500_to_valid_input_is_a_violation_and_a_503_is_not(tmp_path: Path) ->
     soak._check_fuzz()
     assert len(soak.violations) == 1 and "other than 503" in soak.violations[0]
     assert "500 GET lookup" in soak.violations[0]
+
+
+class _Answering(BaseHTTPRequestHandler):
+    """Answers every POST with the status and Retry-After named in its path."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        status, retry = self.server.answers.pop(0)  # type: ignore[attr-defined]
+        self.send_response(status)
+        if retry:
+            self.send_header("Retry-After", "1")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_writers_5xx_other_than_503_with_retry_after_is_a_violation(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+    server.answers = [(503, True), (503, False), (500, True), (204, False)]  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        soak = Soak(ChaosConfig(seconds=1, poison_records=0), tmp_path)
+        sidecar = SidecarProc("1", "unused:9092", tmp_path, 6_000)
+        sidecar.url = f"http://127.0.0.1:{server.server_address[1]}"
+        soak.world.sidecars = [sidecar]
+        writer = soak.writers[0]
+        answers = [writer._rest(1, v)[0] for v in range(4)]
+    finally:
+        server.shutdown()
+    assert answers == [False, False, False, True]
+    assert len(writer.stats.bad_5xx) == 2  # the 503 without Retry-After and the 500
+    assert "503 (no Retry-After)" in writer.stats.bad_5xx[0] and " 500 " in writer.stats.bad_5xx[1]
+    soak._check_writer_answers()
+    assert len(soak.violations) == 1 and "2 valid policy writes" in soak.violations[0]
+
+
+def test_a_websocket_connect_answered_5xx_other_than_503_is_a_violation(tmp_path: Path) -> None:
+    soak = Soak(ChaosConfig(seconds=1, poison_records=0), tmp_path)
+    soak.messaging.stats.acked = {"0:1"}
+    soak.messaging.stats.deliveries = {"0:1": [0]}
+    soak.messaging.stats.connect_status.update({101: 3, 503: 2})
+    soak._check_messages()
+    assert soak.violations == []
+    soak.messaging.stats.connect_status[502] += 1
+    soak._check_messages()
+    assert len(soak.violations) == 1 and "{502: 1}" in soak.violations[0]
+
+
+def test_the_election_report_names_when_holders_agreed_and_the_longest_gap(
+    tmp_path: Path,
+) -> None:
+    poller = HealthPoller(world())
+    poller.world.sidecars = [SidecarProc(i, "unused:9092", tmp_path, 6_000) for i in "12"]
+    t0 = poller.started
+    poller.holders = [
+        (t0 + 1, "1", None), (t0 + 2, "2", None), (t0 + 3, "1", "h"), (t0 + 4, "2", "h"),
+        (t0 + 5, "2", None), (t0 + 7.5, "2", "h"),
+    ]  # fmt: skip
+    report = poller.election()
+    assert report["agreed_holder_after_start_s"] == 4.0
+    assert report["longest_without_holder_s"] == {"1": 2.0, "2": 2.5}
