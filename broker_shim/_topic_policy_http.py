@@ -202,7 +202,7 @@ class PolicyRoutes:
         refusal = None if rest.check is None else rest.check(value)
         if refusal is not None:
             raise _Answer(*refusal)
-        await self._write(request, topic, is_global, {rest.field: value})
+        await self._write(request, topic, is_global, {rest.field: rest.completed(value)})
         return web.Response(status=204)
 
     def _check_replication(self, request: web.Request, value: Any, is_global: bool) -> None:
@@ -322,9 +322,7 @@ class PolicyRoutes:
         refusal = None if rest.check is None else rest.check(value)
         if refusal is not None:
             raise _Answer(*refusal)
-        if rest.field == _AUTO_CREATION_FIELD and isinstance(value, dict):
-            value = {"allowAutoTopicCreation": False, **value}  # Java's boolean default
-        await self._write_namespace(request, namespace, {rest.field: value})
+        await self._write_namespace(request, namespace, {rest.field: rest.completed(value)})
         return web.Response(status=204)
 
     async def ns_delete(self, request: web.Request) -> web.StreamResponse:
