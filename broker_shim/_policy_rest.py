@@ -11,8 +11,9 @@ reason of each refused value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from sync.messaging import validate_override
@@ -99,7 +100,9 @@ class RestPolicy:
     policy (most answer 200 with an empty body; a few 204; two a value). ``default``: the
     broker default ``?applied=true`` falls back to (None: answered like unset).
     ``check``: Pulsar's own refusal of a well-typed value. ``deletable``: Pulsar has a
-    DELETE for it (405 otherwise).
+    DELETE for it (405 otherwise). ``omitted``: the values Pulsar's JSON binding gives the
+    fields a record body leaves out (its classes' field initializers), stored as Pulsar
+    stores them.
     """
 
     field: str
@@ -109,6 +112,13 @@ class RestPolicy:
     default: Any = None
     check: Check | None = None
     deletable: bool = True
+    omitted: Mapping[str, Any] | None = None
+
+    def completed(self, value: Any) -> Any:
+        """``value`` with the fields it leaves out set as Pulsar's JSON binding sets them."""
+        if self.omitted is None or not isinstance(value, dict):
+            return value
+        return {**self.omitted, **value}
 
 
 def _rate(period: int) -> dict[str, Any]:
@@ -118,6 +128,18 @@ def _rate(period: int) -> dict[str, Any]:
         "relativeToPublishRate": False,
         "ratePeriodInSecond": period,
     }
+
+
+# What Pulsar 4.0.7 stores for the fields a rate body leaves out: 0 for DispatchRateImpl's
+# fields (period included), -1 ("unlimited") for PublishRate's and SubscribeRate's rates.
+# A negative rate is stored as sent and means unlimited (sync._policies).
+_DISPATCH_OMITTED: Final = MappingProxyType(_rate(0))
+_PUBLISH_OMITTED: Final = MappingProxyType(
+    {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}
+)
+_SUBSCRIBE_OMITTED: Final = MappingProxyType(
+    {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30}
+)
 
 
 REST_POLICIES: Final[dict[str, RestPolicy]] = {
@@ -138,13 +160,18 @@ REST_POLICIES: Final[dict[str, RestPolicy]] = {
         default={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
         check=_check_retention,
     ),
-    "dispatchRate": RestPolicy("dispatchRate", default=_rate(1)),
-    "subscriptionDispatchRate": RestPolicy("subscriptionDispatchRate", default=_rate(1)),
-    "replicatorDispatchRate": RestPolicy("replicatorDispatchRate", default=_rate(1)),
-    "publishRate": RestPolicy("publishRate", unset_status=204),
+    "dispatchRate": RestPolicy("dispatchRate", default=_rate(1), omitted=_DISPATCH_OMITTED),
+    "subscriptionDispatchRate": RestPolicy(
+        "subscriptionDispatchRate", default=_rate(1), omitted=_DISPATCH_OMITTED
+    ),
+    "replicatorDispatchRate": RestPolicy(
+        "replicatorDispatchRate", default=_rate(1), omitted=_DISPATCH_OMITTED
+    ),
+    "publishRate": RestPolicy("publishRate", unset_status=204, omitted=_PUBLISH_OMITTED),
     "subscribeRate": RestPolicy(
         "subscribeRate",
         default={"subscribeThrottlingRatePerConsumer": 0, "ratePeriodInSecond": 30},
+        omitted=_SUBSCRIBE_OMITTED,
     ),
     "subscriptionTypesEnabled": RestPolicy("subscriptionTypesEnabled", unset_body=[], default=[]),
     "maxConsumersPerSubscription": RestPolicy(
@@ -238,18 +265,22 @@ NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
     "retention": RestPolicy("retentionPolicies", check=_check_retention),
     "persistence": RestPolicy("persistence", check=_check_persistence),
     "deduplication": RestPolicy("deduplicationEnabled"),
-    "dispatchRate": RestPolicy("dispatchRate"),
-    "subscriptionDispatchRate": RestPolicy("subscriptionDispatchRate"),
-    "replicatorDispatchRate": RestPolicy("replicatorDispatchRate"),
-    "subscribeRate": RestPolicy("subscribeRate"),
-    "publishRate": RestPolicy("publishRate"),
+    "dispatchRate": RestPolicy("dispatchRate", omitted=_DISPATCH_OMITTED),
+    "subscriptionDispatchRate": RestPolicy("subscriptionDispatchRate", omitted=_DISPATCH_OMITTED),
+    "replicatorDispatchRate": RestPolicy("replicatorDispatchRate", omitted=_DISPATCH_OMITTED),
+    "subscribeRate": RestPolicy("subscribeRate", omitted=_SUBSCRIBE_OMITTED),
+    "publishRate": RestPolicy("publishRate", omitted=_PUBLISH_OMITTED),
     "subscriptionTypesEnabled": RestPolicy("subscriptionTypesEnabled"),
     "inactiveTopicPolicies": RestPolicy("inactiveTopicPolicies"),
     "compactionThreshold": RestPolicy(
         "compactionThreshold", check=_at_least_zero("compactionThreshold must be 0 or more")
     ),
     "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
-    "autoTopicCreation": RestPolicy("autoTopicCreationOverride", check=_check_auto_topic_creation),
+    "autoTopicCreation": RestPolicy(
+        "autoTopicCreationOverride",
+        check=_check_auto_topic_creation,
+        omitted=MappingProxyType({"allowAutoTopicCreation": False}),  # Java's boolean default
+    ),
 }
 
 #: Where Pulsar's namespace ``Policies`` JSON (``GET /admin/v2/namespaces/{t}/{ns}``) shows

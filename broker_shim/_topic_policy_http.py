@@ -227,7 +227,7 @@ class PolicyRoutes:
             checked = None if rest.check is None else rest.check(value)
             if checked is not None:
                 raise _Answer(*checked)
-            patch = self._checked({rest.field: value})
+            patch = self._checked({rest.field: rest.completed(value)})
         except _Answer as answer:
             refusal = answer
         await self._check_topic(request, topic, refusal)
@@ -368,15 +368,13 @@ class PolicyRoutes:
             raise _Answer(400, "the request has no value; send it as the JSON body")
         value = _parse_body(text)
         namespace, rest = self._namespace_rest(request)
-        if rest.field == _AUTO_CREATION_FIELD and isinstance(value, dict):
-            value = {"allowAutoTopicCreation": False, **value}  # Java's boolean default
         patch: dict[str, Any] = {}
         refusal = None
         try:
             checked = None if rest.check is None else rest.check(value)
             if checked is not None:
                 raise _Answer(*checked)
-            patch = self._checked({rest.field: value})
+            patch = self._checked({rest.field: rest.completed(value)})
         except _Answer as answer:
             refusal = answer
         await self._check_namespace(request, namespace, refusal)

@@ -2,8 +2,8 @@
 
 The field catalog is *derived from* ``schemas/policysync.TopicPolicies.avsc``: the
 schema is the single source of truth for which fields exist and their types; this
-module adds only range rules (no negative limits or rates; ``-1`` means infinite
-where Pulsar documents it).
+module adds only range rules (no negative limits; ``-1`` means infinite where Pulsar
+documents it; any negative rate means unlimited, as in Pulsar).
 """
 
 from __future__ import annotations
@@ -37,6 +37,20 @@ _MINUS_ONE_ALLOWED = frozenset(
         "retentionPolicies.retentionSizeInMB",
         "backLogQuotaMap.*.limitSize",
         "backLogQuotaMap.*.limitTime",
+    }
+)
+#: The throttling fields of the DispatchRate, PublishRate and SubscribeRate records, wherever
+#: those records appear (topic, namespace, subscription policies). Pulsar's clients send -1
+#: for a limit not given (``pulsar-admin topics set-publish-rate --msg-publish-rate 20``
+#: sends ``publishThrottlingRateInByte: -1``); Pulsar 4.0.7 stores any negative value as
+#: sent and its rate limiters treat every value <= 0 as unlimited, and so do we.
+_NEGATIVE_IS_UNLIMITED = frozenset(
+    {
+        "dispatchThrottlingRateInMsg",
+        "dispatchThrottlingRateInByte",
+        "publishThrottlingRateInMsg",
+        "publishThrottlingRateInByte",
+        "subscribeThrottlingRatePerConsumer",
     }
 )
 _MAP_KEYS = {"backLogQuotaMap": frozenset({"destination_storage", "message_age"})}
@@ -391,8 +405,12 @@ def _tname(value: Any) -> str:
 
 
 def _int_bounds(generic: str, t: str) -> tuple[int, int]:
-    """The allowed range of an integer policy field (``-1`` = infinite where Pulsar says so)."""
-    return (-1 if generic in _MINUS_ONE_ALLOWED else 0), (_INT_MAX if t == "int" else _LONG_MAX)
+    """The allowed range of an integer policy field (``-1`` = infinite where Pulsar says so,
+    any negative rate = unlimited)."""
+    high = _INT_MAX if t == "int" else _LONG_MAX
+    if generic.rpartition(".")[2] in _NEGATIVE_IS_UNLIMITED:
+        return -high - 1, high
+    return (-1 if generic in _MINUS_ONE_ALLOWED else 0), high
 
 
 def _check_primitive(path: str, generic: str, t: str, value: Any) -> Any:
@@ -405,7 +423,7 @@ def _check_primitive(path: str, generic: str, t: str, value: Any) -> Any:
             raise InvalidPolicyError(f"{path}: expected an integer, got {value!r}")
         low, high = _int_bounds(generic, t)
         if not low <= value <= high:
-            hint = " (-1 means infinite)" if low == -1 else ""
+            hint = {-1: " (-1 means infinite)", 0: ""}.get(low, " (negative: unlimited)")
             raise InvalidPolicyError(f"{path}: must be between {low}{hint} and {high}, got {value}")
         return value
     if t in ("double", "float"):

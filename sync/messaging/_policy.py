@@ -1,6 +1,7 @@
 """The topic policies messaging enforces, read from the effective (applied) policies.
 
-Pulsar's conventions: ``0`` means unlimited for every ``max*`` count and for rates; an
+Pulsar's conventions: ``0`` means unlimited for every ``max*`` count; ``0`` or any
+negative value (Pulsar's clients send ``-1``) means unlimited for each rate component; an
 unset or empty ``subscriptionTypesEnabled`` enables every type. ``dispatchRate`` limits
 each partition of the topic (in Pulsar every partition is a topic of its own);
 ``subscriptionDispatchRate`` limits each subscription on each partition.
@@ -23,7 +24,9 @@ __all__ = ["RateSpec", "TopicLimits"]
 class RateSpec:
     """A dispatch rate: at most ``msgs`` messages and ``nbytes`` bytes per ``period_s``.
 
-    A zero component is unlimited; both zero is no throttling.
+    A zero component is unlimited; both zero is no throttling. The policy readers below map
+    a negative rate (``-1``: unlimited in Pulsar) to zero, and a period below one second to
+    one second.
     """
 
     msgs: int = 0

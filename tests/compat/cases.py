@@ -220,6 +220,67 @@ def _policy_requests(name: str, value: object, bad: object) -> list[Case]:
     ]  # fmt: skip
 
 
+Body = dict[str, object]
+#: What ``pulsar-admin topics set-dispatch-rate`` (and its subscription and replicator
+#: siblings) sends when no limit is given: -1 ("unlimited") in both rates.
+_DISPATCH_RATE: Final[Body] = {
+    "dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1,
+    "relativeToPublishRate": False, "ratePeriodInSecond": 1,
+}  # fmt: skip
+#: (REST name, what pulsar-admin sends with one limit given or none, other negative values,
+#: a body leaving fields out: Pulsar's JSON binding fills them in).
+UNLIMITED_RATES: Final[tuple[tuple[str, Body, Body, Body], ...]] = (
+    ("publishRate",
+     {"publishThrottlingRateInMsg": 20, "publishThrottlingRateInByte": -1},
+     {"publishThrottlingRateInMsg": -2, "publishThrottlingRateInByte": -1024},
+     {"publishThrottlingRateInMsg": 20}),
+    ("dispatchRate", {**_DISPATCH_RATE, "dispatchThrottlingRateInMsg": 20},
+     {**_DISPATCH_RATE, "dispatchThrottlingRateInMsg": -2, "dispatchThrottlingRateInByte": -7},
+     {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1}),
+    ("subscriptionDispatchRate", {**_DISPATCH_RATE, "dispatchThrottlingRateInByte": 4096},
+     {**_DISPATCH_RATE, "dispatchThrottlingRateInMsg": -2},
+     {"dispatchThrottlingRateInMsg": -1}),
+    ("replicatorDispatchRate", _DISPATCH_RATE,
+     {**_DISPATCH_RATE, "dispatchThrottlingRateInByte": -2},
+     {"dispatchThrottlingRateInByte": -1}),
+    ("subscribeRate", {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30},
+     {"subscribeThrottlingRatePerConsumer": -2, "ratePeriodInSecond": 30},
+     {"subscribeThrottlingRatePerConsumer": -1}),
+)  # fmt: skip
+
+
+def _unlimited_rates() -> list[Case]:
+    """-1 (any negative) in a rate field means unlimited: accepted and read back as sent.
+
+    Each topic-level write is read back (``settle``) and removed again before the next, so
+    a read never sees the previous value while Pulsar applies the new one.
+    """
+    cases: list[Case] = []
+    n = f"/admin/v2/namespaces/{NS}"
+    for name, unlimited, negative, partial in UNLIMITED_RATES:
+        p = f"{TOPIC_ROOT}/np/{name}"
+        for kind, body in (("unlimited", unlimited), ("negative", negative), ("partial", partial)):
+            cases += [
+                Case(f"{name}-set-{kind}", "POST", p, _j(body)),
+                Case(f"{name}-get-{kind}", "GET", p, settle="set"),
+                Case(f"{name}-delete-{kind}", "DELETE", p),
+                Case(f"{name}-get-deleted-{kind}", "GET", p, settle="unset"),
+            ]
+        cases += [
+            Case(f"ns-{name}-unset", "GET", f"{n}/{name}"),
+            Case(f"ns-{name}-set-unlimited", "POST", f"{n}/{name}", _j(unlimited)),
+            Case(f"ns-{name}-get-unlimited", "GET", f"{n}/{name}"),
+            Case(f"ns-{name}-applied-on-topic", "GET", f"{p}?applied=true", settle="set"),
+            Case(f"ns-{name}-set-negative", "POST", f"{n}/{name}", _j(negative)),
+            Case(f"ns-{name}-get-negative", "GET", f"{n}/{name}"),
+            Case(f"ns-{name}-set-partial", "POST", f"{n}/{name}", _j(partial)),
+            Case(f"ns-{name}-get-partial", "GET", f"{n}/{name}"),
+            Case(f"ns-{name}-delete", "DELETE", f"{n}/{name}"),
+            Case(f"ns-{name}-deleted", "GET", f"{n}/{name}"),
+        ]  # fmt: skip
+    return cases
+
+
 def _backlog_quota() -> list[Case]:
     r = TOPIC_ROOT
     quota = {"limitSize": 1000, "limitTime": -1, "policy": "producer_request_hold"}
@@ -346,6 +407,7 @@ def _all() -> tuple[Case, ...]:
     cases = _setup() + _topics()
     for name, value, bad in POLICY_VALUES:
         cases += _policy_cases(name, value, bad)
+    cases += _unlimited_rates()
     cases += _backlog_quota() + _namespace_policies() + _namespace_get_with_policies()
     cases += _teardown()
     names = [c.name for c in cases]

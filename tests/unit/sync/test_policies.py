@@ -48,7 +48,8 @@ def test_catalog_has_pulsars_fields(catalog: FieldCatalog) -> None:
         ({"deduplicationEnabled": 1}, "expected true or false"),
         ({"bogus": 1}, "unknown policy field 'bogus'"),
         ({"isGlobal": True}, "set by the scope"),
-        ({"dispatchRate": {"dispatchThrottlingRateInMsg": -5}}, "dispatchRate.dispatch"),
+        ({"dispatchRate": {"ratePeriodInSecond": -1}}, "dispatchRate.ratePeriodInSecond"),
+        ({"publishRate": {"publishThrottlingRateInMsg": -(2**31) - 1}}, "negative: unlimited"),
         ({"dispatchRate": {"nope": 1}}, "unknown field(s) nope"),
         ({"dispatchRate": 5}, "expected a JSON object"),
         ({"subscriptionTypesEnabled": ["Exclusive", "Nope"]}, "not one of"),
@@ -84,6 +85,30 @@ def test_good_values_are_normalized(catalog: FieldCatalog) -> None:
     assert out["retentionPolicies"] == {"retentionTimeInMinutes": -1, "retentionSizeInMB": 0}
     assert out["dispatchRate"]["ratePeriodInSecond"] == 1
     assert out["maxConsumerPerTopic"] is None
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        # What `pulsar-admin topics set-publish-rate --msg-publish-rate 20` sends.
+        {"publishRate": {"publishThrottlingRateInMsg": 20, "publishThrottlingRateInByte": -1}},
+        {"publishRate": {"publishThrottlingRateInMsg": -2, "publishThrottlingRateInByte": -2**63}},
+        *(
+            {name: {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -7,
+                    "relativeToPublishRate": False, "ratePeriodInSecond": 1}}
+            for name in ("dispatchRate", "subscriptionDispatchRate", "replicatorDispatchRate")
+        ),
+        {"subscribeRate": {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30}},
+        {"subscriptionPolicies": {"s": {"dispatchRate": {
+            "dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1,
+            "relativeToPublishRate": False, "ratePeriodInSecond": 1}}}},
+    ],
+)  # fmt: skip
+def test_negative_rates_mean_unlimited_and_are_kept_as_sent(
+    catalog: FieldCatalog, patch: dict[str, Any]
+) -> None:
+    """As Pulsar 4.0.7 stores them (tests/compat: ``*-get-unlimited``, ``*-get-negative``)."""
+    assert catalog.validate_patch(patch) == patch
 
 
 @pytest.mark.parametrize("text", ["{", '{"a": NaN}', '{"a": 1, "a": 2}', "[1,"])

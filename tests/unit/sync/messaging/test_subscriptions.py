@@ -615,6 +615,37 @@ def test_dispatch_rate_throttles_and_a_change_applies_live() -> None:
     run(scenario())
 
 
+def test_minus_one_rates_throttle_nothing() -> None:
+    """What Pulsar's clients send for "no limit": every message is dispatched, the same
+    consumer name subscribes again and again (a limit of 1 per hour would refuse it)."""
+
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("unlimited")
+            rate = {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1,
+                    "relativeToPublishRate": False, "ratePeriodInSecond": 3600}  # fmt: skip
+            await env.set_policy(
+                topic,
+                {
+                    "dispatchRate": rate,
+                    "subscriptionDispatchRate": {**rate, "dispatchThrottlingRateInMsg": -2},
+                    "subscribeRate": {
+                        "subscribeThrottlingRatePerConsumer": -1,
+                        "ratePeriodInSecond": 3600,
+                    },
+                },
+            )
+            for _ in range(3):
+                c = await env.subscribe(topic, sub_type=Shared, consumer_name="same")
+                await c.close()
+            c = await env.subscribe(topic, sub_type=Shared, consumer_name="same")
+            env.publish(topic, 40)
+            got = await take(c, 40, timeout_s=20.0)
+            assert sorted(payloads(got)) == sorted(f"m{i}".encode() for i in range(40))
+
+    run(scenario())
+
+
 def test_subscription_dispatch_rate_in_bytes() -> None:
     async def scenario() -> None:
         async with Env() as env:

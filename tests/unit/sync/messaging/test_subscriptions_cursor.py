@@ -154,6 +154,33 @@ def test_all_or_nothing_across_limiters_and_live_update() -> None:
     assert acquire_all([msgs, bytes_], 1) == 0.0
 
 
+def test_negative_rates_in_policies_are_unlimited() -> None:
+    """Pulsar's -1 (or any negative rate) throttles nothing; the other component still does."""
+    minus_one = {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1,
+                 "relativeToPublishRate": False, "ratePeriodInSecond": 1}  # fmt: skip
+    limits = TopicLimits.from_policies(
+        {
+            "publishRate": {"publishThrottlingRateInMsg": 20, "publishThrottlingRateInByte": -1},
+            "dispatchRate": minus_one,
+            "subscriptionDispatchRate": {**minus_one, "dispatchThrottlingRateInByte": 4096},
+            "subscribeRate": {"subscribeThrottlingRatePerConsumer": -2, "ratePeriodInSecond": 30},
+        },
+        default_max_message_size=1,
+    )
+    assert limits.dispatch_rate.unlimited and limits.subscribe_rate.unlimited
+    assert limits.publish_rate == RateSpec(msgs=20)
+    assert limits.subscription_dispatch_rate == RateSpec(nbytes=4096)
+    clock = Clock()  # never advances: only an unlimited component lets everything through
+    dispatch, publish = RateLimiter(limits.dispatch_rate, clock), RateLimiter(
+        limits.publish_rate, clock
+    )
+    assert all(acquire_all([dispatch], 10**9) == 0.0 for _ in range(1000))
+    assert [acquire_all([publish], 10**9) for _ in range(20)] == [0.0] * 20  # bytes: no limit
+    assert acquire_all([publish], 1) > 0.0  # messages: 20 per second
+    raw = RateLimiter(RateSpec(msgs=-1, nbytes=-1), clock)
+    assert raw.spec.unlimited and raw.wait_s(10**9) == 0.0
+
+
 def test_topic_limits_from_policies() -> None:
     limits = TopicLimits.from_policies(
         {
