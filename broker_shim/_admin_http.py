@@ -26,7 +26,6 @@ sidecar; a topic is a Kafka topic. Refused requests write nothing.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,6 +35,7 @@ from sync import NamespaceName, PolicyService, PolicyTarget, TopicName
 from sync.cluster import ClusterService
 from sync.errors import BadRequestError, NotFoundError
 
+from ._input import java_int, json_body
 from ._lookup_http import (
     Handler,
     _check_admin,
@@ -48,21 +48,10 @@ from ._lookup_http import (
 )
 from ._policy_rest import NAMESPACE_POLICIES_JSON
 
-__all__ = ["POLICY_SOURCE_KEY", "add_admin_routes", "json_body"]
+__all__ = ["POLICY_SOURCE_KEY", "add_admin_routes"]
 
 #: The sidecar's current policy service (the namespace GET shows its namespace policies).
 POLICY_SOURCE_KEY = web.AppKey[Callable[[], PolicyService | None]]("policy_source")
-
-
-async def json_body(request: web.Request) -> Any:
-    """The request body as JSON (None when empty); 400 when it does not parse."""
-    text = await request.text()
-    if not text.strip():
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadRequestError(f"request body is not valid JSON: {exc}") from exc
 
 
 def _strings(value: Any, what: str) -> list[str]:
@@ -317,9 +306,7 @@ async def update_partitions(request: web.Request) -> web.StreamResponse:
     service = _service(request)
     topic = _topic_at(request)
     _check_admin(request, topic.tenant)
-    body = await json_body(request)
-    if isinstance(body, bool) or not isinstance(body, int):
-        raise BadRequestError(f"the body must be the number of partitions, got {body!r}")
+    body = java_int(await json_body(request), "the body (the number of partitions)")
     service.require_ready()
     await service.lookups.refresh()
     await asyncio.to_thread(service.admin.update_partitions, topic, body)

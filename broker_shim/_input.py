@@ -19,6 +19,12 @@ bytes, a bogus charset in the Content-Type):
 * JSON nested deeper than the parser's recursion limit: 400;
 * JSON that does not parse (a handler that forgot to map it): 400.
 
+Every JSON body and JSON query-string value is parsed by :func:`json_body` /
+:func:`json_value` (the library's strict parser): malformed JSON, NaN, Infinity, duplicate
+keys, an integer no Java long holds (a 5,000-digit one included) and a number no double
+holds (``1e999``) are 400 with a reason, as Pulsar's Jackson answers them, before the
+handler looks anything up in Kafka.
+
 Topic names in URL paths are decoded in one place too (:func:`topic_from_path`), from the
 raw path, as Pulsar does: so ``%25`` and ``%FF`` mean the same on the policy, lookup and
 WebSocket routes, and one name has one key.
@@ -34,14 +40,28 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
-from sync import NotFoundError, TopicName, kafka_topic_of
+from sync import InvalidPolicyError, NotFoundError, TopicName, kafka_topic_of, parse_policy_json
+from sync.errors import BadRequestError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RETRY_AFTER_S", "malformed_input", "topic_from_path", "unavailable"]
+__all__ = [
+    "JAVA_INT_MAX",
+    "JAVA_INT_MIN",
+    "JAVA_LONG_MAX",
+    "JAVA_LONG_MIN",
+    "RETRY_AFTER_S",
+    "java_int",
+    "json_body",
+    "json_value",
+    "malformed_input",
+    "topic_from_path",
+    "unavailable",
+]
 
 #: Seconds a client should wait before retrying a 503 (a bundle moves in about a second).
 RETRY_AFTER_S = 1
@@ -120,6 +140,53 @@ async def malformed_input(request: web.Request, handler: Handler) -> web.StreamR
     if response.status == 503 and "Retry-After" not in response.headers:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
     return response
+
+
+def json_value(text: str) -> Any:
+    """``text`` (a request body or a query-string value) as JSON.
+
+    Raises:
+        BadRequestError: not strict JSON, or a number out of Java's range (400).
+    """
+    try:
+        return parse_policy_json(text)
+    except InvalidPolicyError as exc:
+        raise BadRequestError(str(exc)) from exc
+
+
+#: Java's ``int``: Pulsar binds partition and bundle counts to it.
+JAVA_INT_MIN = -(2**31)
+JAVA_INT_MAX = 2**31 - 1
+#: Java's ``long``: the widest integer anywhere in Pulsar's REST and WebSocket APIs.
+JAVA_LONG_MIN = -(2**63)
+JAVA_LONG_MAX = 2**63 - 1
+
+
+def java_int(value: Any, what: str) -> int:
+    """``value`` bound to a Java ``int`` as Pulsar's Jackson binds it.
+
+    Raises:
+        BadRequestError: not a JSON integer, or outside ``int``'s range (400).
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequestError(f"{what} must be a JSON integer, got {value!r}")
+    if not JAVA_INT_MIN <= value <= JAVA_INT_MAX:
+        raise BadRequestError(
+            f"{what} {value} is out of range of a Java int ({JAVA_INT_MIN} to {JAVA_INT_MAX})"
+        )
+    return value
+
+
+async def json_body(request: web.Request) -> Any:
+    """The request body as JSON (None when empty).
+
+    Raises:
+        BadRequestError: see :func:`json_value` (400).
+    """
+    text = await request.text()
+    if not text.strip():
+        return None
+    return json_value(text)
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -65,7 +64,7 @@ from sync.errors import (
 from sync.messaging import OwnerInfo
 
 from ._http_errors import error_response
-from ._input import topic_from_path
+from ._input import java_int, json_body, topic_from_path
 from ._metrics import LookupMetrics
 from ._supervisor import Backoff, supervise
 
@@ -193,16 +192,6 @@ def _flag(request: web.Request, name: str, default: bool = False) -> bool:
     return lowered == "true"
 
 
-async def _json_body(request: web.Request) -> Any:
-    text = await request.text()
-    if not text.strip():
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadRequestError(f"request body is not valid JSON: {exc}") from exc
-
-
 # -- lookup ------------------------------------------------------------------------------
 async def lookup_topic(request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /lookup/v2/topic/…``: the owner's LookupData."""
@@ -263,7 +252,7 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
     service = _service(request)
     topic = _topic(request, 3)
     _check_admin(request, topic.tenant)
-    body = await _json_body(request)
+    body = await json_body(request)
     properties: dict[str, str] = {}
     if isinstance(body, dict) and request.content_type == _PARTITIONED_METADATA:
         # Go pulsaradmin / Java createPartitionedTopic(t, n, properties).
@@ -274,10 +263,7 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
             raise BadRequestError("properties must be a JSON object of strings")
         properties = dict(raw_properties)
         body = body.get("partitions")
-    if isinstance(body, bool) or not isinstance(body, int):
-        raise BadRequestError(
-            f"request body must be the number of partitions as a JSON integer, got {body!r}"
-        )
+    body = java_int(body, "the request body (the number of partitions)")
     if body <= 0:
         raise NotAcceptableError("Number of partitions should be more than 0")
     service.require_ready()
@@ -331,7 +317,7 @@ async def create_namespace(request: web.Request) -> web.StreamResponse:
     except InvalidInputError as exc:
         raise InvalidInputError("Namespace name is not valid") from exc
     _check_admin(request, namespace.tenant)
-    body = await _json_body(request)
+    body = await json_body(request)
     num_bundles: int | None = None
     boundaries: list[str] | None = None
     if body is not None:
@@ -344,11 +330,8 @@ async def create_namespace(request: web.Request) -> web.StreamResponse:
                     'bundles must be {"numBundles": N} or {"boundaries": [...], "numBundles": N}'
                 )
             raw_count = bundles.get("numBundles")
-            if raw_count is not None and (
-                isinstance(raw_count, bool) or not isinstance(raw_count, int)
-            ):
-                raise InvalidInputError(f"numBundles must be an integer, got {raw_count!r}")
-            num_bundles = raw_count
+            if raw_count is not None:
+                num_bundles = java_int(raw_count, "numBundles")
             raw_bounds = bundles.get("boundaries")
             if raw_bounds is not None:
                 if not isinstance(raw_bounds, list) or not all(

@@ -3,11 +3,14 @@
 ``GET|POST|DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}`` plus
 ``…/backlogQuotaMap`` (GET) and ``…/backlogQuota?backlogQuotaType=…`` (POST, DELETE).
 
-Checks in Pulsar's order: a body that is not JSON is 400; a partition
-(``…-partition-N``) is 412 "Not allowed to set/get topic policy for a partition"; with the
-cluster registry on, a missing namespace is 404 "Namespace not found" and a topic never
-created is 404 "Topic … not found"; then Pulsar's own value checks (412/400 with its
-reasons) and the catalog's type checks (400). Nothing is written unless all pass.
+Checks in Pulsar's order: a body (or a ``?messageTTL=``-style query value) that is not
+strict JSON, or holds a number out of Java's range, is 400 (``_input.json_value``), and so
+is an integer its field's Java type cannot hold (``FieldCatalog.bind``), both before any
+Kafka I/O; a partition (``…-partition-N``) is 412 "Not allowed to set/get topic
+policy for a partition"; with the cluster registry on, a missing namespace is 404
+"Namespace not found" and a topic never created is 404 "Topic … not found"; then Pulsar's
+own value checks (412/400 with its reasons) and the catalog's type checks (400). Nothing
+is written unless all pass.
 """
 
 from __future__ import annotations
@@ -27,11 +30,10 @@ from sync import (
     PolicySyncError,
     PolicyTarget,
     TopicName,
-    parse_policy_json,
 )
 from sync.cluster import ClusterService
 
-from ._input import topic_from_path
+from ._input import json_value, topic_from_path
 from ._policy_rest import (
     BACKLOG_QUOTA_TYPES,
     DEFAULT_BACKLOG_QUOTA,
@@ -83,14 +85,6 @@ def _quota_json(quotas: Any) -> dict[str, Any]:
         body = _to_json(quota)
         out[kind] = {"limit": body.get("limitSize", -1), **body}
     return out
-
-
-def _parse_body(text: str) -> Any:
-    """The request body as JSON; 400 like Pulsar's Jackson when it does not parse."""
-    try:
-        return parse_policy_json(text)
-    except InvalidPolicyError as exc:
-        raise _Answer(400, str(exc)) from exc
 
 
 async def _refresh(cluster: ClusterService, refusal: _Answer | None) -> None:
@@ -163,6 +157,14 @@ class PolicyRoutes:
             )
         return name, rest
 
+    def _bind(self, field: str, value: Any) -> None:
+        """Pulsar's JSON binding, before any check of Pulsar's own or any Kafka I/O: an
+        integer the field's Java type cannot hold is 400."""
+        try:
+            self._catalog.bind({field: value})
+        except InvalidPolicyError as exc:
+            raise _Answer(400, str(exc)) from exc
+
     def _local_cluster(self, request: web.Request) -> str:
         cluster = self._cluster_of(request)
         return "standalone" if cluster is None else cluster.identity.cluster
@@ -218,7 +220,8 @@ class PolicyRoutes:
             text = await request.text()
         if not text.strip():
             raise _Answer(400, f"{name}: the request has no value; send it as the JSON body")
-        value = _parse_body(text)
+        value = json_value(text)
+        self._bind(rest.field, value)
         patch: dict[str, Any] = {}
         refusal = None
         try:
@@ -277,12 +280,13 @@ class PolicyRoutes:
         topic = self._topic(request)
         is_global = _flag(request, "isGlobal")
         kind = self._quota_type(request)
-        value = _parse_body(await request.text())
+        value = json_value(await request.text())
         if not isinstance(value, dict):
             raise _Answer(400, "backlogQuota must be a JSON object")
         quota = {k: v for k, v in value.items() if k != "limit"}
         if "limitSize" not in quota and "limit" in value:
             quota["limitSize"] = value["limit"]
+        self._bind(_QUOTA_FIELD, {kind: quota})
         refusal = None
         try:
             self._checked({_QUOTA_FIELD: {kind: quota}})
@@ -366,8 +370,9 @@ class PolicyRoutes:
         text = await request.text()
         if not text.strip():
             raise _Answer(400, "the request has no value; send it as the JSON body")
-        value = _parse_body(text)
+        value = json_value(text)
         namespace, rest = self._namespace_rest(request)
+        self._bind(rest.field, value)
         patch: dict[str, Any] = {}
         refusal = None
         try:

@@ -112,7 +112,14 @@ from sync.messaging import (
 from sync.routing import HashingScheme, MessageRoutingMode
 from sync.transport import Transport
 
-from ._input import topic_from_path, unavailable
+from ._input import (
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
+    JAVA_LONG_MAX,
+    JAVA_LONG_MIN,
+    topic_from_path,
+    unavailable,
+)
 from ._sidecar import Sidecar
 
 logger = logging.getLogger(__name__)
@@ -313,16 +320,31 @@ def _topic_of(request: web.Request) -> TopicName:
 
 
 def _int_param(query: Mapping[str, str], name: str, default: int, low: int = 0) -> int:
+    """A query parameter Pulsar reads with ``Integer.parseInt`` (a Java int)."""
     text = query.get(name)
     if text is None:
         return default
     try:
-        value = int(text)
+        # No int() of a 5,000-digit text (over 4,300 digits it raises; long before, it
+        # costs): an int has at most 10 digits and a sign.
+        value = int(text) if len(text) <= 11 else None
     except ValueError:
-        raise InvalidInputError(f"{name} must be an integer, got {text!r}") from None
-    if value < low:
-        raise InvalidInputError(f"{name} must be >= {low}, got {value}")
+        value = None
+    if value is None:
+        raise InvalidInputError(f"{name} must be an integer, got {text[:40]!r}")
+    if not low <= value <= JAVA_INT_MAX:
+        raise InvalidInputError(f"{name} must be between {low} and {JAVA_INT_MAX}, got {value}")
     return value
+
+
+def _java_long(value: Any) -> bool:
+    """A JSON frame's integer that Pulsar's Jackson binds to a Java long (orjson reads up
+    to 2**64 - 1)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int)
+        and JAVA_LONG_MIN <= value <= JAVA_LONG_MAX
+    )
 
 
 def _bool_param(query: Mapping[str, str], name: str, default: bool) -> bool:
@@ -368,20 +390,18 @@ def _iso(epoch_ms: int) -> str:
 def _parse_deliver_at(at: Any, after: Any) -> int | None:
     """``deliverAt`` (epoch ms) or ``deliverAfterMs`` (a delay) as an epoch-ms due time."""
     for name, value in (("deliverAt", at), ("deliverAfterMs", after)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            raise InvalidInputError(f"{name} must be an integer >= 0, got {value!r}")
+        if value is not None and not (_java_long(value) and value >= 0):
+            raise InvalidInputError(f"{name} must be an integer >= 0 (a long), got {value!r}")
     if at is not None:
         return int(at)
-    return int(time.time() * 1000) + int(after)
+    return min(int(time.time() * 1000) + int(after), JAVA_LONG_MAX)
 
 
 def _parse_event_time(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    if _java_long(value):
+        return int(value)
     if isinstance(value, str):
         try:
             stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -621,9 +641,7 @@ class _ProducerSession:
             except InvalidInputError as exc:
                 self._error(ERR_BAD_JSON, str(exc), context)
                 return
-        if sequence_id is not None and (
-            isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
-        ):
+        if sequence_id is not None and not (_java_long(sequence_id) and sequence_id >= 0):
             self._error(
                 ERR_BAD_JSON, f"sequenceId must be an integer >= 0: {sequence_id!r}", context
             )
@@ -846,6 +864,8 @@ class _ConsumerSession:
                 permits = obj.get("permitMessages")
                 if not isinstance(permits, int) or isinstance(permits, bool):
                     raise InvalidInputError("Missing required permitMessages field for 'permit'")
+                if not JAVA_INT_MIN <= permits <= JAVA_INT_MAX:  # Pulsar's Integer field
+                    raise InvalidInputError(f"permitMessages {permits} is out of int range")
                 consumer.add_permits(permits)
             elif kind == "isEndOfTopic":
                 await self.ws.send_str(json.dumps({"endOfTopic": False}))

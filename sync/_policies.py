@@ -29,7 +29,10 @@ __all__ = [
 ]
 
 _INT_MAX = 2**31 - 1
+_LONG_MIN = -(2**63)
 _LONG_MAX = 2**63 - 1
+#: What a Java ``int`` and ``long`` hold (Pulsar's JSON binding refuses the rest).
+_JAVA_WIDTHS = {"int": (-(2**31), _INT_MAX), "long": (_LONG_MIN, _LONG_MAX)}
 #: Fields where -1 means "infinite", as Pulsar documents; every other number must be >= 0.
 _MINUS_ONE_ALLOWED = frozenset(
     {
@@ -333,6 +336,41 @@ class FieldCatalog:
             out[name] = None if value is None else self._check(name, self.fields[name], value)
         return out
 
+    def bind(self, patch: Mapping[str, Any]) -> None:
+        """Refuse an integer its field's Java type cannot hold, as Pulsar's JSON binding
+        does before any of Pulsar's own checks run (``maxMessageSize`` 2**31 is its 400,
+        not the 412 of its range check). Everything else is left to :meth:`validate_patch`.
+
+        Raises:
+            InvalidPolicyError: naming the field and the type.
+        """
+        for name, value in patch.items():
+            t = self.fields.get(name)
+            if t is not None and name not in _MANAGED_FIELDS:
+                self._bind(name, t, value)
+
+    def _bind(self, path: str, t: Any, value: Any) -> None:
+        t = self._resolve(t)
+        if isinstance(t, str):
+            width = _JAVA_WIDTHS.get(t)
+            if width is not None and type(value) is int and not width[0] <= value <= width[1]:
+                raise InvalidPolicyError(
+                    f"{path}: {value} is out of range of a Java {t} ({width[0]} to {width[1]})"
+                )
+            return
+        kind = t.get("type")
+        if kind == "array" and isinstance(value, list):
+            for i, v in enumerate(value):
+                self._bind(f"{path}[{i}]", t["items"], v)
+        elif kind == "map" and isinstance(value, dict):
+            for k, v in value.items():
+                self._bind(f"{path}.{k}", t["values"], v)
+        elif kind == "record" and isinstance(value, dict):
+            types = {f["name"]: f["type"] for f in t["fields"]}
+            for k, v in value.items():
+                if k in types:
+                    self._bind(f"{path}.{k}", types[k], v)
+
     def _check(self, path: str, t: Any, value: Any) -> Any:
         t = self._resolve(t)
         generic = _generic(path)
@@ -452,12 +490,51 @@ def _no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _shown(number: str) -> str:
+    """A number as an error message quotes it (a 5,000-digit one is not echoed whole)."""
+    return number if len(number) <= 40 else f"{number[:20]}... ({len(number)} characters)"
+
+
+def _java_long(number: str) -> int:
+    # JSON has no leading zeros, so the digit count bounds the value: a long has at most
+    # 19 digits. Counted before int() runs, which refuses over 4,300 digits (ValueError).
+    digits = len(number) - number.startswith("-")
+    if digits < 19:
+        return int(number)
+    if digits == 19:
+        value = int(number)
+        if _LONG_MIN <= value <= _LONG_MAX:
+            return value
+    raise InvalidPolicyError(
+        f"number {_shown(number)} is out of range: JSON integers must fit a Java long "
+        f"({_LONG_MIN} to {_LONG_MAX})"
+    )
+
+
+def _finite_double(number: str) -> float:
+    value = float(number)
+    if math.isinf(value):  # e.g. 1e999: no double holds it (JSON has no Infinity)
+        raise InvalidPolicyError(f"number {_shown(number)} is out of range of a double")
+    return value
+
+
 #: Built once: ``json.loads`` with hooks builds a new decoder per call (most of its cost).
-_STRICT_JSON = json.JSONDecoder(object_pairs_hook=_no_dupes, parse_constant=_no_constants)
+_STRICT_JSON = json.JSONDecoder(
+    object_pairs_hook=_no_dupes,
+    parse_constant=_no_constants,
+    parse_int=_java_long,
+    parse_float=_finite_double,
+)
 
 
 def parse_policy_json(text: str) -> Any:
-    """Parse user JSON, refusing NaN/Infinity and duplicate keys with a clear message."""
+    """Parse user JSON (a policy document or any admin request body) strictly.
+
+    Refused with :class:`InvalidPolicyError` and a clear message: malformed JSON, NaN and
+    Infinity, duplicate keys, integers outside a Java long (what every integer of Pulsar's
+    admin API is) and numbers no double holds (``1e999``). So no value a Java client could
+    not have sent gets past the parser, and a 5,000-digit integer never reaches ``int()``.
+    """
     if not isinstance(text, str):
         raise InvalidPolicyError(f"expected JSON text, got {type(text).__name__}")
     try:

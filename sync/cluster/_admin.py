@@ -55,12 +55,21 @@ RequestFn = Callable[[RequestOp, str], None]
 
 #: Pulsar's maximum number of bundles a namespace may be created with.
 _MAX_BUNDLES = 2**31 - 1
+#: Kafka's partition count is a 32-bit int (and Pulsar's a Java int).
+_MAX_PARTITIONS = 2**31 - 1
 #: Pulsar's NamedEntity rule for tenant names.
 _TENANT_NAME = re.compile(r"^[-=:.\w]+$")
 
 
 def _supported_algorithms() -> str:
     return "[" + ", ".join(a.value for a in SplitAlgorithm) + "]"
+
+
+def _check_partitions_max(partitions: int) -> None:
+    if partitions > _MAX_PARTITIONS:
+        raise InvalidInputError(
+            f"Number of partitions {partitions} is over the maximum {_MAX_PARTITIONS}"
+        )
 
 
 class ClusterAdmin:
@@ -390,12 +399,13 @@ class ClusterAdmin:
 
         Raises:
             NotAcceptableError: "Number of partitions should be more than 0".
-            InvalidInputError: bad name.
+            InvalidInputError: bad name, or more partitions than an int32 counts.
             NotFoundError: the namespace does not exist.
             ConflictError: "This topic already exists".
         """
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 0:
             raise NotAcceptableError("Number of partitions should be more than 0")
+        _check_partitions_max(partitions)
         if topic.is_partition or PARTITION_SUFFIX in topic.local_name:
             raise InvalidInputError(
                 f"Invalid topic name {topic}: a partitioned topic name should not contain "
@@ -450,11 +460,13 @@ class ClusterAdmin:
 
         Raises:
             NotAcceptableError: fewer than 1.
+            InvalidInputError: more partitions than an int32 counts.
             ConflictError: "Topic … is not the partitioned topic." (missing or not partitioned).
             UnprocessableError: "Desired partitions N can't be less than the current …".
         """
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise NotAcceptableError("Number of partitions should be more than 0")
+        _check_partitions_max(partitions)
         current = self.store.topic(topic)
         if current is None or current.partitions == 0:
             raise ConflictError(f"Topic {topic.base.canonical} is not the partitioned topic.")

@@ -21,6 +21,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from .._errors import TransportError
+from ._kafka_failures import has_code
 from ._kafka_group import describe_group
 
 
@@ -32,8 +33,7 @@ def _answer(admin: AdminClient, request: dict[str, Any]) -> dict[str, Any]:
         try:
             admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if not (isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND):
+            if not has_code(exc, KafkaError.GROUP_ID_NOT_FOUND):
                 raise TransportError(f"delete consumer group {group!r} failed: {exc}") from exc
         return {"ok": {}}
     if op == "group_positions":
@@ -64,8 +64,7 @@ def _group_positions(
         )
         result = futures[group].result()
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+        if has_code(exc, KafkaError.GROUP_ID_NOT_FOUND):
             return {}
         raise TransportError(f"offsets of group {group!r} failed: {exc}") from exc
     return {

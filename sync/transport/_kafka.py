@@ -53,8 +53,17 @@ from ._base import (
     config_differences,
 )
 from ._kafka_clients import client_id, created
-from ._kafka_controller import ControllerGuard, waited_for_controller
-from ._kafka_group import GROUP_FENCED_CODES, KafkaGroupConsumer
+from ._kafka_controller import ControllerGuard
+from ._kafka_failures import (
+    FENCED_CODES,
+    GROUP_FENCED_CODES,
+    has_code,
+    kafka_error_of,
+    timed_out,
+    transient,
+    waited_for_controller,
+)
+from ._kafka_group import KafkaGroupConsumer
 from ._kafka_isolated import IsolatedAdmin
 
 logger = logging.getLogger(__name__)
@@ -71,49 +80,20 @@ _CONTROLLER_READ_ATTEMPT_S = 10.0
 #: waiting when a broker died spins until its attempt ends, then goes through the guard.
 _FANOUT_ATTEMPT_S = 5.0
 
-_FENCED_CODES = frozenset(
-    {
-        KafkaError._FENCED,  # noqa: SLF001 - librdkafka's public constant for a local fence
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
-        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    }
-)
-
-
-_TRANSIENT_CODES = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError._UNKNOWN_PARTITION,  # noqa: SLF001 - stale local metadata
-        KafkaError._TRANSPORT,  # noqa: SLF001 - public constant
-        KafkaError._TIMED_OUT,  # noqa: SLF001 - public constant
-    }
-)
-
 
 def _translate(exc: KafkaException, what: str) -> TransportError:
-    err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError) and err.code() in _FENCED_CODES:
+    err = kafka_error_of(exc)
+    if err is None:
+        return TransportError(f"{what} failed: {exc}")
+    if err.code() in FENCED_CODES:
         return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
-    if isinstance(err, KafkaError) and err.fatal():
+    if err.fatal():
         # Any further call on this client fails (or, in librdkafka, may misbehave): the
         # owner must close it and create a new one, as for a fence.
         return FatalClientError(f"{what}: the Kafka client is in a fatal state ({err.str()})")
-    if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
+    if err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
-
-
-def _timed_out(exc: BaseException) -> bool:
-    err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and err.code() in (
-        KafkaError._TIMED_OUT,  # noqa: SLF001 - public constant
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError._TRANSPORT,  # noqa: SLF001 - public constant
-    )
 
 
 class _Batch:
@@ -431,14 +411,10 @@ class KafkaConsumer:
                     )
                     break
                 except KafkaException as exc:
-                    err = exc.args[0] if exc.args else None
-                    transient = isinstance(err, KafkaError) and (
-                        err.retriable() or err.code() in _TRANSIENT_CODES
-                    )
-                    if not transient or time.monotonic() > deadline:
+                    if not transient(exc) or time.monotonic() > deadline:
                         raise _translate(exc, f"watermarks of {topic}[{p}]") from exc
                     # Leader moves (broker loss, new topic): refresh metadata, then retry.
-                    logger.info("watermarks of %s[%d]: %s; retrying", topic, p, err)
+                    logger.info("watermarks of %s[%d]: %s; retrying", topic, p, exc)
                     try:
                         self._consumer.list_topics(topic, timeout=5)
                     except KafkaException:
@@ -579,15 +555,13 @@ class KafkaAdmin:
                 read_only=True,
             )
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
                 return None
             raise _translate(exc, f"describe topic {topic}") from exc
         try:
             entries = self._describe_configs(topic, timeout_s)
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
                 return None  # deleted between the two requests
             raise _translate(exc, f"describe configs of {topic}") from exc
         config = {name: str(entry.value) for name, entry in entries.items()}
@@ -635,10 +609,7 @@ class KafkaAdmin:
                 )
                 logger.info("created topic %s with %d partitions", spec.name, spec.partitions)
             except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if not (
-                    isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS
-                ):
+                if not has_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):
                     raise _translate(exc, f"create topic {spec.name}") from exc
             existing = self._wait_described(spec.name, timeout_s)
         diff = config_differences(spec, existing.partitions, existing.config)
@@ -727,13 +698,13 @@ class KafkaAdmin:
                 try:
                     listing = self._admin.list_consumer_groups(request_timeout=attempt).result()
                 except KafkaException as exc:
-                    if _timed_out(exc) and time.monotonic() < deadline:
+                    if timed_out(exc) and time.monotonic() < deadline:
                         continue
                     raise _translate(exc, what) from exc
             errors = list(listing.errors or ())
             if not errors:
                 return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
-            if time.monotonic() >= deadline or not all(map(_timed_out, errors)):
+            if time.monotonic() >= deadline or not all(map(timed_out, errors)):
                 raise TransportError(
                     f"{what}: {len(errors)} broker(s) did not answer ({errors[0]}); "
                     "the listing would be incomplete"
@@ -759,8 +730,7 @@ class KafkaAdmin:
         try:
             entries = self._describe_configs(topic, timeout_s)
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
                 return None
             raise _translate(exc, f"describe configs of {topic}") from exc
         dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value

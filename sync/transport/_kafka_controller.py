@@ -48,13 +48,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from .._errors import TransportError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FANOUT_METADATA_TOPIC", "ControllerGuard", "waited_for_controller"]
+__all__ = ["FANOUT_METADATA_TOPIC", "ControllerGuard"]
 
 #: The topic a fan-out call's Metadata request asks about (any answer lists every broker;
 #: the admin client never auto-creates it).
@@ -67,16 +67,6 @@ _PROBE_TIMEOUT_S = 1.0
 #: Back-off between Metadata refreshes while no reachable controller is named.
 _FIRST_DELAY_S = 0.05
 _MAX_DELAY_S = 1.0
-
-
-def waited_for_controller(exc: KafkaException) -> bool:
-    """True when an admin call failed because it never got to the controller."""
-    err = exc.args[0] if exc.args else None
-    return (
-        isinstance(err, KafkaError)
-        and err.code() == KafkaError._TIMED_OUT  # noqa: SLF001 - public constant
-        and "controller" in err.str().lower()
-    )
 
 
 def _reachable(host: str, port: int) -> bool:

@@ -39,21 +39,13 @@ from ._base import (
 )
 from ._kafka_clients import client_id as _client_id
 from ._kafka_clients import created
+from ._kafka_failures import GROUP_FENCED_CODES, has_code, kafka_error_of
 
 logger = logging.getLogger(__name__)
 _RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
 
-__all__ = ["GROUP_FENCED_CODES", "KafkaGroupConsumer", "describe_group"]
+__all__ = ["KafkaGroupConsumer", "describe_group"]
 
-#: Error codes meaning "your group membership or generation is no longer valid".
-GROUP_FENCED_CODES = frozenset(
-    {
-        KafkaError.ILLEGAL_GENERATION,
-        KafkaError.UNKNOWN_MEMBER_ID,
-        KafkaError.FENCED_INSTANCE_ID,
-        KafkaError.REBALANCE_IN_PROGRESS,
-    }
-)
 
 # librdkafka serializes ConsumerGroupMetadata as b"CGMDv2:" + generation (int32, host byte
 # order) + group id + NUL + member id + ...; only the generation is read here, for logs
@@ -74,8 +66,8 @@ _STATE_NAMES = {
 
 
 def _group_error(exc: KafkaException, what: str) -> TransportError:
-    err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError) and err.code() in GROUP_FENCED_CODES:
+    err = kafka_error_of(exc)
+    if err is not None and err.code() in GROUP_FENCED_CODES:
         return GroupFencedError(f"{what}: group generation is no longer valid ({err.str()})")
     return TransportError(f"{what} failed: {exc}")
 
@@ -247,8 +239,7 @@ def describe_group(admin: AdminClient, group_id: str, timeout_s: float) -> Group
             group_id
         ].result()
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+        if has_code(exc, KafkaError.GROUP_ID_NOT_FOUND):
             return GroupDescription(group_id, "Dead", ())
         raise TransportError(f"describe consumer group {group_id!r} failed: {exc}") from exc
     state = getattr(desc.state, "name", str(desc.state))

@@ -43,6 +43,8 @@ __all__ = ["IsolatedAdmin"]
 _GRACE_S = 10.0
 #: What a worker needs before its first answer (interpreter, confluent-kafka import).
 _START_S = 30.0
+#: How long a worker that stopped answering may take to exit before it counts as hung.
+_REAP_S = 1.0
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -146,7 +148,12 @@ class IsolatedAdmin:
                 line = b""
                 logger.debug("admin worker pipe failed: %s", exc)
             if not line:
-                code = proc.poll()
+                try:
+                    # A worker that aborted has closed its stdout an instant before the
+                    # kernel lets us reap it: wait for its status, or it reads as "hung".
+                    code: int | None = proc.wait(_REAP_S)
+                except subprocess.TimeoutExpired:
+                    code = None
                 self._drop()
                 self.worker_deaths += 1
                 what = "hung" if code is None else f"died (exit status {code})"

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 import aiohttp
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -278,3 +279,42 @@ def test_engine_raises_the_young_gc_threshold_while_it_runs() -> None:
         run(never_lowered)
     finally:
         gc.set_threshold(*before)
+
+
+def test_numbers_no_java_type_holds_are_refused_in_queries_and_frames() -> None:
+    # Pulsar reads these query parameters with Integer.parseInt and the frames' numbers
+    # into Java longs; orjson reads integers up to 2**64 - 1.
+    async def scenario(h: Harness) -> None:
+        client, transport = h.client, h.transport
+        topic = make_topic(transport, "numbers", 1)
+        for name, value in (("maxPendingMessages", "9" * 5000),
+                            ("maxPendingMessages", str(2**31)),
+                            ("batchingMaxPublishDelay", str(2**40))):  # fmt: skip
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                async with client.ws_connect(producer_path(topic, **{name: value})):
+                    pass
+            assert refused.value.status == 400, (name, value[:20])
+        consumer = f"/ws/v2/consumer/persistent/t/ns/{topic.local_name}/sub"
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            async with client.ws_connect(f"{consumer}?receiverQueueSize={2**31}"):
+                pass
+        assert refused.value.status == 400
+        payload = base64.b64encode(b"x").decode()
+        bad: list[dict[str, Any]] = [
+            {"deliverAt": 2**63},
+            {"deliverAfterMs": 2**64 - 1},
+            {"sequenceId": 2**63},
+            {"eventTime": 2**63},
+        ]
+        async with client.ws_connect(producer_path(topic)) as ws:
+            for i, extra in enumerate(bad):
+                await ws.send_str(json.dumps({"payload": payload, "context": i, **extra}))
+            await ws.send_str(frame(b"fine", "last"))
+            got = await answers(ws, len(bad) + 1)
+        assert [a["result"] for a in got] == ["send-error:3"] * len(bad) + ["ok"], got
+        async with client.ws_connect(consumer) as ws:
+            await ws.send_str(json.dumps({"type": "permit", "permitMessages": 2**40}))
+            closed = await asyncio.wait_for(ws.receive(), 5)
+        assert closed.type is aiohttp.WSMsgType.CLOSE and closed.data == 4003, closed
+
+    run(scenario)

@@ -117,6 +117,59 @@ def test_malformed_json_is_refused(text: str) -> None:
         parse_policy_json(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * 5000,  # past int()'s 4,300-digit limit: was a ValueError, not refused
+        "-" + "9" * 4400,
+        str(2**63),
+        str(-(2**63) - 1),
+        '{"messageTTLInSeconds": 18446744073709551616}',
+        "[1, 2, 99999999999999999999]",
+        "1e999",
+        "-1e999",
+        '{"rate": 1E400}',
+    ],
+)
+def test_numbers_no_java_type_holds_are_refused(text: str) -> None:
+    with pytest.raises(InvalidPolicyError, match="out of range") as refused:
+        parse_policy_json(text)
+    assert len(str(refused.value)) < 200  # a 5,000-digit number is not echoed whole
+
+
+def test_numbers_java_holds_parse_as_before() -> None:
+    assert parse_policy_json(str(2**63 - 1)) == 2**63 - 1
+    assert parse_policy_json(str(-(2**63))) == -(2**63)
+    assert parse_policy_json("[0, -0, 1000000000000000000, 1.5, 1e3, 1e-400]") == [
+        0, 0, 10**18, 1.5, 1000.0, 0.0,
+    ]  # fmt: skip
+
+
+def test_bind_refuses_integers_their_java_type_cannot_hold(catalog: FieldCatalog) -> None:
+    # Pulsar's JSON binding (400) runs before its own range checks (412): maxMessageSize
+    # is an int, compactionThreshold a long.
+    for patch in (
+        {"maxMessageSize": 2**31},
+        {"messageTTLInSeconds": -(2**31) - 1},
+        {"retentionPolicies": {"retentionTimeInMinutes": 2**31, "retentionSizeInMB": 1}},
+        {"backLogQuotaMap": {"destination_storage": {"limitTime": 2**40}}},
+        {"compactionThreshold": 2**63},
+    ):
+        with pytest.raises(InvalidPolicyError, match="out of range of a Java"):
+            catalog.bind(patch)
+    # Everything else is validate_patch's to refuse (or Pulsar's own checks').
+    left: tuple[dict[str, Any], ...] = (
+        {"maxMessageSize": -1},
+        {"compactionThreshold": 2**63 - 1},
+        {"messageTTLInSeconds": 1.5},
+        {"maxMessageSize": "x"},
+        {"retentionPolicies": [2**40]},
+        {"unknownField": 2**70},
+    )
+    for patch in left:
+        catalog.bind(patch)
+
+
 def test_policies_are_immutable_and_merge_by_copy() -> None:
     a = Policies({"maxConsumerPerTopic": 1, "subscriptionTypesEnabled": ["Shared"]})
     b = a.merged({"maxProducerPerTopic": 2, "maxConsumerPerTopic": None})

@@ -127,7 +127,7 @@ def test_every_broker_waits_until_all_named_brokers_are_reachable(
 
 
 class _Listing:
-    def __init__(self, valid: list[str], errors: list[Exception]) -> None:
+    def __init__(self, valid: list[str], errors: list[object]) -> None:
         self.valid = [type("G", (), {"group_id": g})() for g in valid]
         self.errors = errors
 
@@ -183,6 +183,21 @@ def test_list_groups_with_a_broker_missing_is_an_error_not_a_shorter_list(live: 
     admin = _kafka_admin(fake)
     assert admin.list_groups("", timeout_s=5) == ["a", "b"]  # a timeout is retried
     assert len(fake.fanouts) == 2
+    fake.listings = [_Listing(["a"], [refused])]
+    with pytest.raises(TransportError, match="listing would be incomplete"):
+        admin.list_groups("", timeout_s=5)
+
+
+def test_list_groups_reads_the_bare_kafka_errors_of_a_listing(live: _Broker) -> None:
+    """ListConsumerGroupsResult.errors holds KafkaError objects, not exceptions: the
+    timeout check raised AttributeError on them (seen while brokers were killed)."""
+    timed_out = KafkaError(KafkaError._TIMED_OUT, "ListGroups timed out")  # noqa: SLF001
+    refused = KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "denied")
+    fake = _FanoutAdmin(
+        {1: live}, [1], listings=[_Listing(["a"], [timed_out]), _Listing(["a", "b"], [])]
+    )
+    admin = _kafka_admin(fake)
+    assert admin.list_groups("", timeout_s=5) == ["a", "b"]  # a timeout is retried
     fake.listings = [_Listing(["a"], [refused])]
     with pytest.raises(TransportError, match="listing would be incomplete"):
         admin.list_groups("", timeout_s=5)
