@@ -67,7 +67,6 @@ State of the member (checked in one place, :class:`sync._lifecycle.Lifecycle`)::
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import random
 import threading
@@ -492,12 +491,6 @@ class OwnershipMember:
                 partition=slot_of(bundle, self.config.slots),
             )
             self._requests.poll(0)
-
-    def flush_requests(self, timeout_s: float = 5.0) -> None:
-        """Wait until requests produced so far are acknowledged."""
-        with self._requests_lock:
-            if self._requests is not None:
-                self._requests.flush(timeout_s)
 
     # -- the member thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -1151,10 +1144,3 @@ def describe_members(store: MetadataStore, cluster: str) -> list[dict[str, objec
         for m in members.members
     ]
 
-
-def parse_request(raw: bytes) -> dict[str, object]:
-    """Decode an ownership request (for tools and tests)."""
-    return json.loads(raw)  # type: ignore[no-any-return]
-
-
-RequestSink = Callable[[RequestOp, str], None]
