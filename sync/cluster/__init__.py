@@ -10,7 +10,9 @@ three Kafka topics; the modules, each owning one behaviour:
   and its fenced read-modify-write writer;
 * ``_registry``  live brokers (RocketMQ NameServer semantics) and self-registration;
 * ``_ownership`` liveness by consumer-group membership, bundle ownership by slot
-  assignment, fenced claims (the design is in that module's docstring);
+  assignment, fenced claims (the design is in that module's docstring), with
+  ``_ownership_model`` (settings, names, shapes) and ``_ownership_table`` (the ownership
+  topic as a table);
 * ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
 * ``_auth``      optional token auth with per-tenant roles;
@@ -23,7 +25,7 @@ HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` fla
 from ._auth import AuthConfig, Authorizer, TenantRoles
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
-from ._ownership import MemberState, OwnershipConfig, RequestOp, slot_of
+from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
 from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState

@@ -66,23 +66,15 @@ State of the member (checked in one place, :class:`sync._lifecycle.Lifecycle`)::
 
 from __future__ import annotations
 
-import enum
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from sync._constants import (
-    COMPACTED_TABLE_CREATE_CONFIG,
-    COMPACTED_TABLE_REQUIRED_CONFIG,
-    DEFAULT_OWNERSHIP_SLOTS,
-    OWNERSHIP_GROUP_PREFIX,
     OWNERSHIP_MEMBER_CLIENT_PREFIX,
     OWNERSHIP_SLOTS_CREATE_CONFIG,
-    OWNERSHIP_SLOTS_TOPIC_PREFIX,
-    OWNERSHIP_TOPIC_PREFIX,
     OWNERSHIP_TRANSACTIONAL_ID_PREFIX,
 )
 from sync._errors import (
@@ -96,8 +88,6 @@ from sync._errors import (
 )
 from sync._fenced import commit_records
 from sync._lifecycle import Lifecycle
-from sync._names import NamespaceName
-from sync.routing import kafka_partition
 from sync.transport import (
     OFFSET_INVALID,
     Admin,
@@ -109,6 +99,19 @@ from sync.transport import (
 )
 
 from ._metadata import MetadataStore
+from ._ownership_model import (
+    MEMBER_MOVES,
+    MemberState,
+    OwnershipConfig,
+    Request,
+    RequestOp,
+    Write,
+    group_id,
+    namespace_of_bundle,
+    slot_of,
+    slots_topic,
+)
+from ._ownership_table import OwnershipTable
 from ._records import (
     BundleState,
     MemberInfo,
@@ -116,203 +119,13 @@ from ._records import (
     OwnershipRecord,
     broker_key,
     check_transition,
-    decode_json,
-    encode_json,
     members_key,
     perm_key,
 )
-from ._table import TableView
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "MemberState",
-    "OwnershipConfig",
-    "OwnershipMember",
-    "OwnershipTable",
-    "RequestOp",
-    "namespace_of_bundle",
-    "slot_of",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class OwnershipConfig:
-    """Settings of bundle ownership in one cluster."""
-
-    slots: int = DEFAULT_OWNERSHIP_SLOTS
-    #: Liveness: a sidecar silent this long is dropped from the group (Kafka's expiry).
-    session_timeout_ms: int = 6_000
-    heartbeat_interval_ms: int | None = None
-    #: How often the slot-0 owner compares the group with the published membership.
-    membership_poll_s: float = 0.2
-    #: How often an owner re-checks that every bundle of its slots names it.
-    reconcile_interval_s: float = 5.0
-    #: A registration not in the group for this long (and not refreshed) is removed.
-    registration_grace_s: float = 30.0
-    #: A dead owner's open transaction blocks its slots until Kafka aborts it after this;
-    #: None: tied to the liveness timeout (see :attr:`effective_transaction_timeout_ms`).
-    transaction_timeout_ms: int | None = None
-    #: How long one activation waits for a slot's offsets to become stable.
-    activation_wait_s: float = 2.0
-    #: How long a moving bundle stays Releasing before its new owner claims it, so that
-    #: every sidecar sees it stop being owned before anyone sees the new owner (a reader
-    #: lagging less than this never names two owners; issue 11).
-    handover_s: float = 0.25
-    poll_s: float = 0.02
-    #: A loop step that keeps failing is retried after poll_s, doubling up to this.
-    max_retry_delay_s: float = 1.0
-    timeout_s: float = 30.0
-    replication_factor: int = -1
-
-    @property
-    def effective_transaction_timeout_ms(self) -> int:
-        """Half the liveness timeout, at least librdkafka's minimum (1 s), unless set."""
-        if self.transaction_timeout_ms is not None:
-            return self.transaction_timeout_ms
-        return max(1_000, self.session_timeout_ms // 2)
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.slots <= 10_000:
-            raise ConfigurationError(f"ownership slots must be 1..10000, got {self.slots}")
-        if self.session_timeout_ms < 500:
-            raise ConfigurationError(
-                f"session timeout {self.session_timeout_ms} ms is below 500 ms; Kafka's "
-                "group.min.session.timeout.ms would refuse it"
-            )
-
-
-class RequestOp(enum.StrEnum):
-    """What a record on the slots topic asks the slot's owner to do."""
-
-    ACQUIRE = "acquire"
-    UNLOAD = "unload"
-    CLEANUP = "cleanup"
-
-
-class MemberState(enum.Enum):
-    """Where an ownership member is in its life."""
-
-    NEW = "NEW"
-    JOINING = "JOINING"
-    ACTIVE = "ACTIVE"
-    FAILED = "FAILED"
-    CLOSED = "CLOSED"
-
-
-_ALLOWED: dict[MemberState, frozenset[MemberState]] = {
-    MemberState.NEW: frozenset({MemberState.JOINING, MemberState.CLOSED}),
-    MemberState.JOINING: frozenset({MemberState.ACTIVE, MemberState.FAILED, MemberState.CLOSED}),
-    MemberState.ACTIVE: frozenset({MemberState.FAILED, MemberState.CLOSED}),
-    MemberState.FAILED: frozenset({MemberState.CLOSED}),
-    MemberState.CLOSED: frozenset(),
-}
-
-
-def slot_of(bundle: str, slots: int) -> int:
-    """The slot of a bundle: Kafka's default partition of its UTF-8 name among ``slots``."""
-    return kafka_partition(bundle.encode("utf-8"), slots)
-
-
-def namespace_of_bundle(bundle: str) -> NamespaceName | None:
-    """``tenant/ns`` of ``tenant/ns/0x.._0x..`` (None if it is not shaped like one)."""
-    namespace, sep, _ = bundle.rpartition("/")
-    if not sep:
-        return None
-    try:
-        return NamespaceName.parse(namespace)
-    except PolicySyncError:
-        return None
-
-
-def ownership_topic(cluster: str) -> str:
-    """The compacted ownership topic of ``cluster``."""
-    return f"{OWNERSHIP_TOPIC_PREFIX}{cluster}"
-
-
-def slots_topic(cluster: str) -> str:
-    """The slots (request) topic of ``cluster``."""
-    return f"{OWNERSHIP_SLOTS_TOPIC_PREFIX}{cluster}"
-
-
-def group_id(cluster: str) -> str:
-    """The ownership consumer group of ``cluster``."""
-    return f"{OWNERSHIP_GROUP_PREFIX}{cluster}"
-
-
-class OwnershipTable:
-    """Every sidecar's view of a cluster's ownership topic, indexed by slot."""
-
-    def __init__(
-        self,
-        transport: Transport,
-        cluster: str,
-        slots: int,
-        *,
-        replication_factor: int = -1,
-        bootstrap_timeout_s: float = 120.0,
-    ) -> None:
-        self.cluster = cluster
-        self.slots = slots
-        spec = TopicSpec(
-            ownership_topic(cluster),
-            1,
-            config=COMPACTED_TABLE_CREATE_CONFIG,
-            required_config=COMPACTED_TABLE_REQUIRED_CONFIG,
-            replication_factor=replication_factor,
-        )
-        self.table: TableView[OwnershipRecord] = TableView(
-            transport,
-            spec,
-            lambda _key, raw: OwnershipRecord.from_json(raw),
-            bootstrap_timeout_s=bootstrap_timeout_s,
-        )
-        #: slot -> bundles with a record (kept by the reader thread).
-        self.by_slot: dict[int, set[str]] = {}
-        #: Bumped after every change.
-        self.version = 0
-        self.table.add_listener(self._index)
-
-    def _index(self, key: str, old: OwnershipRecord | None, new: OwnershipRecord | None) -> None:
-        slot = slot_of(key, self.slots)
-        if new is None:
-            members = self.by_slot.get(slot)
-            if members is not None:
-                members.discard(key)
-        else:
-            self.by_slot.setdefault(slot, set()).add(key)
-        self.version += 1
-
-    def get(self, bundle: str) -> OwnershipRecord | None:
-        """The current record of ``bundle``."""
-        return self.table.get(bundle)
-
-    def in_slot(self, slot: int) -> list[str]:
-        """Bundles with a record in ``slot``."""
-        return sorted(self.by_slot.get(slot, ()))
-
-    def owned_by(self) -> dict[str, int]:
-        """How many bundles each broker owns."""
-        counts: dict[str, int] = {}
-        for _, rec in self.table.items():
-            if rec.state is BundleState.OWNED:
-                counts[rec.broker] = counts.get(rec.broker, 0) + 1
-        return counts
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    op: RequestOp
-    bundle: str
-    requester: str
-
-
-@dataclass(slots=True)
-class _Write:
-    key: str
-    value: bytes | None
-    record: OwnershipRecord | None
-    topic: str
+__all__ = ["RENEWAL_WINDOW_S", "OwnershipMember", "describe_members"]
 
 
 #: A fenced ownership producer is renewed at most once in this many seconds (see
@@ -347,7 +160,7 @@ class OwnershipMember:
         self._life = Lifecycle(
             f"ownership member {broker_id} ({cluster})",
             MemberState.NEW,
-            _ALLOWED,
+            MEMBER_MOVES,
             terminal=MemberState.CLOSED,
             error=StateTransitionError,
             log=logger,
@@ -473,14 +286,7 @@ class OwnershipMember:
     # -- requests from lookups (any thread) ------------------------------------------
     def request(self, op: RequestOp, bundle: str) -> None:
         """Ask the owner of ``bundle``'s slot to act on it (non-blocking)."""
-        value = encode_json(
-            {
-                "op": op.value,
-                "bundle": bundle,
-                "requester": self.broker_id,
-                "ts": int(time.time() * 1000),
-            }
-        )
+        value = Request(op, bundle, self.broker_id).to_json(int(time.time() * 1000))
         with self._requests_lock:
             if self._requests is None:
                 self._requests = self._transport.producer()
@@ -660,7 +466,7 @@ class OwnershipMember:
             self._forget(moving)
             return
         leaving = sorted(moving & self.active)
-        writes: list[_Write] = []
+        writes: list[Write] = []
         now_ms = int(time.time() * 1000)
         for slot in leaving:
             for bundle in self._bundles_in(slot):
@@ -735,7 +541,7 @@ class OwnershipMember:
         state: BundleState,
         reason: str,
         now_ms: int,
-    ) -> _Write:
+    ) -> Write:
         ours = state is BundleState.OWNED or current is None
         broker = self.broker_id if ours or current is None else current.broker
         incarnation = self.incarnation if ours or current is None else current.incarnation
@@ -752,10 +558,10 @@ class OwnershipMember:
             reason=reason,
             previous=None if current is None else current.broker,
         )
-        return _Write(bundle, record.to_json(), record, self.table.table.spec.name)
+        return Write(bundle, record.to_json(), record, self.table.table.spec.name)
 
-    def _tombstone(self, bundle: str) -> _Write:
-        return _Write(bundle, None, None, self.table.table.spec.name)
+    def _tombstone(self, bundle: str) -> Write:
+        return Write(bundle, None, None, self.table.table.spec.name)
 
     def _mine(self, record: OwnershipRecord | None) -> bool:
         return (
@@ -766,8 +572,8 @@ class OwnershipMember:
         )
 
     def _decide(
-        self, request: _Request, now_ms: int, staged: dict[str, OwnershipRecord | None]
-    ) -> _Write | None:
+        self, request: Request, now_ms: int, staged: dict[str, OwnershipRecord | None]
+    ) -> Write | None:
         bundle = request.bundle
         current = self._current(bundle, staged)
         in_layout = self._in_layout(bundle)
@@ -824,9 +630,9 @@ class OwnershipMember:
         for ``handover_s``: a sidecar whose view lags less than that sees the old owner
         stop before anyone sees the new one, so no two sidecars name different owners.
         """
-        releasing: list[_Write] = []
+        releasing: list[Write] = []
         claims: list[tuple[str, OwnershipRecord]] = []
-        drop: list[_Write] = []
+        drop: list[Write] = []
         now_ms = int(time.time() * 1000)
         for slot in slots:
             for bundle in self._bundles_in(slot):
@@ -895,7 +701,7 @@ class OwnershipMember:
         return found
 
     def _handle(self, batch: Sequence[Message]) -> None:
-        writes: list[_Write] = []
+        writes: list[Write] = []
         touched: dict[int, int] = {}
         now_ms = int(time.time() * 1000)
         staged: dict[str, OwnershipRecord | None] = {}
@@ -928,15 +734,12 @@ class OwnershipMember:
             1 for w in writes if w.record is not None and w.record.state is BundleState.OWNED
         )
 
-    def _parse(self, msg: Message) -> _Request | None:
+    def _parse(self, msg: Message) -> Request | None:
         raw = msg.value()
         if raw is None:
             return None
         try:
-            body = decode_json(raw, "ownership request")
-            return _Request(
-                RequestOp(body["op"]), str(body["bundle"]), str(body.get("requester", ""))
-            )
+            return Request.from_json(raw)
         except (CodecError, KeyError, ValueError) as exc:
             logger.warning(
                 "skipping bad ownership request %s[%s]@%s: %s",
@@ -996,7 +799,7 @@ class OwnershipMember:
         previous = self.store.memberships.get(self.cluster)
         alive = frozenset(m.incarnation for m in members)
         registry_topic = self.store.table.spec.name
-        writes: list[_Write] = []
+        writes: list[Write] = []
         if previous is None or previous.members != members:
             snapshot = Membership(
                 cluster=self.cluster,
@@ -1006,7 +809,7 @@ class OwnershipMember:
                 timestamp_ms=int(time.time() * 1000),
             )
             writes.append(
-                _Write(members_key(self.cluster), snapshot.to_json(), None, registry_topic)
+                Write(members_key(self.cluster), snapshot.to_json(), None, registry_topic)
             )
         was_alive = frozenset() if previous is None else previous.incarnations
         now_ms = time.time() * 1000
@@ -1025,11 +828,11 @@ class OwnershipMember:
                     broker_id,
                     reg.incarnation,
                 )
-                writes.append(_Write(broker_key(cluster, broker_id), None, None, registry_topic))
+                writes.append(Write(broker_key(cluster, broker_id), None, None, registry_topic))
                 expired_names.add(reg.broker_name)
         for cluster, name in list(self.store.perms):
             if cluster == self.cluster and name in expired_names and name not in live_names:
-                writes.append(_Write(perm_key(cluster, name), None, None, registry_topic))
+                writes.append(Write(perm_key(cluster, name), None, None, registry_topic))
         if writes:
             self._commit(writes, self._fence([0]))
             self.membership_published += 1
@@ -1043,7 +846,7 @@ class OwnershipMember:
         candidates = {c for c, _ in (key for key, _ in registrations)} | set(self.store.memberships)
         candidates.discard(self.cluster)
         registry_topic = self.store.table.spec.name
-        writes: list[_Write] = []
+        writes: list[Write] = []
         for cluster in sorted(candidates):
             regs = [(bid, reg) for (c, bid), reg in registrations if c == cluster]
             if any(now_ms - reg.heartbeat_ms <= grace_ms for _, reg in regs):
@@ -1055,12 +858,12 @@ class OwnershipMember:
                 continue
             logger.info("cluster %s has no live broker left: forgetting it", cluster)
             writes += [
-                _Write(broker_key(cluster, bid), None, None, registry_topic) for bid, _ in regs
+                Write(broker_key(cluster, bid), None, None, registry_topic) for bid, _ in regs
             ]
             if snapshot is not None:
-                writes.append(_Write(members_key(cluster), None, None, registry_topic))
+                writes.append(Write(members_key(cluster), None, None, registry_topic))
             writes += [
-                _Write(perm_key(c, name), None, None, registry_topic)
+                Write(perm_key(c, name), None, None, registry_topic)
                 for (c, name) in list(self.store.perms)
                 if c == cluster
             ]
@@ -1073,7 +876,7 @@ class OwnershipMember:
         our generation when they are sent, which is what fences a zombie's writes."""
         return {s: self._next_offset.get(s, self._committed.get(s, 0)) for s in slots}
 
-    def _commit(self, writes: Sequence[_Write], offsets: dict[int, int]) -> None:
+    def _commit(self, writes: Sequence[Write], offsets: dict[int, int]) -> None:
         assert self._producer is not None and self._consumer is not None  # noqa: S101
         if not writes and not offsets:
             return
@@ -1143,4 +946,3 @@ def describe_members(store: MetadataStore, cluster: str) -> list[dict[str, objec
         }
         for m in members.members
     ]
-

@@ -28,7 +28,7 @@ from sync.cluster import (
     RequestOp,
     slot_of,
 )
-from sync.cluster._ownership import group_id, ownership_topic, slots_topic
+from sync.cluster._ownership_model import group_id, ownership_topic, slots_topic
 from sync.transport import MemoryTransport
 
 SLOTS = 8
@@ -406,7 +406,7 @@ def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() 
     process) bumps the epoch: the producer is fenced though no other process took the broker
     id. The member renews its producer and keeps deciding; it does not FAIL the service."""
     from sync._constants import OWNERSHIP_TRANSACTIONAL_ID_PREFIX
-    from sync.cluster._ownership import MemberState
+    from sync.cluster._ownership_model import MemberState
 
     with memory_cluster(2) as (transport, services):
         victim = services[0]
