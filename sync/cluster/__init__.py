@@ -11,8 +11,8 @@ three Kafka topics; the modules, each owning one behaviour:
 * ``_registry``  live brokers (RocketMQ NameServer semantics) and self-registration;
 * ``_ownership`` liveness by consumer-group membership, bundle ownership by slot
   assignment, fenced claims (the design is in that module's docstring), with
-  ``_ownership_model`` (settings, names, shapes) and ``_ownership_table`` (the ownership
-  topic as a table);
+  ``_ownership_model`` (settings, names, shapes), ``_ownership_table`` (the ownership
+  topic as a table) and ``_ownership_decisions`` (what an owner writes: pure functions);
 * ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
 * ``_auth``      optional token auth with per-tenant roles;

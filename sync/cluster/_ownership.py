@@ -70,7 +70,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from sync._constants import (
     OWNERSHIP_MEMBER_CLIENT_PREFIX,
@@ -99,6 +99,16 @@ from sync.transport import (
 )
 
 from ._metadata import MetadataStore
+from ._ownership_decisions import (
+    Decider,
+    claim_writes,
+    decide_request,
+    handover_wait_ms,
+    in_layout,
+    names_another_owner,
+    plan_takeover,
+    release_writes,
+)
 from ._ownership_model import (
     MEMBER_MOVES,
     MemberState,
@@ -107,7 +117,6 @@ from ._ownership_model import (
     RequestOp,
     Write,
     group_id,
-    namespace_of_bundle,
     slot_of,
     slots_topic,
 )
@@ -118,7 +127,6 @@ from ._records import (
     Membership,
     OwnershipRecord,
     broker_key,
-    check_transition,
     members_key,
     perm_key,
 )
@@ -466,19 +474,7 @@ class OwnershipMember:
             self._forget(moving)
             return
         leaving = sorted(moving & self.active)
-        writes: list[Write] = []
-        now_ms = int(time.time() * 1000)
-        for slot in leaving:
-            for bundle in self._bundles_in(slot):
-                current = self._current(bundle)
-                if (
-                    current is not None
-                    and current.state is BundleState.OWNED
-                    and current.incarnation == self.incarnation
-                ):
-                    writes.append(
-                        self._record(bundle, current, BundleState.RELEASING, "revoked", now_ms)
-                    )
+        writes = release_writes(self._view(leaving), self._decider(), int(time.time() * 1000))
         offsets = self._fence(leaving)
         try:
             if writes or offsets:
@@ -529,70 +525,34 @@ class OwnershipMember:
             return self._overlay[bundle]
         return self.table.get(bundle)
 
+    def _view(self, slots: Iterable[int]) -> Iterator[tuple[str, OwnershipRecord | None]]:
+        """Every bundle of ``slots`` with its current record, as we decide on them."""
+        for slot in slots:
+            for bundle in self._bundles_in(slot):
+                yield bundle, self._current(bundle)
+
     def _in_layout(self, bundle: str) -> bool:
-        namespace = namespace_of_bundle(bundle)
-        layout = None if namespace is None else self.store.layout(namespace)
-        return layout is not None and layout.contains(bundle)
+        return in_layout(bundle, self.store.layout)
 
-    def _record(
-        self,
-        bundle: str,
-        current: OwnershipRecord | None,
-        state: BundleState,
-        reason: str,
-        now_ms: int,
-    ) -> Write:
-        ours = state is BundleState.OWNED or current is None
-        broker = self.broker_id if ours or current is None else current.broker
-        incarnation = self.incarnation if ours or current is None else current.incarnation
-        check_transition(bundle, current, state, broker, incarnation)
-        record = OwnershipRecord(
-            bundle=bundle,
-            state=state,
-            broker=broker,
-            incarnation=incarnation,
-            version=(0 if current is None else current.version) + 1,
-            generation=self.generation,
-            slot=slot_of(bundle, self.config.slots),
-            timestamp_ms=now_ms,
-            reason=reason,
-            previous=None if current is None else current.broker,
-        )
-        return Write(bundle, record.to_json(), record, self.table.table.spec.name)
-
-    def _tombstone(self, bundle: str) -> Write:
-        return Write(bundle, None, None, self.table.table.spec.name)
-
-    def _mine(self, record: OwnershipRecord | None) -> bool:
-        return (
-            record is not None
-            and record.state is BundleState.OWNED
-            and record.broker == self.broker_id
-            and record.incarnation == self.incarnation
+    def _decider(self) -> Decider:
+        return Decider(
+            self.broker_id,
+            self.incarnation,
+            self.generation,
+            self.config.slots,
+            self.table.table.spec.name,
         )
 
     def _decide(
         self, request: Request, now_ms: int, staged: dict[str, OwnershipRecord | None]
     ) -> Write | None:
-        bundle = request.bundle
-        current = self._current(bundle, staged)
-        in_layout = self._in_layout(bundle)
-        if not in_layout or request.op is RequestOp.CLEANUP:
+        current = self._current(request.bundle, staged)
+        bundle_in_layout = self._in_layout(request.bundle)
+        if not bundle_in_layout or request.op is RequestOp.CLEANUP:
             # The requester may have seen a newer layout (a split) than we have yet.
             self.store.table.sync(self.config.timeout_s)
-            in_layout = self._in_layout(bundle)
-        if not in_layout:
-            # Not (or no longer) a bundle of its namespace, e.g. split: drop its record.
-            return self._tombstone(bundle) if current is not None else None
-        if request.op is RequestOp.ACQUIRE:
-            if self._mine(current):
-                return None
-            return self._record(bundle, current, BundleState.OWNED, "lookup", now_ms)
-        if request.op is RequestOp.UNLOAD:
-            if current is None or current.state is not BundleState.OWNED:
-                return None
-            return self._record(bundle, current, BundleState.FREE, "unload", now_ms)
-        return None  # CLEANUP of a bundle still in its layout: nothing to do
+            bundle_in_layout = self._in_layout(request.bundle)
+        return decide_request(request, current, bundle_in_layout, self._decider(), now_ms)
 
     def _activate(self) -> None:
         """Start deciding for newly assigned slots, after the previous owner's last word."""
@@ -630,49 +590,17 @@ class OwnershipMember:
         for ``handover_s``: a sidecar whose view lags less than that sees the old owner
         stop before anyone sees the new one, so no two sidecars name different owners.
         """
-        releasing: list[Write] = []
-        claims: list[tuple[str, OwnershipRecord]] = []
-        drop: list[Write] = []
-        now_ms = int(time.time() * 1000)
-        for slot in slots:
-            for bundle in self._bundles_in(slot):
-                current = self._current(bundle)
-                if current is None or self._mine(current):
-                    continue
-                if current.state not in (BundleState.OWNED, BundleState.RELEASING):
-                    continue
-                if not self._in_layout(bundle):
-                    drop.append(self._tombstone(bundle))
-                    continue
-                if current.state is BundleState.OWNED:
-                    w = self._record(bundle, current, BundleState.RELEASING, "failover", now_ms)
-                    assert w.record is not None  # noqa: S101 - a record, not a tombstone
-                    releasing.append(w)
-                    claims.append((bundle, w.record))
-                else:
-                    claims.append((bundle, current))
-        if not claims:
-            self._commit(drop, offsets)
+        me = self._decider()
+        plan = plan_takeover(self._view(slots), self._in_layout, me, int(time.time() * 1000))
+        if not plan.claims:
+            self._commit(plan.drop, offsets)
             return 0
-        if releasing or drop:
-            self._commit([*drop, *releasing], offsets)
-        handover_ms = self.config.handover_s * 1000
-        now_ms = int(time.time() * 1000)
-        # A record from another host's clock: never wait longer than the handover itself.
-        wait_ms = max(min(handover_ms, handover_ms - (now_ms - c.timestamp_ms)) for _, c in claims)
+        if plan.releasing or plan.drop:
+            self._commit([*plan.drop, *plan.releasing], offsets)
+        wait_ms = handover_wait_ms(plan.claims, self.config.handover_s, int(time.time() * 1000))
         if wait_ms > 0:
             time.sleep(wait_ms / 1000)
-        now_ms = int(time.time() * 1000)
-        writes = [
-            self._record(
-                bundle,
-                current,
-                BundleState.OWNED,
-                "failover" if current.reason == "failover" else "rebalance",
-                now_ms,
-            )
-            for bundle, current in claims
-        ]
+        writes = claim_writes(plan.claims, me, int(time.time() * 1000))
         self._commit(writes, offsets)
         self.claims += len(writes)
         return len(writes)
@@ -753,13 +681,8 @@ class OwnershipMember:
     def _reconcile(self) -> None:
         """Claim any bundle of our slots that still names another (or an old) owner."""
         slots = sorted(self.active)
-        if any(
-            (current := self._current(bundle)) is not None
-            and not self._mine(current)
-            and current.state in (BundleState.OWNED, BundleState.RELEASING)
-            for slot in slots
-            for bundle in self._bundles_in(slot)
-        ):
+        me = self._decider()
+        if any(names_another_owner(current, me) for _, current in self._view(slots)):
             self._take_over(slots, self._fence(slots))
 
     # -- membership and registry cleanup (the owner of slot 0) ------------------------

@@ -28,6 +28,7 @@ from sync.cluster import (
     RequestOp,
     slot_of,
 )
+from sync.cluster._ownership_decisions import new_record
 from sync.cluster._ownership_model import group_id, ownership_topic, slots_topic
 from sync.transport import MemoryTransport
 
@@ -304,7 +305,7 @@ def test_a_zombie_with_a_stale_generation_cannot_commit_a_claim() -> None:
         before = len(transport.broker.records(ownership_topic(cluster)))
         current = other.ownership.get(bundle)
         zombie = owner.member
-        claim = zombie._record(bundle, current, BundleState.OWNED, "zombie", 0)
+        claim = new_record(bundle, current, BundleState.OWNED, "zombie", 0, zombie._decider())
         with pytest.raises(GroupFencedError):
             zombie._commit([claim], {slot: 0})
         assert len(transport.broker.records(ownership_topic(cluster))) == before
