@@ -12,7 +12,8 @@ three Kafka topics; the modules, each owning one behaviour:
 * ``_ownership`` liveness by consumer-group membership, bundle ownership by slot
   assignment, fenced claims (the design is in that module's docstring), with
   ``_ownership_model`` (settings, names, shapes), ``_ownership_table`` (the ownership
-  topic as a table) and ``_ownership_decisions`` (what an owner writes: pure functions);
+  topic as a table), ``_ownership_decisions`` (what an owner writes: pure functions) and
+  ``_ownership_housekeeping`` (the slot-0 owner's registry jobs);
 * ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
 * ``_auth``      optional token auth with per-tenant roles;

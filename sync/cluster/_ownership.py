@@ -35,7 +35,8 @@ How it works
   bundle in the same fenced transaction that commits the request's offset.
 * The owner of slot 0 also publishes the group's membership (``describe_consumer_groups``)
   to the registry and tombstones registrations (and wiped perms) of expired brokers,
-  fenced the same way; it also forgets whole clusters whose every broker died.
+  fenced the same way; it also forgets whole clusters whose every broker died
+  (:mod:`sync.cluster._ownership_housekeeping`).
 * Every transaction that writes also commits offsets of slots we hold (a slot never
   committed is committed at 0, which changes nothing), so *every* write is fenced;
   :meth:`OwnershipMember._commit` refuses a write without them.
@@ -70,7 +71,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from sync._constants import (
     OWNERSHIP_MEMBER_CLIENT_PREFIX,
@@ -90,7 +91,6 @@ from sync._fenced import commit_records
 from sync._lifecycle import Lifecycle
 from sync.transport import (
     OFFSET_INVALID,
-    Admin,
     GroupConsumer,
     Message,
     Producer,
@@ -109,6 +109,7 @@ from ._ownership_decisions import (
     plan_takeover,
     release_writes,
 )
+from ._ownership_housekeeping import Housekeeping
 from ._ownership_model import (
     MEMBER_MOVES,
     MemberState,
@@ -123,17 +124,12 @@ from ._ownership_model import (
 from ._ownership_table import OwnershipTable
 from ._records import (
     BundleState,
-    MemberInfo,
-    Membership,
     OwnershipRecord,
-    broker_key,
-    members_key,
-    perm_key,
 )
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RENEWAL_WINDOW_S", "OwnershipMember", "describe_members"]
+__all__ = ["RENEWAL_WINDOW_S", "OwnershipMember"]
 
 
 #: A fenced ownership producer is renewed at most once in this many seconds (see
@@ -182,7 +178,6 @@ class OwnershipMember:
         self._producer: Producer | None = None
         self._requests: Producer | None = None
         self._requests_lock = threading.Lock()
-        self._admin: Admin | None = None
         #: Slots whose bundles we decide for; slots assigned but not yet activated.
         self.active: set[int] = set()
         self._pending: set[int] = set()
@@ -190,23 +185,26 @@ class OwnershipMember:
         self._overlay: dict[str, OwnershipRecord | None] = {}
         self._next_offset: dict[int, int] = {}
         self._committed: dict[int, int] = {}
-        self._last_membership = 0.0
-        self._last_sweep = time.monotonic()
         self._last_reconcile = time.monotonic()
-        self._membership_dirty = True
         self.generation = -1
+        #: The registry jobs of the slot-0 owner.
+        self.housekeeping = Housekeeping(
+            config,
+            cluster=cluster,
+            broker_id=broker_id,
+            store=store,
+            transport=transport,
+            commit=lambda writes: self._commit(writes, self._fence([0])),
+        )
         #: Counters for tests and metrics.
         self.claims = 0
         self.releases = 0
         self.fenced = 0
         self.requests_handled = 0
-        self.membership_published = 0
         self.step_failures = 0
         self.producer_renewals = 0
         self._renewed_at = -RENEWAL_WINDOW_S
         self._retry_delay = config.poll_s
-        self._membership_backoff = config.membership_poll_s
-        self._membership_retry_at = 0.0
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -235,16 +233,7 @@ class OwnershipMember:
 
     def start(self) -> None:
         """Join the group in a background thread (returns at once)."""
-        # One admin client for the member's life: the slot-0 owner describes the group
-        # every membership_poll_s, and a client per call would mean new connections.
-        self._admin = admin = self._transport.admin()
-        # Its group calls run in a worker process: start it now, off the boot path, so a
-        # new slot-0 owner does not spend seconds starting one while a failover waits.
-        warm_up = getattr(admin, "warm_up", None)
-        if warm_up is not None:
-            threading.Thread(
-                target=self._warm_up, args=(warm_up,), name="admin-warm-up", daemon=True
-            ).start()
+        admin = self.housekeeping.open_admin()
         for spec in self.topics():
             admin.ensure_topic(spec, self.config.timeout_s)
         with self._requests_lock:
@@ -273,23 +262,7 @@ class OwnershipMember:
             if self._requests is not None:
                 self._requests.close()
                 self._requests = None
-        # The Kafka admin runs coordinator calls in a worker process: stop it now.
-        admin, self._admin = self._admin, None
-        close_admin = getattr(admin, "close", None)
-        if close_admin is not None:
-            close_admin()
-
-    @staticmethod
-    def _warm_up(warm_up: Callable[[], None]) -> None:
-        try:
-            warm_up()
-        except PolicySyncError as exc:
-            logger.info("starting the Kafka admin worker failed: %s (retried on use)", exc)
-
-    def _admin_client(self) -> Admin:
-        if self._admin is None:
-            self._admin = self._transport.admin()
-        return self._admin
+        self.housekeeping.close_admin()
 
     # -- requests from lookups (any thread) ------------------------------------------
     def request(self, op: RequestOp, bundle: str) -> None:
@@ -417,18 +390,8 @@ class OwnershipMember:
             if batch:
                 self._handle(batch)
             now = time.monotonic()
-            if (
-                0 in self.active
-                and now >= self._membership_retry_at
-                and (
-                    self._membership_dirty
-                    or now - self._last_membership >= self.config.membership_poll_s
-                )
-            ):
-                self._publish_membership_backing_off(now)
-            if 0 in self.active and now - self._last_sweep >= self.config.reconcile_interval_s:
-                self._last_sweep = now
-                self._sweep_dead_clusters()
+            if 0 in self.active:
+                self.housekeeping.run_due(now, self.generation)
             if self.active and now - self._last_reconcile >= self.config.reconcile_interval_s:
                 self._last_reconcile = now
                 self._reconcile()
@@ -458,7 +421,7 @@ class OwnershipMember:
     # -- RebalanceListener (called from inside consume/close) ---------------------------
     def on_assign(self, partitions: Sequence[int]) -> None:
         """New slots: activate them (after the previous owner's writes are visible)."""
-        self._membership_dirty = True
+        self.housekeeping.dirty = True
         self._pending.update(partitions)
         if self._consumer is not None:
             self.generation = self._consumer.generation()
@@ -467,7 +430,7 @@ class OwnershipMember:
 
     def on_revoke(self, partitions: Sequence[int]) -> None:
         """Slots moving away: mark our bundles there Releasing while we still may write."""
-        self._membership_dirty = True
+        self.housekeeping.dirty = True
         moving = set(partitions)
         self._pending.difference_update(moving)
         if self._life.state is MemberState.FAILED or self._producer is None:
@@ -487,7 +450,7 @@ class OwnershipMember:
 
     def on_lost(self, partitions: Sequence[int]) -> None:
         """We were thrown out (session expired): stop deciding, write nothing."""
-        self._membership_dirty = True
+        self.housekeeping.dirty = True
         lost = set(partitions) | self.active | self._pending
         logger.warning(
             "ownership member %s lost slots %s (session expired?)", self.broker_id, sorted(lost)
@@ -685,114 +648,6 @@ class OwnershipMember:
         if any(names_another_owner(current, me) for _, current in self._view(slots)):
             self._take_over(slots, self._fence(slots))
 
-    # -- membership and registry cleanup (the owner of slot 0) ------------------------
-    def _publish_membership_backing_off(self, now: float) -> None:
-        """Publish the membership; while describing the group keeps failing (coordinator
-        moving after a broker died), retry after 0.2 s doubling to 5 s, without holding
-        up the rest of the loop (issue 11: ~24 describes a second for over a minute)."""
-        try:
-            self._publish_membership()
-        except (GroupFencedError, ProducerFencedError):
-            raise  # handled by the loop: a rebalance, or fatal
-        except TransportError as exc:
-            delay = self._membership_backoff
-            self._membership_backoff = min(delay * 2, 5.0)
-            self._membership_retry_at = now + delay * (0.5 + random.random())  # noqa: S311
-            logger.info("publishing the membership failed: %s; next try in %.1fs", exc, delay)
-            return
-        self._membership_backoff = self.config.membership_poll_s
-
-    def _publish_membership(self) -> None:
-        self._last_membership = time.monotonic()
-        desc = self._admin_client().describe_group(self._group, 5.0)
-        if desc.state != "Stable":
-            self._membership_dirty = True
-            return
-        self._membership_dirty = False
-        members = tuple(
-            MemberInfo(
-                m.client_id,
-                m.member_id,
-                m.host,
-                tuple(m.assignment.get(self._slots_topic, ())),
-            )
-            for m in sorted(desc.members, key=lambda m: m.client_id)
-            if m.client_id.startswith(OWNERSHIP_MEMBER_CLIENT_PREFIX)
-        )
-        previous = self.store.memberships.get(self.cluster)
-        alive = frozenset(m.incarnation for m in members)
-        registry_topic = self.store.table.spec.name
-        writes: list[Write] = []
-        if previous is None or previous.members != members:
-            snapshot = Membership(
-                cluster=self.cluster,
-                members=members,
-                leader=self.broker_id,
-                generation=self.generation,
-                timestamp_ms=int(time.time() * 1000),
-            )
-            writes.append(
-                Write(members_key(self.cluster), snapshot.to_json(), None, registry_topic)
-            )
-        was_alive = frozenset() if previous is None else previous.incarnations
-        now_ms = time.time() * 1000
-        expired_names: set[str] = set()
-        live_names: set[str] = set()
-        for (cluster, broker_id), reg in list(self.store.registrations.items()):
-            if cluster != self.cluster:
-                continue
-            if reg.incarnation in alive:
-                live_names.add(reg.broker_name)
-                continue
-            stale = now_ms - reg.heartbeat_ms > self.config.registration_grace_s * 1000
-            if reg.incarnation in was_alive or stale:
-                logger.info(
-                    "broker %s (incarnation %s) left the group: removing its registration",
-                    broker_id,
-                    reg.incarnation,
-                )
-                writes.append(Write(broker_key(cluster, broker_id), None, None, registry_topic))
-                expired_names.add(reg.broker_name)
-        for cluster, name in list(self.store.perms):
-            if cluster == self.cluster and name in expired_names and name not in live_names:
-                writes.append(Write(perm_key(cluster, name), None, None, registry_topic))
-        if writes:
-            self._commit(writes, self._fence([0]))
-            self.membership_published += 1
-
-    def _sweep_dead_clusters(self) -> None:
-        """Forget other clusters whose every broker died: no registration refreshed within
-        the grace period and an empty ownership group (nobody is left there to do it)."""
-        now_ms = time.time() * 1000
-        grace_ms = self.config.registration_grace_s * 1000
-        registrations = list(self.store.registrations.items())
-        candidates = {c for c, _ in (key for key, _ in registrations)} | set(self.store.memberships)
-        candidates.discard(self.cluster)
-        registry_topic = self.store.table.spec.name
-        writes: list[Write] = []
-        for cluster in sorted(candidates):
-            regs = [(bid, reg) for (c, bid), reg in registrations if c == cluster]
-            if any(now_ms - reg.heartbeat_ms <= grace_ms for _, reg in regs):
-                continue
-            snapshot = self.store.memberships.get(cluster)
-            if snapshot is not None and now_ms - snapshot.timestamp_ms <= grace_ms:
-                continue
-            if self._admin_client().describe_group(group_id(cluster), 5.0).members:
-                continue
-            logger.info("cluster %s has no live broker left: forgetting it", cluster)
-            writes += [
-                Write(broker_key(cluster, bid), None, None, registry_topic) for bid, _ in regs
-            ]
-            if snapshot is not None:
-                writes.append(Write(members_key(cluster), None, None, registry_topic))
-            writes += [
-                Write(perm_key(c, name), None, None, registry_topic)
-                for (c, name) in list(self.store.perms)
-                if c == cluster
-            ]
-        if writes:
-            self._commit(writes, self._fence([0]))
-
     # -- the fenced write ------------------------------------------------------------
     def _fence(self, slots: Iterable[int]) -> dict[int, int]:
         """Offsets to commit for ``slots`` (what we processed): the group coordinator checks
@@ -848,24 +703,3 @@ class OwnershipMember:
                     self._next_offset[slot] = base
                 except TransportError:
                     logger.debug("seek back of slot %d failed", slot, exc_info=True)
-
-
-def describe_members(store: MetadataStore, cluster: str) -> list[dict[str, object]]:
-    """The published membership with broker ids resolved, for status endpoints."""
-    members = store.memberships.get(cluster)
-    if members is None:
-        return []
-    by_incarnation = {
-        reg.incarnation: broker_id
-        for (c, broker_id), reg in list(store.registrations.items())
-        if c == cluster
-    }
-    return [
-        {
-            "brokerId": by_incarnation.get(m.incarnation),
-            "incarnation": m.incarnation,
-            "memberId": m.member_id,
-            "slots": list(m.slots),
-        }
-        for m in members.members
-    ]
