@@ -9,11 +9,12 @@ three Kafka topics; the modules, each owning one behaviour:
 * ``_metadata``  the registry topic (registrations, membership, layouts, topics, KV, perms)
   and its fenced read-modify-write writer;
 * ``_registry``  live brokers (RocketMQ NameServer semantics) and self-registration;
-* ``_ownership`` liveness by consumer-group membership, bundle ownership by slot
+* ``_ownership_member`` liveness by consumer-group membership, bundle ownership by slot
   assignment, fenced claims (the design is in that module's docstring), with
-  ``_ownership_model`` (settings, names, shapes), ``_ownership_table`` (the ownership
-  topic as a table), ``_ownership_decisions`` (what an owner writes: pure functions) and
-  ``_ownership_housekeeping`` (the slot-0 owner's registry jobs);
+  ``_ownership_model`` (settings, names, shapes), ``_ownership_table`` (the ownership topic
+  as a table), ``_ownership_decisions`` (what an owner writes: pure functions),
+  ``_ownership_transactions`` (the fenced writes), ``_ownership_requests`` (requests to
+  slot owners) and ``_ownership_housekeeping`` (the slot-0 owner's registry jobs);
 * ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
 * ``_auth``      optional token auth with per-tenant roles;

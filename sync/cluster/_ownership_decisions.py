@@ -1,7 +1,7 @@
 """What a slot's owner writes, decided without Kafka: pure functions from the records it
 sees, the time and who it is, to the ownership records to write.
 
-The member (:mod:`sync.cluster._ownership`) reads its view, calls these, and
+The member (:mod:`sync.cluster._ownership_member`) reads its view, calls these, and
 commits what they return in one fenced transaction; nothing here reads a clock, sleeps,
 or talks to Kafka.
 """

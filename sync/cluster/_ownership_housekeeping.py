@@ -4,7 +4,7 @@ it, and forgets whole clusters whose every broker died.
 
 What to write is decided by the pure functions here; :class:`Housekeeping` describes the
 groups, schedules the jobs and hands the writes to the member, which commits them fenced
-by slot 0's offset (see :mod:`sync.cluster._ownership`).
+by slot 0's offset (see :mod:`sync.cluster._ownership_member`).
 """
 
 from __future__ import annotations

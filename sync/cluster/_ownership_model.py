@@ -2,7 +2,7 @@
 housekeeping: settings, request operations, member states, slot and topic names, and the
 shapes of a request and of a write.
 
-How ownership works is told in :mod:`sync.cluster._ownership`.
+How ownership works is told in :mod:`sync.cluster._ownership_member`.
 """
 
 from __future__ import annotations

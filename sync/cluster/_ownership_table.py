@@ -1,7 +1,7 @@
 """Every sidecar's view of its cluster's compacted ownership topic, indexed by slot.
 
 Lookups and the admin read it; the slot owners write it (see
-:mod:`sync.cluster._ownership`).
+:mod:`sync.cluster._ownership_member`).
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ How it works
   (:mod:`sync.cluster._ownership_housekeeping`).
 * Every transaction that writes also commits offsets of slots we hold (a slot never
   committed is committed at 0, which changes nothing), so *every* write is fenced;
-  :meth:`OwnershipMember._commit` refuses a write without them.
+  :meth:`sync.cluster._ownership_transactions.SlotTransactions.commit` refuses a write
+  without them.
 
 Load spread: the assignor balances slot counts over live members, and bundles hash
 uniformly onto slots, so bundles spread evenly by count; an unloaded bundle is claimed
@@ -59,6 +60,13 @@ slot activates on its own).
 A member that fails (e.g. fenced by another process using the same broker id) leaves the
 group without writing, so its slots move; the HTTP supervisor starts a new incarnation.
 
+Who does what: this module is the member (group membership, activation, the step loop);
+what it writes is decided by the pure functions of ``_ownership_decisions`` and committed
+by ``_ownership_transactions``; the slot-0 jobs are in ``_ownership_housekeeping``,
+requests from lookups go out through ``_ownership_requests``, every sidecar reads the
+ownership topic through ``_ownership_table``, and settings, names and record shapes are in
+``_ownership_model`` (all in :mod:`sync.cluster`).
+
 State of the member (checked in one place, :class:`sync._lifecycle.Lifecycle`)::
 
     NEW ──start()──▶ JOINING ──first assignment handled──▶ ACTIVE ──close()──▶ CLOSED
@@ -71,29 +79,24 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from sync._constants import (
     OWNERSHIP_MEMBER_CLIENT_PREFIX,
     OWNERSHIP_SLOTS_CREATE_CONFIG,
-    OWNERSHIP_TRANSACTIONAL_ID_PREFIX,
 )
 from sync._errors import (
-    CodecError,
-    ConfigurationError,
     GroupFencedError,
     PolicySyncError,
     ProducerFencedError,
     StateTransitionError,
     TransportError,
 )
-from sync._fenced import commit_records
 from sync._lifecycle import Lifecycle
 from sync.transport import (
     OFFSET_INVALID,
     GroupConsumer,
     Message,
-    Producer,
     TopicSpec,
     Transport,
 )
@@ -121,11 +124,10 @@ from ._ownership_model import (
     slot_of,
     slots_topic,
 )
+from ._ownership_requests import OwnershipRequests, read_request
 from ._ownership_table import OwnershipTable
-from ._records import (
-    BundleState,
-    OwnershipRecord,
-)
+from ._ownership_transactions import SlotTransactions
+from ._records import BundleState, OwnershipRecord
 
 logger = logging.getLogger(__name__)
 
@@ -175,16 +177,15 @@ class OwnershipMember:
         self._joined = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: GroupConsumer | None = None
-        self._producer: Producer | None = None
-        self._requests: Producer | None = None
-        self._requests_lock = threading.Lock()
+        self._requests = OwnershipRequests(
+            transport, cluster=cluster, slots=config.slots, broker_id=broker_id
+        )
+        self._tx = SlotTransactions(
+            transport, config, cluster=cluster, broker_id=broker_id, table=table
+        )
         #: Slots whose bundles we decide for; slots assigned but not yet activated.
         self.active: set[int] = set()
         self._pending: set[int] = set()
-        #: What we committed for bundles of our slots (ahead of our own table view).
-        self._overlay: dict[str, OwnershipRecord | None] = {}
-        self._next_offset: dict[int, int] = {}
-        self._committed: dict[int, int] = {}
         self._last_reconcile = time.monotonic()
         self.generation = -1
         #: The registry jobs of the slot-0 owner.
@@ -194,7 +195,7 @@ class OwnershipMember:
             broker_id=broker_id,
             store=store,
             transport=transport,
-            commit=lambda writes: self._commit(writes, self._fence([0])),
+            commit=lambda writes: self._commit(writes, self._tx.fence([0])),
         )
         #: Counters for tests and metrics.
         self.claims = 0
@@ -236,10 +237,7 @@ class OwnershipMember:
         admin = self.housekeeping.open_admin()
         for spec in self.topics():
             admin.ensure_topic(spec, self.config.timeout_s)
-        with self._requests_lock:
-            # Created now: an idempotent producer's first send waits for its producer id,
-            # which would otherwise add ~0.5 s to the first lookup that needs a claim.
-            self._requests = self._transport.producer()
+        self._requests.open()
         self._transition(MemberState.JOINING)
         self._thread = threading.Thread(
             target=self._run, name=f"ownership-{self.broker_id}", daemon=True
@@ -258,26 +256,12 @@ class OwnershipMember:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.config.timeout_s)
-        with self._requests_lock:
-            if self._requests is not None:
-                self._requests.close()
-                self._requests = None
+        self._requests.close()
         self.housekeeping.close_admin()
 
-    # -- requests from lookups (any thread) ------------------------------------------
     def request(self, op: RequestOp, bundle: str) -> None:
-        """Ask the owner of ``bundle``'s slot to act on it (non-blocking)."""
-        value = Request(op, bundle, self.broker_id).to_json(int(time.time() * 1000))
-        with self._requests_lock:
-            if self._requests is None:
-                self._requests = self._transport.producer()
-            self._requests.produce(
-                self._slots_topic,
-                bundle.encode("utf-8"),
-                value,
-                partition=slot_of(bundle, self.config.slots),
-            )
-            self._requests.poll(0)
+        """Ask the owner of ``bundle``'s slot to act on it (any thread, non-blocking)."""
+        self._requests.request(op, bundle)
 
     # -- the member thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -293,7 +277,7 @@ class OwnershipMember:
             # the fence (each ~1 s at start-up on 2 loaded cores); the assignment is only
             # handled on the first consume, after it, so no claim precedes the fence.
             self._consumer.subscribe(self._slots_topic, self)
-            self._new_producer()
+            self._tx.open_producer()
             while not self._stop.is_set():
                 self._step()
             if self._graceful:
@@ -308,20 +292,7 @@ class OwnershipMember:
             self._fail(exc, "ownership member failed")
         finally:
             self._joined.set()
-            if self._producer is not None:
-                try:
-                    self._producer.close()
-                except PolicySyncError:
-                    logger.debug("closing the ownership producer failed", exc_info=True)
-
-    def _new_producer(self) -> None:
-        self._producer = self._transport.producer(
-            transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{self.cluster}.{self.broker_id}",
-            transaction_timeout_ms=self.config.effective_transaction_timeout_ms,
-        )
-        # Also fences a previous incarnation of this broker: its open transaction is
-        # aborted now instead of after the transaction timeout.
-        self._producer.init_transactions(self.config.timeout_s)
+            self._tx.close_producer()
 
     def _superseded(self) -> bool:
         """Whether a newer incarnation registered our broker id (it fenced us on purpose)."""
@@ -354,13 +325,7 @@ class OwnershipMember:
             self.broker_id,
             exc,
         )
-        old, self._producer = self._producer, None
-        if old is not None:
-            try:
-                old.close()
-            except PolicySyncError:
-                logger.debug("closing the fenced ownership producer failed", exc_info=True)
-        self._new_producer()
+        self._tx.renew_producer()
         self.producer_renewals += 1
         slots = set(self.active)
         self._forget(slots)
@@ -433,12 +398,12 @@ class OwnershipMember:
         self.housekeeping.dirty = True
         moving = set(partitions)
         self._pending.difference_update(moving)
-        if self._life.state is MemberState.FAILED or self._producer is None:
+        if self._life.state is MemberState.FAILED or self._tx.producer is None:
             self._forget(moving)
             return
         leaving = sorted(moving & self.active)
-        writes = release_writes(self._view(leaving), self._decider(), int(time.time() * 1000))
-        offsets = self._fence(leaving)
+        writes = release_writes(self._tx.view(leaving), self._decider(), int(time.time() * 1000))
+        offsets = self._tx.fence(leaving)
         try:
             if writes or offsets:
                 self._commit(writes, offsets)
@@ -461,11 +426,7 @@ class OwnershipMember:
     def _forget(self, slots: Iterable[int]) -> None:
         slots = set(slots)
         self.active.difference_update(slots)
-        for bundle in [b for b in self._overlay if slot_of(b, self.config.slots) in slots]:
-            del self._overlay[bundle]
-        for slot in slots:
-            self._next_offset.pop(slot, None)
-            self._committed.pop(slot, None)
+        self._tx.forget(slots)
 
     def _mark_joined(self) -> None:
         if not self._joined.is_set():
@@ -474,26 +435,6 @@ class OwnershipMember:
                 self._transition(MemberState.ACTIVE)
 
     # -- deciding ------------------------------------------------------------------------
-    def _bundles_in(self, slot: int) -> list[str]:
-        names = set(self.table.in_slot(slot))
-        names.update(b for b in self._overlay if slot_of(b, self.config.slots) == slot)
-        return sorted(names)
-
-    def _current(
-        self, bundle: str, staged: dict[str, OwnershipRecord | None] | None = None
-    ) -> OwnershipRecord | None:
-        if staged is not None and bundle in staged:
-            return staged[bundle]
-        if bundle in self._overlay:
-            return self._overlay[bundle]
-        return self.table.get(bundle)
-
-    def _view(self, slots: Iterable[int]) -> Iterator[tuple[str, OwnershipRecord | None]]:
-        """Every bundle of ``slots`` with its current record, as we decide on them."""
-        for slot in slots:
-            for bundle in self._bundles_in(slot):
-                yield bundle, self._current(bundle)
-
     def _in_layout(self, bundle: str) -> bool:
         return in_layout(bundle, self.store.layout)
 
@@ -509,7 +450,7 @@ class OwnershipMember:
     def _decide(
         self, request: Request, now_ms: int, staged: dict[str, OwnershipRecord | None]
     ) -> Write | None:
-        current = self._current(request.bundle, staged)
+        current = self._tx.current(request.bundle, staged)
         bundle_in_layout = self._in_layout(request.bundle)
         if not bundle_in_layout or request.op is RequestOp.CLEANUP:
             # The requester may have seen a newer layout (a split) than we have yet.
@@ -530,9 +471,7 @@ class OwnershipMember:
         # is committed with its decision), and it puts the slot under the fence too.
         offsets = {s: max(0, committed.get(s, OFFSET_INVALID)) for s in slots}
         claimed = self._take_over(slots, offsets)
-        for s in slots:
-            self._next_offset[s] = offsets[s]
-            self._committed[s] = offsets[s]
+        self._tx.started(offsets)
         self.active.update(slots)
         self._pending.difference_update(slots)
         self._mark_joined()
@@ -554,7 +493,7 @@ class OwnershipMember:
         stop before anyone sees the new one, so no two sidecars name different owners.
         """
         me = self._decider()
-        plan = plan_takeover(self._view(slots), self._in_layout, me, int(time.time() * 1000))
+        plan = plan_takeover(self._tx.view(slots), self._in_layout, me, int(time.time() * 1000))
         if not plan.claims:
             self._commit(plan.drop, offsets)
             return 0
@@ -600,9 +539,9 @@ class OwnershipMember:
             slot, offset = msg.partition(), msg.offset()
             if slot is None or offset is None or slot not in self.active:
                 continue
-            self._committed.setdefault(slot, offset)
+            self._tx.read(slot, offset)
             touched[slot] = offset + 1
-            request = self._parse(msg)
+            request = read_request(msg)
             if request is None:
                 continue
             self.requests_handled += 1
@@ -625,81 +564,12 @@ class OwnershipMember:
             1 for w in writes if w.record is not None and w.record.state is BundleState.OWNED
         )
 
-    def _parse(self, msg: Message) -> Request | None:
-        raw = msg.value()
-        if raw is None:
-            return None
-        try:
-            return Request.from_json(raw)
-        except (CodecError, KeyError, ValueError) as exc:
-            logger.warning(
-                "skipping bad ownership request %s[%s]@%s: %s",
-                msg.topic(),
-                msg.partition(),
-                msg.offset(),
-                exc,
-            )
-            return None
-
     def _reconcile(self) -> None:
         """Claim any bundle of our slots that still names another (or an old) owner."""
         slots = sorted(self.active)
         me = self._decider()
-        if any(names_another_owner(current, me) for _, current in self._view(slots)):
-            self._take_over(slots, self._fence(slots))
-
-    # -- the fenced write ------------------------------------------------------------
-    def _fence(self, slots: Iterable[int]) -> dict[int, int]:
-        """Offsets to commit for ``slots`` (what we processed): the group coordinator checks
-        our generation when they are sent, which is what fences a zombie's writes."""
-        return {s: self._next_offset.get(s, self._committed.get(s, 0)) for s in slots}
+        if any(names_another_owner(current, me) for _, current in self._tx.view(slots)):
+            self._take_over(slots, self._tx.fence(slots))
 
     def _commit(self, writes: Sequence[Write], offsets: dict[int, int]) -> None:
-        assert self._producer is not None and self._consumer is not None  # noqa: S101
-        if not writes and not offsets:
-            return
-        if writes and not offsets:
-            raise ConfigurationError(
-                "refusing to write ownership records without committing slot offsets: "
-                "the write would not be fenced by the group generation"
-            )
-        try:
-            # The fenced writer's commit; the fence here is the group generation.
-            commit_records(
-                self._producer,
-                [(w.topic, w.key.encode("utf-8"), w.value, None) for w in writes],
-                self.config.timeout_s,
-                offsets=(
-                    (self._slots_topic, offsets, self._consumer.group_metadata())
-                    if offsets
-                    else None
-                ),
-            )
-        except (GroupFencedError, TransportError):
-            self._abort(offsets)
-            raise
-        for slot, offset in offsets.items():
-            self._committed[slot] = offset
-            self._next_offset[slot] = max(offset, self._next_offset.get(slot, offset))
-        for w in writes:
-            if w.topic == self.table.table.spec.name:
-                self._overlay[w.key] = w.record
-
-    def _abort(self, offsets: dict[int, int]) -> None:
-        assert self._producer is not None and self._consumer is not None  # noqa: S101
-        try:
-            self._producer.abort_transaction(self.config.timeout_s)
-        except ProducerFencedError:
-            raise
-        except TransportError:
-            logger.debug("abort_transaction failed", exc_info=True)
-        # Read the aborted requests again if the slots are still ours.
-        assigned = set(self._consumer.assignment())
-        for slot in offsets:
-            base = self._committed.get(slot)
-            if slot in assigned and base is not None:
-                try:
-                    self._consumer.seek(slot, base)
-                    self._next_offset[slot] = base
-                except TransportError:
-                    logger.debug("seek back of slot %d failed", slot, exc_info=True)
+        self._tx.commit(self._consumer, writes, offsets)
