@@ -9,8 +9,12 @@ three Kafka topics; the modules, each owning one behaviour:
 * ``_metadata``  the registry topic (registrations, membership, layouts, topics, KV, perms)
   and its fenced read-modify-write writer;
 * ``_registry``  live brokers (RocketMQ NameServer semantics) and self-registration;
-* ``_ownership`` liveness by consumer-group membership, bundle ownership by slot
-  assignment, fenced claims (the design is in that module's docstring);
+* ``_ownership_member`` liveness by consumer-group membership, bundle ownership by slot
+  assignment, fenced claims (the design is in that module's docstring), with
+  ``_ownership_model`` (settings, names, shapes), ``_ownership_table`` (the ownership topic
+  as a table), ``_ownership_decisions`` (what an owner writes: pure functions),
+  ``_ownership_transactions`` (the fenced writes), ``_ownership_requests`` (requests to
+  slot owners) and ``_ownership_housekeeping`` (the slot-0 owner's registry jobs);
 * ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
 * ``_auth``      optional token auth with per-tenant roles;
@@ -23,7 +27,7 @@ HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` fla
 from ._auth import AuthConfig, Authorizer, TenantRoles
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
-from ._ownership import MemberState, OwnershipConfig, RequestOp, slot_of
+from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
 from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState

@@ -31,7 +31,8 @@ from sync.transport import TopicSpec, Transport
 
 from ._lookup import LookupService, namespace_missing
 from ._metadata import Change, MetadataStore, MetadataWriter
-from ._ownership import OwnershipTable, RequestOp
+from ._ownership_model import RequestOp
+from ._ownership_table import OwnershipTable
 from ._records import (
     PERM_READ,
     BundleState,

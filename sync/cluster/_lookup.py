@@ -33,7 +33,8 @@ from sync._errors import (
 from sync._names import NamespaceName, TopicName, parse_topic_cached
 
 from ._metadata import Layout, MetadataStore
-from ._ownership import OwnershipTable, RequestOp, namespace_of_bundle
+from ._ownership_model import RequestOp, namespace_of_bundle
+from ._ownership_table import OwnershipTable
 from ._records import PERM_READ_WRITE, PERM_WRITE, BundleState, OwnershipRecord
 from ._registry import BrokerRegistry, LiveBroker, service_address
 

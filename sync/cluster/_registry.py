@@ -9,7 +9,7 @@
   A broker silent for ``session.timeout.ms`` (the configurable expiry) is dropped from the
   group by Kafka; the group's slot-0 owner then publishes the new membership snapshot and
   tombstones the expired registration and its wiped perms, so every sidecar's tables are
-  cleaned by the same log records (see :mod:`sync.cluster._ownership`).
+  cleaned by the same log records (see :mod:`sync.cluster._ownership_member`).
 
 :class:`BrokerRegistry` is the read side every sidecar keeps; it pre-builds each live
 broker's Pulsar ``LookupData`` JSON so a lookup answer costs a dict probe.

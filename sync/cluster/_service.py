@@ -33,13 +33,10 @@ from ._auth import AuthConfig, Authorizer
 from ._freshness import PauseWatch, ViewState
 from ._lookup import LookupConfig, LookupService
 from ._metadata import MetadataStore, MetadataWriter, registry_spec
-from ._ownership import (
-    MemberState,
-    OwnershipConfig,
-    OwnershipMember,
-    OwnershipTable,
-    describe_members,
-)
+from ._ownership_housekeeping import describe_members
+from ._ownership_member import OwnershipMember
+from ._ownership_model import MemberState, OwnershipConfig
+from ._ownership_table import OwnershipTable
 from ._records import ListenerUrls
 from ._registry import BrokerIdentity, BrokerRegistry, Registrar
 

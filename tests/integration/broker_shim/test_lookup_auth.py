@@ -22,7 +22,7 @@ import pytest
 from sync._constants import REGISTRY_TOPIC
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
-from sync.cluster._ownership import ownership_topic, slots_topic
+from sync.cluster._ownership_model import ownership_topic, slots_topic
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimProcess
 from tests.integration.helpers import HttpResult

@@ -32,7 +32,7 @@ from sync.cluster import (
     OwnershipConfig,
     OwnershipRecord,
 )
-from sync.cluster._ownership import ownership_topic
+from sync.cluster._ownership_model import ownership_topic
 from sync.transport import MemoryTransport
 
 Scenario = Callable[[list[TestClient[Any, Any]], list[ClusterService]], Awaitable[None]]

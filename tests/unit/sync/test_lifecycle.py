@@ -8,8 +8,7 @@ import pytest
 
 from sync._errors import CacheStateError, LifecycleError, StateTransitionError
 from sync._lifecycle import Lifecycle, check_move
-from sync.cluster._ownership import _ALLOWED as MEMBER_MOVES
-from sync.cluster._ownership import MemberState
+from sync.cluster._ownership_model import MEMBER_MOVES, MemberState
 from sync.cluster._service import _ALLOWED as SERVICE_MOVES
 from sync.cluster._service import ServiceState
 from sync.messaging import ConsumerState

@@ -14,7 +14,7 @@ import pytest
 
 from sync import CacheConfig, Codec, PolicyCache
 from sync.cluster._metadata import MetadataStore, registry_spec
-from sync.cluster._ownership import OwnershipTable
+from sync.cluster._ownership_table import OwnershipTable
 from sync.cluster._records import BundleState, OwnershipRecord
 from sync.table import TableReader, TableState
 from sync.transport import Transport

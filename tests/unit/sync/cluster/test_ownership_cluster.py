@@ -28,7 +28,8 @@ from sync.cluster import (
     RequestOp,
     slot_of,
 )
-from sync.cluster._ownership import group_id, ownership_topic, slots_topic
+from sync.cluster._ownership_decisions import new_record
+from sync.cluster._ownership_model import group_id, ownership_topic, slots_topic
 from sync.transport import MemoryTransport
 
 SLOTS = 8
@@ -304,7 +305,7 @@ def test_a_zombie_with_a_stale_generation_cannot_commit_a_claim() -> None:
         before = len(transport.broker.records(ownership_topic(cluster)))
         current = other.ownership.get(bundle)
         zombie = owner.member
-        claim = zombie._record(bundle, current, BundleState.OWNED, "zombie", 0)
+        claim = new_record(bundle, current, BundleState.OWNED, "zombie", 0, zombie._decider())
         with pytest.raises(GroupFencedError):
             zombie._commit([claim], {slot: 0})
         assert len(transport.broker.records(ownership_topic(cluster))) == before
@@ -406,7 +407,7 @@ def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() 
     process) bumps the epoch: the producer is fenced though no other process took the broker
     id. The member renews its producer and keeps deciding; it does not FAIL the service."""
     from sync._constants import OWNERSHIP_TRANSACTIONAL_ID_PREFIX
-    from sync.cluster._ownership import MemberState
+    from sync.cluster._ownership_model import MemberState
 
     with memory_cluster(2) as (transport, services):
         victim = services[0]
