@@ -757,9 +757,8 @@ class MessagingEngine:
         logger.info(
             "closing consumer %s on %s: %s", consumer.name, consumer.subscription.label, reason
         )
-        sub = consumer.subscription
-        if sub.detach(consumer, CloseReason(CloseCause.POLICY, reason)):
-            self._spawn(sub.commit(), "commit-after-evict")
+        # What it leaves unserved is committed by the subscription (on a task).
+        consumer.subscription.detach(consumer, CloseReason(CloseCause.POLICY, reason))
 
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
@@ -892,8 +891,11 @@ class MessagingEngine:
         for group, offsets in measure.eviction_targets(quotas).items():
             sub = loaded.get(group)
             if sub is not None and sub.attached:
-                sub.skip_to(offsets)
-                continue
+                sub.skip_to(offsets)  # the partitions it serves
+                offsets = {p: o for p, o in offsets.items() if p not in sub.served}
+                if not offsets:
+                    continue
+                # The others are not served here: their positions move in Kafka.
             if ts is None and self._topics.get(topic) is not None:
                 continue  # loaded meanwhile: its own check evicts
             positions = {
@@ -1571,12 +1573,14 @@ class MessagingEngine:
                 )
                 ts.subscriptions[subscription] = sub
                 try:
-                    await sub.load(initial_position)
+                    await sub.load(initial_position, parts)
                 except BaseException:
                     if ts.subscriptions.get(subscription) is sub:
                         del ts.subscriptions[subscription]
                     await sub.close()
                     raise
+            else:
+                await sub.serve(parts)
             queue = receiver_queue_size or self.config.default_receiver_queue_size
             consumer = Consumer(
                 sub,
