@@ -60,7 +60,8 @@ as Pulsar:
   subscription re-commits every ``commit_keepalive_s``, an unloaded one does not.
 * **Nothing acknowledged is delivered again** once its acknowledgement is committed:
   at most ``commit_interval_s`` (100 ms) after the ack frame arrives, at once when a
-  partition's last consumer leaves, and before a clean shutdown or unload returns. Two exceptions
+  partition's last consumer leaves, and before a clean shutdown or unload returns (and
+  before the consumers of a moved topic are told to reconnect). Two exceptions
   give duplicates, never losses: acknowledgements newer than the last commit when the
   process dies (a ≤ 100 ms window), and acknowledged ranges that do not fit in the
   commit metadata budget (``ack_metadata_max_bytes``; logged, counted in
@@ -397,16 +398,17 @@ class Subscription:
         logger.info("%s: partitions %s given up (no consumer here)", self.label, gone)
 
     async def close(self, reason: CloseReason | None = None) -> None:
-        """Disconnect every consumer, commit the position and stop reading."""
+        """Commit the position, then disconnect every consumer and stop reading.
+
+        The consumers are told last, so where they reconnect (here or, after a move, on
+        the next owner) their acknowledgements are committed already.
+        """
         if self.state in (SubscriptionState.CLOSING, SubscriptionState.CLOSED):
             await self._closed.wait()
             return
         loaded = self.state in (SubscriptionState.ACTIVE, SubscriptionState.IDLE)
         if self.state is not SubscriptionState.FAILED:
             self._set_state(SubscriptionState.CLOSING)
-        for consumer in list(self.consumers.values()):
-            consumer.mark_closed(reason)
-        self.consumers.clear()
         for timer in (self._throttle_timer, self._idle_timer, self._delayed_timer):
             if timer is not None:
                 timer.cancel()
@@ -416,6 +418,9 @@ class Subscription:
             if loaded:
                 await self.commit(force=True)
         finally:
+            for consumer in list(self.consumers.values()):
+                consumer.mark_closed(reason)
+            self.consumers.clear()
             if self._reader is not None:
                 self._reader.stop()
                 await asyncio.to_thread(self._reader.join)
@@ -485,6 +490,17 @@ class Subscription:
         self.detach(consumer, reason)
         await self._settle()
 
+    async def hand_over(self, consumers: Collection[Consumer], reason: CloseReason) -> None:
+        """Detach consumers whose topic is served elsewhere now. The partitions they leave
+        are committed and no longer read here *before* the consumers are told to close,
+        so the owner they reconnect to loads what they acknowledged here."""
+        for consumer in consumers:  # none of them gets what another one held
+            self._detach(consumer, dispatch=False)
+        self.dispatch()
+        await self._settle()
+        for consumer in consumers:
+            consumer.mark_closed(reason)
+
     def detach(self, consumer: Consumer, reason: CloseReason | None = None) -> bool:
         """Detach a consumer now; what it holds unacknowledged goes to the others, and the
         partitions it leaves without a consumer are given up (on a task).
@@ -495,7 +511,7 @@ class Subscription:
         consumer.mark_closed(reason)
         return idle
 
-    def _detach(self, consumer: Consumer) -> bool:
+    def _detach(self, consumer: Consumer, *, dispatch: bool = True) -> bool:
         if self.consumers.pop(consumer.seq, None) is None:
             return False
         held = [*consumer.delivered.values(), *consumer.nack_pending.values()]
@@ -527,7 +543,8 @@ class Subscription:
                 self._idle_expired,
             )
             idle = True
-        self.dispatch()
+        if dispatch:
+            self.dispatch()
         return idle
 
     def _idle_expired(self) -> None:
