@@ -947,7 +947,7 @@ class Connection:
             consumer = cons.consumer
             sub = consumer.subscription
             if live is None:
-                await self._require_owned(sub.topic)  # it was closed: maybe by a move
+                await self._require_owned(consumer.topic)  # it was closed: maybe by a move
             parts = sorted(consumer.partitions)
             kafka_topic = sub.kafka_topic
             if not m.HasField("message_id"):

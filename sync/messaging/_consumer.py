@@ -17,6 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sync._names import TopicName
+
 from ._cursor import Entry
 from ._producer import MessageId
 from ._types import ConsumerState, SubscriptionType, transition
@@ -68,6 +70,7 @@ class Consumer:
         self,
         subscription: Subscription,
         *,
+        topic: TopicName,
         name: str,
         sub_type: SubscriptionType,
         partitions: frozenset[int],
@@ -77,6 +80,9 @@ class Consumer:
     ) -> None:
         self.seq = next(_SEQ)
         self.subscription = subscription
+        #: The topic as the client named it: the base topic or one of its partitions
+        #: (ownership is asked by this name).
+        self.topic = topic
         self.name = name
         self.sub_type = sub_type
         #: Kafka partitions this consumer receives from.

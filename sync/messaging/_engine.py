@@ -430,9 +430,9 @@ class TopicState:
     published_bytes: int = 0
     #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
     dedup: Deduplicator | None = None
-    #: The ownership term it is served under (:attr:`OwnerInfo.bundle` and ``claim``;
-    #: None: unknown).
-    owner_claim: tuple[str | None, str] | None = None
+    #: The ownership term each name in use is served under (:attr:`OwnerInfo.bundle` and
+    #: ``claim``), by the name the clients used (absent: unknown).
+    owner_claims: dict[TopicName, tuple[str | None, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.writable.set()
@@ -448,6 +448,12 @@ class TopicState:
             (c for s in self.subscriptions.values() for c in s.consumers.values() if not c.closed),
             key=lambda c: c.seq,
         )
+
+    def names(self) -> set[TopicName]:
+        """The names the live connections used: the base topic and/or its partitions."""
+        names = {c.topic for c in self.consumers()}
+        names.update(h.producer.topic for h in self.producers.values())
+        return names
 
     def consumers_on(self, partition: int) -> list[Consumer]:
         """Consumers of every subscription attached to ``partition``, oldest first."""
@@ -757,9 +763,8 @@ class MessagingEngine:
         logger.info(
             "closing consumer %s on %s: %s", consumer.name, consumer.subscription.label, reason
         )
-        sub = consumer.subscription
-        if sub.detach(consumer, CloseReason(CloseCause.POLICY, reason)):
-            self._spawn(sub.commit(), "commit-after-evict")
+        # What it leaves unserved is committed by the subscription (on a task).
+        consumer.subscription.detach(consumer, CloseReason(CloseCause.POLICY, reason))
 
     # -- watching ----------------------------------------------------------------------
     async def _watch(self) -> None:
@@ -892,8 +897,11 @@ class MessagingEngine:
         for group, offsets in measure.eviction_targets(quotas).items():
             sub = loaded.get(group)
             if sub is not None and sub.attached:
-                sub.skip_to(offsets)
-                continue
+                sub.skip_to(offsets)  # the partitions it serves
+                offsets = {p: o for p, o in offsets.items() if p not in sub.served}
+                if not offsets:
+                    continue
+                # The others are not served here: their positions move in Kafka.
             if ts is None and self._topics.get(topic) is not None:
                 continue  # loaded meanwhile: its own check evicts
             positions = {
@@ -1204,41 +1212,61 @@ class MessagingEngine:
         return self._admin
 
     async def _check_ownership(self) -> None:
+        """Close the connections to names served elsewhere now, or unloaded meanwhile.
+
+        Ownership is asked by the name each client used: a base topic, or one partition
+        of it (Pulsar clients look each partition up on its own, and the partitions of
+        one topic may be owned by different sidecars).
+        """
         for ts in list(self._topics.values()):
-            try:
-                owner = await self.ownership.owner_of(ts.topic)
-            except UnavailableError as exc:
-                # The lookup service is starting, recovering or stopping: an expected
-                # state (no traceback); asked again at the next check.
-                level = logging.DEBUG if self._closing else logging.WARNING
-                logger.log(level, "owner of %s unknown (%s); keeping it", ts.topic, exc)
-                continue
-            except Exception:
-                logger.exception("ownership lookup of %s failed; keeping it", ts.topic)
-                continue
-            if not owner.local:
-                logger.info("%s is now owned by %s: unloading", ts.topic, owner.http_url)
-                await self._unload(
-                    ts,
-                    CloseReason(
-                        CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
-                    ),
-                )
-            elif owner.claim is not None and ts.owner_claim != (owner.bundle, owner.claim):
-                seen = ts.owner_claim
-                ts.owner_claim = (owner.bundle, owner.claim)
-                if seen is None or seen[0] != owner.bundle:
-                    continue  # first seen, or split into a bundle this sidecar owns too
-                logger.info(
-                    "%s was unloaded (ownership of %s: term %s, now %s): closing its clients",
-                    ts.topic,
-                    owner.bundle,
-                    seen[1],
-                    owner.claim,
-                )
-                await self._unload(
-                    ts, CloseReason(CloseCause.UNLOADED, "Topic was unloaded; reconnect")
-                )
+            names = ts.names()
+            for gone in set(ts.owner_claims) - names:
+                del ts.owner_claims[gone]
+            for name in sorted(names, key=str):
+                reason = await self._moved(ts, name)
+                if reason is not None:
+                    await self._unload(ts, reason, name)
+
+    async def _moved(self, ts: TopicState, name: TopicName) -> CloseReason | None:
+        """Why the connections to ``name`` must close now (None: they stay)."""
+        try:
+            owner = await self.ownership.owner_of(name)
+        except UnavailableError as exc:
+            # The lookup service is starting, recovering or stopping: an expected
+            # state (no traceback); asked again at the next check.
+            level = logging.DEBUG if self._closing else logging.WARNING
+            logger.log(level, "owner of %s unknown (%s); keeping it", name, exc)
+            return None
+        except Exception:
+            logger.exception("ownership lookup of %s failed; keeping it", name)
+            return None
+        if not owner.local:
+            logger.info("%s is now owned by %s: unloading", name, owner.http_url)
+            return CloseReason(
+                CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
+            )
+        if owner.claim is None:
+            return None
+        seen = ts.owner_claims.get(name)
+        ts.owner_claims[name] = (owner.bundle, owner.claim)
+        if seen is None or seen == (owner.bundle, owner.claim) or seen[0] != owner.bundle:
+            return None  # first seen, the same term, or split into a bundle owned here too
+        logger.info(
+            "%s was unloaded (ownership of %s: term %s, now %s): closing its clients",
+            name,
+            owner.bundle,
+            seen[1],
+            owner.claim,
+        )
+        return CloseReason(CloseCause.UNLOADED, "Topic was unloaded; reconnect")
+
+    async def _note_claim(self, ts: TopicState, name: TopicName) -> None:
+        """Remember the ownership term ``name`` is served under when first used, so that
+        an unload between now and the next check is noticed too."""
+        if name not in ts.owner_claims:
+            claim = await self._claim_of(name)
+            if claim is not None:
+                ts.owner_claims.setdefault(name, claim)
 
     async def _claim_of(self, topic: TopicName) -> tuple[str | None, str] | None:
         """The ownership term a topic is loaded under (None if unknown right now: the
@@ -1350,7 +1378,6 @@ class MessagingEngine:
                     RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
                 ],
                 publish_limiters=[RateLimiter(limits.publish_rate) for _ in range(desc.partitions)],
-                owner_claim=await self._claim_of(base),
             )
             self._topics[base] = ts
             self._update_live_keys()
@@ -1393,23 +1420,46 @@ class MessagingEngine:
                 yield ts
                 return
 
-    async def _unload(self, ts: TopicState, reason: CloseReason) -> None:
-        if self._topics.get(ts.topic) is ts:
+    async def _unload(
+        self, ts: TopicState, reason: CloseReason, name: TopicName | None = None
+    ) -> None:
+        """Close the connections to a topic: all of them, or those that used ``name``.
+
+        A subscription commits what its consumers acknowledged before they are told to
+        close, so that where they reconnect (after a move, on the new owner) nothing they
+        acknowledged here comes again.
+        """
+        if name is None and self._topics.get(ts.topic) is ts:
             del self._topics[ts.topic]
             self._update_live_keys()
-        for handle in list(ts.producers.values()):
+        handles = [h for h in ts.producers.values() if name is None or h.producer.topic == name]
+        for handle in handles:
             handle.mark_closed(reason)
-        ts.producers.clear()
-        if ts.dedup is not None:
+            ts.producers.pop(handle.seq, None)
+        if ts.dedup is not None and (handles or name is None):
             for client in list(self._clients.values()):
                 await self._drain_reports(client, timeout_s=10.0)
             await self._snapshot_dedup(ts, force=True)
-        subs = list(ts.subscriptions.values())
-        ts.subscriptions.clear()
-        results = await asyncio.gather(*(s.close(reason) for s in subs), return_exceptions=True)
-        for sub, result in zip(subs, results, strict=True):
-            if isinstance(result, BaseException):
-                logger.error("closing subscription %s failed: %s", sub.label, result)
+        if name is None:
+            subs = list(ts.subscriptions.values())
+            ts.subscriptions.clear()
+            results = await asyncio.gather(
+                *(s.close(reason) for s in subs), return_exceptions=True
+            )
+            for sub, result in zip(subs, results, strict=True):
+                if isinstance(result, BaseException):
+                    logger.error("closing subscription %s failed: %s", sub.label, result)
+            return
+        for sub in list(ts.subscriptions.values()):
+            leaving = [c for c in sub.consumers.values() if c.topic == name]
+            if leaving:
+                await sub.hand_over(leaving, reason)
+        async with ts.lock:  # a subscription nobody uses here any more ends now
+            for sub in list(ts.subscriptions.values()):
+                if not sub.consumers and ts.subscriptions.get(sub.name) is sub:
+                    del ts.subscriptions[sub.name]
+                    await sub.close(reason)
+        self._maybe_drop(ts)
 
     # -- consumers ---------------------------------------------------------------------
     async def subscribe(
@@ -1571,15 +1621,19 @@ class MessagingEngine:
                 )
                 ts.subscriptions[subscription] = sub
                 try:
-                    await sub.load(initial_position)
+                    await sub.load(initial_position, parts)
                 except BaseException:
                     if ts.subscriptions.get(subscription) is sub:
                         del ts.subscriptions[subscription]
                     await sub.close()
                     raise
+            else:
+                await sub.serve(parts)
+            await self._note_claim(ts, topic)
             queue = receiver_queue_size or self.config.default_receiver_queue_size
             consumer = Consumer(
                 sub,
+                topic=topic,
                 name=consumer_name or uuid.uuid4().hex[:10],
                 sub_type=sub_type,
                 partitions=parts,
@@ -1724,6 +1778,7 @@ class MessagingEngine:
                     raise ProducerBlockedQuotaExceededException(BACKLOG_EXCEEDED, topic=str(topic))
                 if ts.backlog_state is not None:
                     raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
+            await self._note_claim(ts, topic)
             linger = None if config is None else config.linger_ms
             if linger is None:
                 linger = self.config.producer_linger_ms

@@ -218,12 +218,18 @@ class SubscriptionReader:
         self._commands.put((fn, None))
 
     def assign(self, offsets: dict[int, int]) -> asyncio.Future[None]:
-        """Read these partitions from these offsets (replaces the assignment)."""
+        """Read these partitions from these offsets (replaces the assignment). A partition
+        left out is forgotten: no write-ahead mark is committed for it any more, and its
+        position is read again (:meth:`committed`) before it is assigned again."""
 
         def do(c: Consumer) -> None:
             c.assign(self.kafka_topic, offsets)
             self._assigned = set(offsets)
             for p in offsets:  # read again from these offsets: a new end comes with it
+                self._read_end.pop(p, None)
+            for p in set(self._base) - self._assigned:
+                del self._base[p]
+                self._ahead.pop(p, None)
                 self._read_end.pop(p, None)
             self._paused &= self._assigned
             if self._paused:

@@ -1,10 +1,16 @@
 """One Pulsar subscription on one topic: reading, dispatching, acknowledging, committing.
 
 A subscription owns one Kafka consumer (on a :class:`SubscriptionReader` thread) in the
-consumer group ``policy-sync.sub/<kafka topic>/<subscription>``, assigned every partition
-of the topic. Per partition it keeps a :class:`PartitionCursor` (what is read and not yet
-acknowledged), a pending queue (read, never delivered), a replay heap (to deliver again,
-lowest offset first) and the consumers attached to that partition.
+consumer group ``policy-sync.sub/<kafka topic>/<subscription>``, assigned the partitions
+it *serves*: those a consumer attached here reads. The partitions of one topic are owned
+one by one (a Pulsar client looks each up on its own), so two sidecars may serve one
+subscription, each its own partitions; a partition is taken up from its committed
+position when its first consumer attaches and given up (committed, no longer read,
+forgotten) when its last one leaves, so only one sidecar at a time reads, dispatches and
+commits it (see :meth:`Subscription.serve`). Per served partition it keeps a
+:class:`PartitionCursor` (what is read and not yet acknowledged), a pending queue (read,
+never delivered), a replay heap (to deliver again, lowest offset first) and the consumers
+attached to that partition.
 
 Dispatch, per subscription type:
 
@@ -53,15 +59,22 @@ as Pulsar:
   ``offsets.retention.minutes`` (7 days by default) is forgotten by Kafka — a loaded
   subscription re-commits every ``commit_keepalive_s``, an unloaded one does not.
 * **Nothing acknowledged is delivered again** once its acknowledgement is committed:
-  at most ``commit_interval_s`` (100 ms) after the ack frame arrives, at once when the
-  last consumer leaves, and before a clean shutdown or unload returns. Two exceptions
+  at most ``commit_interval_s`` (100 ms) after the ack frame arrives, at once when a
+  partition's last consumer leaves, and before a clean shutdown or unload returns (and
+  before the consumers of a moved topic are told to reconnect). Two exceptions
   give duplicates, never losses: acknowledgements newer than the last commit when the
   process dies (a ≤ 100 ms window), and acknowledged ranges that do not fit in the
   commit metadata budget (``ack_metadata_max_bytes``; logged, counted in
   :attr:`dropped_ack_ranges`).
-* Two sidecars serving one subscription at once (a split brain while ownership moves)
-  both commit; the last commit wins, which can only re-deliver messages, never skip an
-  unacknowledged one (each commit covers only what a client acknowledged).
+* **Redelivery counts** are kept per message while its partition is served and, for the
+  messages it held, when it is given up and served again here; a message that may have
+  reached a consumer elsewhere or before a restart comes back with at least 1.
+* Two sidecars serving one partition of a subscription at once (a split brain while
+  ownership moves, until the old owner's next ownership check) both commit; the last
+  commit wins, which can only re-deliver messages, never skip an unacknowledged one
+  (each commit covers only what a client acknowledged). Only here can a message come
+  back with ``redeliveryCount`` 0: the newer owner read the dispatch mark before the
+  older one moved it on.
 
 Runs on the event loop; only :meth:`_post_batch` is called from the reader thread.
 """
@@ -74,9 +87,10 @@ import heapq
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from sync._constants import SUBSCRIPTION_GROUP_PREFIX
+from sync._errors import TransportError
 from sync._names import TopicName
 from sync.messaging._producer import MessageId
 from sync.transport import Message, Transport
@@ -200,7 +214,15 @@ class Subscription:
         self._topic_limiters = list(topic_limiters)
         self._limits = limits
         self._on_idle = on_idle
-        self._parts: list[_Part] = []
+        #: The partitions served here (a consumer of each is attached), by index.
+        self._parts: dict[int, _Part] = {}
+        #: Taking partitions up and giving them up, one at a time.
+        self._serving = asyncio.Lock()
+        self._initial_position = InitialPosition.Latest
+        #: Per partition given up: the redelivery counts of the messages it held, taken
+        #: again when it is served again (Pulsar's redelivery tracker is per subscription).
+        self._counts: dict[int, dict[int, int]] = {}
+        self._giving_up: set[asyncio.Task[None]] = set()
         self._loop = asyncio.get_running_loop()
         self._reader: SubscriptionReader | None = None
         self._dirty = False
@@ -221,9 +243,15 @@ class Subscription:
     def _set_state(self, new: SubscriptionState) -> None:
         self.state = transition(self.state, new, f"subscription {self.label}")
 
-    async def load(self, initial_position: InitialPosition) -> None:
-        """Read (or create) the committed positions, assign every partition, start."""
-        reader = SubscriptionReader(
+    async def load(self, initial_position: InitialPosition, partitions: Collection[int]) -> None:
+        """Start reading: create the position where there is none, serve ``partitions``
+        (see :meth:`serve`).
+
+        Raises:
+            TransportError: Kafka failed (the subscription is FAILED; close it).
+        """
+        self._initial_position = initial_position
+        self._reader = SubscriptionReader(
             self._transport,
             self.kafka_topic,
             self.group_id,
@@ -231,49 +259,11 @@ class Subscription:
             batch_size=self.config.fetch_batch,
             write_ahead=self.durable,
         )
-        self._reader = reader
-        topic = self.kafka_topic
-        parts = list(range(self.num_partitions))
         try:
-            if self.durable:
-                found = await reader.committed(parts)
-                committed = {p: found.get(p) for p in parts}
-            else:
-                given = self._start_offsets
-                committed = {p: (given[p], "") if p in given else None for p in parts}
-            missing = [p for p in parts if committed.get(p) is None]
-            if missing:
-                if initial_position is InitialPosition.Earliest:
-                    starts = await reader.call(lambda c: c.start_offsets(topic, missing))
-                else:
-                    starts = await reader.call(lambda c: c.end_offsets(topic, missing))
-                created = {p: (starts[p], "") for p in missing}
-                if self.durable:
-                    # Durable from the start: messages published from now on belong to it.
-                    await reader.commit(created)
-                committed.update(created)
-                logger.info(
-                    "created subscription %s at %s (%s)",
-                    self.label,
-                    {p: o for p, (o, _) in created.items()},
-                    initial_position.value,
-                )
-            for p in parts:
-                entry = committed[p]
-                assert entry is not None  # noqa: S101 - filled in above
-                offset, metadata = entry
-                cursor = PartitionCursor(p, offset, metadata)
-                self._parts.append(
-                    _Part(p, p if self.partitioned else -1, cursor, self._topic_limiters[p])
-                )
-                self._last_commit[p] = (offset, metadata)
-            self._last_commit_at = time.monotonic()
-            if self._compacted is not None:
-                self._read_compacted(self._compacted)
-            await reader.assign({p.index: p.cursor.read_pos for p in self._parts})
+            await self.serve(partitions)
         except BaseException:
             self._set_state(SubscriptionState.FAILED)
-            reader.stop()
+            self._reader.stop()
             raise
         self._set_state(SubscriptionState.ACTIVE)
         self.apply_limits(self._limits())  # also dispatches what arrived while loading
@@ -283,17 +273,142 @@ class Subscription:
             )
         logger.debug("subscription %s loaded: %s", self.label, self._last_commit)
 
+    async def serve(self, partitions: Collection[int]) -> None:
+        """Read, dispatch and commit ``partitions`` too (those served already are kept).
+
+        A partition is served while a consumer of it is attached here, and its position is
+        read from Kafka each time it is taken up, never kept from an earlier time: another
+        sidecar may have served it meanwhile (each partition is owned on its own). So
+        exactly one sidecar writes a partition's position at a time, and what it delivers
+        again is marked by the dispatch mark the last one committed (see :mod:`._cursor`).
+
+        Raises:
+            TransportError: Kafka failed; nothing was taken up.
+        """
+        reader = self._reader
+        if reader is None:
+            raise TransportError(f"{self.label}: not loaded")
+        async with self._serving:
+            new = sorted(p for p in set(partitions) if p not in self._parts)
+            if not new:
+                return
+            positions = await self._positions(reader, new)
+            limits = self._limits()
+            for p in new:
+                offset, metadata = positions[p]
+                part = _Part(
+                    p,
+                    p if self.partitioned else -1,
+                    PartitionCursor(p, offset, metadata),
+                    self._topic_limiters[p],
+                )
+                part.limiter.update(limits.subscription_dispatch_rate)
+                if self.sub_type is SubscriptionType.Key_Shared:
+                    part.selector = KeySharedSelector()
+                counts = self._counts.pop(p, None)
+                if counts:
+                    self._counts[p] = {o: n for o, n in counts.items() if o >= offset}
+                self._parts[p] = part
+                self._last_commit[p] = (offset, metadata)
+            self._last_commit_at = time.monotonic()
+            if self._compacted is not None:
+                self._read_compacted(self._compacted, [self._parts[p] for p in new])
+            try:
+                await reader.assign({p: part.cursor.read_pos for p, part in self._parts.items()})
+            except BaseException:
+                for p in new:
+                    del self._parts[p]
+                    self._last_commit.pop(p, None)
+                raise
+        if self.state is not SubscriptionState.LOADING:
+            logger.info("%s: partitions %s taken up at %s", self.label, new, positions)
+
+    async def _positions(
+        self, reader: SubscriptionReader, parts: list[int]
+    ) -> dict[int, tuple[int, str]]:
+        """The committed ``(offset, metadata)`` of ``parts``; where there is none, the
+        initial position (committed at once when durable)."""
+        topic = self.kafka_topic
+        if self.durable:
+            found = await reader.committed(parts)
+            committed = {p: found.get(p) for p in parts}
+        else:
+            given = self._start_offsets
+            committed = {p: (given[p], "") if p in given else None for p in parts}
+        missing = [p for p in parts if committed.get(p) is None]
+        if missing:
+            if self._initial_position is InitialPosition.Earliest:
+                starts = await reader.call(lambda c: c.start_offsets(topic, missing))
+            else:
+                starts = await reader.call(lambda c: c.end_offsets(topic, missing))
+            created = {p: (starts[p], "") for p in missing}
+            if self.durable:
+                # Durable from the start: messages published from now on belong to it.
+                await reader.commit(created)
+            committed.update(created)
+            logger.info(
+                "created subscription %s at %s (%s)",
+                self.label,
+                {p: o for p, (o, _) in created.items()},
+                self._initial_position.value,
+            )
+        return {p: entry for p, entry in committed.items() if entry is not None}
+
+    def _give_up_soon(self) -> None:
+        """Give up the partitions left without a consumer, on a task (see :meth:`_give_up`)."""
+        task = asyncio.create_task(self._give_up(), name=f"give-up:{self.label}")
+        self._giving_up.add(task)
+        task.add_done_callback(self._giving_up.discard)
+
+    async def _settle(self) -> None:
+        """Wait until the partitions given up so far are committed and no longer read."""
+        if self._giving_up:
+            await asyncio.gather(*self._giving_up)
+
+    async def _give_up(self) -> None:
+        """Give up the partitions no consumer here reads any more: commit their position,
+        stop reading them and forget them (what they held is read again from Kafka when
+        they are served again). The redelivery counts of the messages they held are kept."""
+        async with self._serving:
+            gone = [p for p, part in self._parts.items() if not part.consumers]
+            if not gone or not self.attached:
+                return
+            await self.commit(force=True, only=gone)
+            if not self.attached:
+                return  # closing: close() commits and stops reading
+            for p in gone:
+                part = self._parts.pop(p)
+                self._last_commit.pop(p, None)
+                counts = self._counts.pop(p, {})  # of messages not read again yet
+                counts.update(
+                    (e.offset, e.redeliveries)
+                    for e in part.cursor.entries.values()
+                    if e.redeliveries
+                )
+                if counts:
+                    self._counts[p] = counts
+            reader = self._reader
+            if reader is not None:
+                try:
+                    await reader.assign(
+                        {p: part.cursor.read_pos for p, part in self._parts.items()}
+                    )
+                except Exception as exc:  # noqa: BLE001 - the reader failed; close() follows
+                    logger.warning("%s: giving up partitions %s failed: %s", self.label, gone, exc)
+        logger.info("%s: partitions %s given up (no consumer here)", self.label, gone)
+
     async def close(self, reason: CloseReason | None = None) -> None:
-        """Disconnect every consumer, commit the position and stop reading."""
+        """Commit the position, then disconnect every consumer and stop reading.
+
+        The consumers are told last, so where they reconnect (here or, after a move, on
+        the next owner) their acknowledgements are committed already.
+        """
         if self.state in (SubscriptionState.CLOSING, SubscriptionState.CLOSED):
             await self._closed.wait()
             return
         loaded = self.state in (SubscriptionState.ACTIVE, SubscriptionState.IDLE)
         if self.state is not SubscriptionState.FAILED:
             self._set_state(SubscriptionState.CLOSING)
-        for consumer in list(self.consumers.values()):
-            consumer.mark_closed(reason)
-        self.consumers.clear()
         for timer in (self._throttle_timer, self._idle_timer, self._delayed_timer):
             if timer is not None:
                 timer.cancel()
@@ -303,6 +418,9 @@ class Subscription:
             if loaded:
                 await self.commit(force=True)
         finally:
+            for consumer in list(self.consumers.values()):
+                consumer.mark_closed(reason)
+            self.consumers.clear()
             if self._reader is not None:
                 self._reader.stop()
                 await asyncio.to_thread(self._reader.join)
@@ -316,18 +434,24 @@ class Subscription:
         """Whether the subscription can take consumers (loaded and not closing)."""
         return self.state in (SubscriptionState.ACTIVE, SubscriptionState.IDLE)
 
+    @property
+    def served(self) -> frozenset[int]:
+        """The partitions served here now (see :meth:`serve`)."""
+        return frozenset(self._parts)
+
     def consumers_on(self, partition: int) -> list[Consumer]:
         """Consumers attached to a partition and not closed, in connection order."""
-        return [c for c in self._parts[partition].consumers if not c.closed]
+        part = self._parts.get(partition)
+        return [] if part is None else [c for c in part.consumers if not c.closed]
 
     def active_consumer(self, partition: int) -> Consumer | None:
         """Exclusive/Failover: the consumer ``partition`` dispatches to now (if any)."""
-        if not 0 <= partition < len(self._parts):
-            return None
-        return self._parts[partition].active
+        part = self._parts.get(partition)
+        return None if part is None else part.active
 
     def add_consumer(self, consumer: Consumer) -> None:
-        """Attach a consumer (the engine has checked types and limits)."""
+        """Attach a consumer (the engine has checked types and limits, and its partitions
+        are served: see :meth:`serve`)."""
         if not self.consumers:
             self._set_type(consumer.sub_type)
         if self.state is SubscriptionState.IDLE:
@@ -354,27 +478,42 @@ class Subscription:
 
     def _set_type(self, sub_type: SubscriptionType) -> None:
         self.sub_type = sub_type
-        for part in self._parts:
+        for part in self._parts.values():
             part.selector = KeySharedSelector() if sub_type is SubscriptionType.Key_Shared else None
             part.inflight_by_hash.clear()
             part.active = None
 
     async def remove_consumer(self, consumer: Consumer, reason: CloseReason | None = None) -> None:
-        """Detach a consumer; when it was the last one, commit the position right away."""
-        if self.detach(consumer, reason):
-            # Make the acknowledgements durable now: the next consumer may come to
-            # another sidecar (ownership moved) or after a restart.
-            await self.commit()
+        """Detach a consumer; the partitions it leaves without a consumer have their
+        position committed before this returns (the next consumer may come to another
+        sidecar, or after a restart)."""
+        self.detach(consumer, reason)
+        await self._settle()
+
+    async def hand_over(self, consumers: Collection[Consumer], reason: CloseReason) -> None:
+        """Detach consumers whose topic is served elsewhere now. The partitions they leave
+        are committed and no longer read here *before* the consumers are told to close,
+        so the owner they reconnect to loads what they acknowledged here."""
+        for consumer in consumers:  # none of them gets what another one held
+            self._detach(consumer, dispatch=False)
+        self.dispatch()
+        await self._settle()
+        for consumer in consumers:
+            consumer.mark_closed(reason)
 
     def detach(self, consumer: Consumer, reason: CloseReason | None = None) -> bool:
-        """Detach a consumer now; what it holds unacknowledged goes to the others.
+        """Detach a consumer now; what it holds unacknowledged goes to the others, and the
+        partitions it leaves without a consumer are given up (on a task).
 
         Returns True if the subscription has no consumer left (it turned IDLE).
         """
-        if self.consumers.pop(consumer.seq, None) is None:
-            consumer.mark_closed(reason)
-            return False
+        idle = self._detach(consumer)
         consumer.mark_closed(reason)
+        return idle
+
+    def _detach(self, consumer: Consumer, *, dispatch: bool = True) -> bool:
+        if self.consumers.pop(consumer.seq, None) is None:
+            return False
         held = [*consumer.delivered.values(), *consumer.nack_pending.values()]
         consumer.delivered.clear()
         consumer.nack_pending.clear()
@@ -388,6 +527,8 @@ class Subscription:
                 self._requeue(self._parts[entry.partition], entry)
         for p in consumer.partitions:
             self._repick(self._parts[p])
+        if any(not self._parts[p].consumers for p in consumer.partitions):
+            self._give_up_soon()
         logger.info(
             "consumer %s left %s (%d unacked message(s) to redeliver)",
             consumer.name,
@@ -402,7 +543,8 @@ class Subscription:
                 self._idle_expired,
             )
             idle = True
-        self.dispatch()
+        if dispatch:
+            self.dispatch()
         return idle
 
     def _idle_expired(self) -> None:
@@ -441,7 +583,7 @@ class Subscription:
     # -- policies ----------------------------------------------------------------------
     def apply_limits(self, limits: TopicLimits) -> None:
         """Apply changed policies: dispatch rates and the unacked-messages limit."""
-        for part in self._parts:
+        for part in self._parts.values():
             part.limiter.update(limits.subscription_dispatch_rate)
         for consumer in self.consumers.values():
             consumer.update_blocked(limits.max_unacked_per_consumer)
@@ -461,26 +603,27 @@ class Subscription:
             return
         parts = self._parts
         for index, mark in marks.items():
-            if 0 <= index < len(parts):
-                cursor = parts[index].cursor
+            served = parts.get(index)
+            if served is not None:
+                cursor = served.cursor
                 cursor.durable = max(cursor.durable, mark)
                 cursor.dispatched = max(cursor.dispatched, mark)
         for m in batch:
             p = m.partition()
             offset = m.offset()
-            if p is None or offset is None or not 0 <= p < len(parts):
-                continue
-            part = parts[p]
+            part = None if p is None else parts.get(p)
+            if part is None or offset is None:
+                continue  # a partition given up since it was fetched
             if not part.cursor.accept(offset):
                 continue
             self._add_entry(part, offset, m.key(), m.value() or b"", m.headers(), m.timestamp()[1])
         self.dispatch()
 
-    def _read_compacted(self, view: CompactedView) -> None:
+    def _read_compacted(self, view: CompactedView, parts: Sequence[_Part]) -> None:
         """``readCompacted``: below a partition's compaction horizon, take the compacted
         view's messages (latest per key, their data-topic offsets) instead of the topic,
         then read the topic from the horizon (Pulsar's ``CompactorSubscription`` read)."""
-        for part in self._parts:
+        for part in parts:
             horizon = view.horizon(part.index)
             if part.cursor.read_pos >= horizon:
                 continue
@@ -520,7 +663,10 @@ class Subscription:
                     with contextlib.suppress(ValueError):
                         entry.deliver_at = int(raw)
                     break
-        if part.cursor.possibly_delivered(offset):
+        counts = self._counts.get(part.index)
+        if counts:
+            entry.redeliveries = counts.pop(offset, 0)  # redelivered before it was given up
+        if part.cursor.possibly_delivered(offset) and not entry.redeliveries:
             entry.redeliveries = 1  # it may have reached a consumer before a move
         part.cursor.add(entry)
         part.pending.append(entry)
@@ -531,8 +677,9 @@ class Subscription:
             return
         high = self.config.read_ahead
         low = high // 2
-        pause = [p.index for p in self._parts if not p.paused and len(p.pending) >= high]
-        resume = [p.index for p in self._parts if p.paused and len(p.pending) <= low]
+        parts = self._parts.values()
+        pause = [p.index for p in parts if not p.paused and len(p.pending) >= high]
+        resume = [p.index for p in parts if p.paused and len(p.pending) <= low]
         for p in pause:
             self._parts[p].paused = True
         for p in resume:
@@ -583,7 +730,7 @@ class Subscription:
             return
         wait = 0.0
         if self.consumers and self.sub_type is not None:
-            for part in self._parts:
+            for part in self._parts.values():
                 if not part.consumers:
                     continue
                 if self.sub_type.single_active:
@@ -676,8 +823,9 @@ class Subscription:
     def _release_delayed(self) -> None:
         self._delayed_timer = None
         for p, entry in self._delayed.pop_due():
-            if not entry.acked and 0 <= p < len(self._parts):
-                heapq.heappush(self._parts[p].replay, entry)
+            part = self._parts.get(p)
+            if part is not None and part.cursor.entries.get(entry.offset) is entry:
+                heapq.heappush(part.replay, entry)  # unacked, and not from an earlier serve
         self._arm_delayed()
         self.dispatch()
 
@@ -696,13 +844,14 @@ class Subscription:
             self._dirty = True
 
     def skip_to(self, offsets: dict[int, int]) -> int:
-        """Move the position of some partitions forward (backlog eviction): every message
-        below the offset is acknowledged, read or not; returns how many were in memory."""
+        """Move the position of some served partitions forward (backlog eviction): every
+        message below the offset is acknowledged, read or not; returns how many were in
+        memory. Partitions not served here are left alone."""
         skipped = 0
         for p, target in offsets.items():
-            if not 0 <= p < len(self._parts):
-                continue
-            part = self._parts[p]
+            part = self._parts.get(p)
+            if part is None:
+                continue  # not served here: its position is not this sidecar's to move
             for entry in list(part.cursor.entries.values()):
                 if entry.offset >= target:
                     break
@@ -725,7 +874,7 @@ class Subscription:
         if cutoff < 0 or not self.attached:
             return 0
         before = self.expired
-        for part in self._parts:
+        for part in self._parts.values():
             expired = self.expired
             for entry in list(part.cursor.entries.values()):
                 if entry.holder is None and entry.publish_ms <= cutoff:
@@ -889,10 +1038,7 @@ class Subscription:
 
     # -- acknowledgements --------------------------------------------------------------
     def _part_of(self, message_id: MessageId) -> _Part | None:
-        p = message_id.kafka_partition
-        if not 0 <= p < len(self._parts):
-            return None
-        return self._parts[p]
+        return self._parts.get(message_id.kafka_partition)
 
     def ack(self, consumer: Consumer, message_id: MessageId) -> None:
         """Individual acknowledgement from ``consumer`` (from any consumer of the sub)."""
@@ -960,8 +1106,9 @@ class Subscription:
                 if self._commit_failing_since is not None:
                     await asyncio.sleep(interval)
 
-    async def commit(self, *, force: bool = False) -> None:
-        """Commit the acknowledged prefix and the individual-ack set of every partition.
+    async def commit(self, *, force: bool = False, only: Collection[int] | None = None) -> None:
+        """Commit the acknowledged prefix and the individual-ack set of every partition
+        served here (or of those in ``only``).
 
         Only partitions whose position changed are written, unless ``force``. A failure
         is logged and retried at the next interval (the acks stay in memory).
@@ -969,11 +1116,15 @@ class Subscription:
         reader = self._reader
         if reader is None or not self._parts or not self.durable:
             return
-        self._dirty = False
+        if only is None:
+            self._dirty = False
+            parts = list(self._parts.values())
+        else:
+            parts = [self._parts[p] for p in only if p in self._parts]
         offsets: dict[int, tuple[int, str]] = {}
         marks: dict[int, int] = {}
         max_bytes = self.config.ack_metadata_max_bytes
-        for part in self._parts:
+        for part in parts:
             if self._held_for_commit and part.cursor.read_pos > part.cursor.dispatched:
                 # Dispatch is held for a durable mark: write the mark ahead, over what
                 # was read, so the messages held can go once this commit succeeds.
@@ -1003,20 +1154,20 @@ class Subscription:
             logger.warning("%s: commit failed (will retry): %s", self.label, exc)
             return
         self._commit_failing_since = None
-        for part in self._parts:
+        for part in parts:
             if part.index in offsets:
                 part.cursor.durable = max(part.cursor.durable, marks[part.index])
-        self._last_commit.update(offsets)
+        self._last_commit.update((p, o) for p, o in offsets.items() if p in self._parts)
         self._last_commit_at = time.monotonic()
         self.commits += 1
-        if self._held_for_commit:
+        if self._held_for_commit and only is None:
             self._held_for_commit = False
             self.schedule_dispatch()
 
     # -- introspection -----------------------------------------------------------------
     def backlog(self) -> int:
         """Messages read and not acknowledged (in memory; not the Kafka lag)."""
-        return sum(len(p.cursor.entries) for p in self._parts)
+        return sum(len(p.cursor.entries) for p in self._parts.values())
 
     def committed_positions(self) -> dict[int, tuple[int, str]]:
         """The last positions written to Kafka, per partition."""

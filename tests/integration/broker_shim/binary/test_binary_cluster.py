@@ -1,14 +1,17 @@
 """The real ``pulsar-client`` against a cluster of ``broker-shim run`` processes speaking
 the binary protocol: lookups redirect to the owner, and a kill -9 of the owner mid-stream
 moves the topic to a live sidecar where the client carries on, losing nothing acknowledged
-and getting nothing acknowledged again."""
+and getting nothing acknowledged again. Shared consumers of a partitioned topic spread
+over both sidecars get every repeat marked as a redelivery, through a stop and an unload."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import pulsar
 import pytest
 
 from sync import TopicName, kafka_topic_of
+from sync.messaging import decode_ack_ranges, subscription_group
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.integration._binary_harness import make_topic
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
@@ -79,6 +83,19 @@ def _owners(shims: list[BinaryShim], topics: list[TopicName]) -> list[str | None
     return owners
 
 
+def _wait_both_own(shims: list[BinaryShim], topics: list[TopicName]) -> list[str | None]:
+    """The owners of ``topics`` once both sidecars own some of them. Both being READY does
+    not mean the ownership group has rebalanced to take the second one in yet (agreement
+    can come first, on the first one owning every slot): 60 s is a liveness bound."""
+    deadline = time.monotonic() + 60
+    owners = _owners(shims, topics)
+    while set(owners) != {s.broker_url for s in shims}:
+        assert time.monotonic() < deadline, owners  # both own some
+        time.sleep(0.2)
+        owners = _owners(shims, topics)
+    return owners
+
+
 def test_lookups_redirect_to_the_owner(kafka_bootstrap: str, shims: list[BinaryShim]) -> None:
     # public/default's 4 bundles hash to 3 of the 16 slots, which all fell to one sidecar
     # in about one run of five: a namespace of 16 bundles is spread over both.
@@ -89,15 +106,7 @@ def test_lookups_redirect_to_the_owner(kafka_bootstrap: str, shims: list[BinaryS
     topics = [TopicName.parse(f"persistent://{namespace}/t-{i}") for i in range(16)]
     for topic in topics:
         admin.ensure_topic(TopicSpec(kafka_topic_of(topic), 1))
-    # Both sidecars being READY does not mean the ownership group has rebalanced to take
-    # the second one in yet (agreement can come first, on the first one owning all 16
-    # slots): wait until both own some, as a liveness bound.
-    deadline = time.monotonic() + 60
-    owners = _owners(shims, topics)
-    while set(owners) != {s.broker_url for s in shims}:
-        assert time.monotonic() < deadline, owners  # both own some
-        time.sleep(0.2)
-        owners = _owners(shims, topics)
+    _wait_both_own(shims, topics)
     a = shims[0]
     client = pulsar.Client(a.broker_url, operation_timeout_seconds=30)
     try:
@@ -230,3 +239,187 @@ def test_connect_and_lookup_check_tokens_and_roles(
             bob.close()
     finally:
         shim.stop()
+
+
+def _spread_topic(
+    shims: list[BinaryShim], namespace: str, partitions: int
+) -> tuple[TopicName, BinaryShim, BinaryShim, set[int]]:
+    """A name for a partitioned topic whose partitions both sidecars own some of:
+    ``(topic, owner of the base name, the other sidecar, the partitions the other owns)``.
+    Each partition is placed on its own (its name is hashed), so names are tried until one
+    spreads (a 90 s liveness bound)."""
+    deadline = time.monotonic() + 90
+    for i in itertools.count():
+        topic = TopicName.parse(f"persistent://{namespace}/t-{i}")
+        names = [TopicName.parse(f"{topic}-partition-{p}") for p in range(partitions)]
+        owners = _owners(shims, [*names, topic])
+        if set(owners[:-1]) == {s.broker_url for s in shims}:
+            base_owner = next(s for s in shims if s.broker_url == owners[-1])
+            other = next(s for s in shims if s is not base_owner)
+            return topic, base_owner, other, {
+                p for p, url in enumerate(owners[:-1]) if url == other.broker_url
+            }
+        assert time.monotonic() < deadline, owners
+    raise AssertionError("unreachable")
+
+
+class _Deliveries:
+    """Every delivery to a set of consumers, in order: payload and redelivery count."""
+
+    def __init__(self, consumers: list[pulsar.Consumer]) -> None:
+        self.consumers = consumers
+        self.log: list[tuple[bytes, int]] = []
+        #: payload -> (Kafka partition, offset) of every message received
+        self.where: dict[bytes, tuple[int, int]] = {}
+        self.acked: set[bytes] = set()
+        #: payload -> how many deliveries there were when Kafka was seen to hold its ack
+        self.durable: dict[bytes, int] = {}
+
+    def receive_until(
+        self, done: Callable[[], bool], ack: Callable[[bytes], bool] = lambda _p: True
+    ) -> None:
+        """Receive from every consumer, acknowledging what ``ack`` accepts, until ``done``
+        (a 120 s liveness bound)."""
+        deadline = time.monotonic() + 120
+        while not done():
+            assert time.monotonic() < deadline, f"{len(self.seen())} distinct messages received"
+            for consumer in self.consumers:
+                try:
+                    msg = consumer.receive(timeout_millis=100)
+                except pulsar.Timeout:
+                    continue
+                self.log.append((msg.data(), msg.redelivery_count()))
+                where = msg.message_id()
+                self.where[msg.data()] = (where.partition(), where.entry_id())
+                if ack(msg.data()):
+                    consumer.acknowledge(msg)
+                    self.acked.add(msg.data())
+
+    def seen(self) -> Counter[bytes]:
+        return Counter(payload for payload, _ in self.log)
+
+    def repeats(self) -> list[tuple[bytes, int]]:
+        """The deliveries of a message received before."""
+        seen: set[bytes] = set()
+        out = []
+        for payload, count in self.log:
+            if payload in seen:
+                out.append((payload, count))
+            seen.add(payload)
+        return out
+
+    def after_durable_ack(self) -> list[bytes]:
+        """The messages delivered again after Kafka was seen to hold their ack. (An ack
+        still on its way when the consumer is moved may be lost, as in Pulsar: its
+        message comes again, as a redelivery.)"""
+        log = self.log
+        return [p for i, (p, _) in enumerate(log) if i >= self.durable.get(p, len(log))]
+
+    def wait_durable(self, kafka_bootstrap: str, topic: TopicName, subscription: str) -> None:
+        """Wait until Kafka holds every acknowledgement so far (a 60 s liveness bound)."""
+        acked = [self.where[p] for p in self.acked]
+        deadline = time.monotonic() + 60
+        while missing := _not_durable(kafka_bootstrap, topic, subscription, acked):
+            assert time.monotonic() < deadline, f"acknowledgements never committed: {missing}"
+            time.sleep(0.2)
+        for payload in self.acked:
+            self.durable.setdefault(payload, len(self.log))
+
+
+def _not_durable(
+    kafka_bootstrap: str, topic: TopicName, subscription: str, acked: list[tuple[int, int]]
+) -> dict[int, tuple[int, str, int]]:
+    """Per partition, the subscription's committed position in Kafka and how many of the
+    acknowledged ``(partition, offset)`` it does not cover (neither below the committed
+    offset nor in a committed ack range); empty when it covers them all."""
+    kafka_topic = kafka_topic_of(topic)
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    positions = admin.group_positions(subscription_group(kafka_topic, subscription), kafka_topic)
+    missing: Counter[int] = Counter()
+    for partition, offset in acked:
+        committed, metadata = positions.get(partition, (0, ""))
+        if offset >= committed and not any(
+            start <= offset < end for start, end in decode_ack_ranges(committed, metadata)
+        ):
+            missing[partition] += 1
+    return {p: (*positions.get(p, (0, "")), n) for p, n in missing.items()}
+
+
+def test_a_message_delivered_again_is_marked_redelivered(
+    kafka_bootstrap: str, shims: list[BinaryShim]
+) -> None:
+    """Two Shared consumers of one subscription on a partitioned topic whose partitions
+    live on both sidecars: while nothing moves, each message is delivered once; when the
+    sidecar owning some partitions stops, and when every bundle is unloaded, what comes
+    again comes with ``redelivery_count`` >= 1 (what the consumers held unacknowledged
+    does), and nothing whose acknowledgement was committed comes again."""
+    namespace = f"public/redeliver-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"bundles": {"numBundles": 16}})
+    assert shims[0].put(f"/admin/v2/namespaces/{namespace}", body).status == 204
+    # The survivor owns the base name too: a sidecar judging ownership by the base name
+    # (which no client looks up) would keep its subscription loaded through the move.
+    topic, survivor, victim, moving = _spread_topic(shims, namespace, 4)
+    path = "/admin/v2/" + str(topic).replace("://", "/") + "/partitions"
+    assert survivor.put(path, "4").status == 204
+    batches = [[b"%d" % i for i in range(start, start + n)] for start, n in
+               ((0, 400), (400, 100), (500, 100), (600, 100))]  # fmt: skip
+    kept = {p for p in batches[1] + batches[2] if int(p) % 4 == 3}  # unacknowledged at first
+
+    def send(producer: pulsar.Producer, payloads: list[bytes]) -> None:
+        for i, payload in enumerate(payloads):  # half of them keyed, as a mixed workload
+            producer.send_async(payload, None, partition_key=f"k{i % 7}" if i % 2 else None)
+        producer.flush()
+
+    consuming = pulsar.Client(survivor.broker_url, operation_timeout_seconds=30)
+    producing = pulsar.Client(victim.broker_url, operation_timeout_seconds=30)
+    try:
+        got = _Deliveries(
+            [
+                consuming.subscribe(
+                    str(topic), "s", consumer_type=pulsar.ConsumerType.Shared,
+                    consumer_name=f"c{i}",
+                )
+                for i in range(2)
+            ]
+        )  # fmt: skip
+        def ack_once(payload: bytes) -> bool:  # a kept one when it comes again
+            return payload not in kept or got.seen()[payload] > 1
+
+        def received(payloads: list[bytes]) -> Callable[[], bool]:
+            return lambda: got.seen().keys() >= set(payloads)
+
+        def again(payloads: set[bytes]) -> Callable[[], bool]:
+            return lambda: all(got.seen()[p] >= 2 for p in payloads)
+
+        producer = producing.create_producer(str(topic))  # batching, as by default
+        send(producer, batches[0])
+        got.receive_until(received(batches[0]))
+        send(producer, batches[1])
+        got.receive_until(received(batches[1]), ack=ack_once)
+        producer.close()
+        before_move = got.repeats()
+        got.wait_durable(kafka_bootstrap, topic, "s")
+        # A move: the consumers of the victim's partitions reconnect and land on the
+        # survivor, which delivers again what they held there unacknowledged.
+        victim.stop()
+        held = {p for p in kept & set(batches[1]) if got.where[p][0] in moving}
+        send(producer := consuming.create_producer(str(topic)), batches[2])
+        got.receive_until(lambda: received(batches[2])() and again(held)(), ack=ack_once)
+        got.wait_durable(kafka_bootstrap, topic, "s")
+        # Every bundle unloaded: all consumers reconnect (to the survivor, which claims
+        # the bundles again); what they held unacknowledged comes again.
+        assert survivor.put(f"/admin/v2/namespaces/{namespace}/unload").status == 204
+        send(producer, batches[3])
+        got.receive_until(lambda: received(batches[3])() and again(kept)(), ack=ack_once)
+    finally:
+        consuming.close()
+        producing.close()
+    repeats = got.repeats()
+    unmarked = [payload for payload, count in repeats if count == 0]
+    assert not unmarked, (
+        f"{len(unmarked)} of {len(repeats)} repeated deliveries had redelivery count 0, "
+        f"e.g. {sorted(unmarked, key=int)[:10]}"
+    )
+    assert not before_move, f"{len(before_move)} repeats while nothing moved: {before_move[:10]}"
+    late = sorted(set(got.after_durable_ack()), key=int)
+    assert not late, f"{len(late)} messages delivered after their ack was committed: {late}"

@@ -430,6 +430,58 @@ def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -
     assert all(n == 1 for o, n in redelivered if o < mark)
     assert [n for o, n in redelivered if o >= mark] == [0, 0, 0]
 
+def test_two_sidecars_serve_one_subscription_each_its_own_partitions() -> None:
+    """Each partition is owned on its own (a Pulsar client looks each one up), so two
+    sidecars serve one subscription: each reads and commits only the partitions its
+    consumers read. When a partition moves, the other takes it up from its commit: what
+    was acknowledged does not come again, what was delivered and not acknowledged comes
+    again with a redelivery count."""
+    transport = MemoryTransport()
+
+    async def scenario() -> None:
+        async with Env(transport) as a, Env(transport) as b:
+            topic = a.topic("split", partitions=2)
+            here, there = (TopicName.parse(f"{topic}-partition-{p}") for p in (0, 1))
+            on_a = await a.subscribe(here, sub_type=Shared)
+            on_b = await b.subscribe(there, sub_type=Shared)
+            a.publish(topic, 20)  # round robin: 10 per partition
+            got_a, got_b = await take(on_a, 10), await take(on_b, 10)
+            assert {d.message_id.partition for d in got_a} == {0}
+            ack_all(on_a, got_a[:6])
+            ack_all(on_b, got_b)
+            a.publish(topic, 4)  # b goes on reading its partition (and only that one)
+            ack_all(on_b, await take(on_b, 2))
+            await on_a.close()  # partition 0 moves: a commits it and gives it up
+            moved = await b.subscribe(here, sub_type=Shared)
+            again = await take(moved, 6)  # 10 and 11 reached a's consumer too
+            assert [(d.message_id.offset, d.redelivery_count) for d in again] == [
+                (6, 1), (7, 1), (8, 1), (9, 1), (10, 1), (11, 1)
+            ]  # fmt: skip
+            assert await quiet(moved) == []
+
+    run(scenario())
+
+
+def test_redelivery_counts_grow_across_reconnects() -> None:
+    """A partition with no consumer left is given up (its position is read from Kafka
+    when one comes back); the counts of the messages it held are kept, as Pulsar's
+    redelivery tracker keeps them for the subscription."""
+
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("counts")
+            env.publish(topic, 2)
+            counts = []
+            for _ in range(3):
+                c = await env.subscribe(topic, sub_type=Shared)
+                got = await take(c, 2)
+                counts.append([d.redelivery_count for d in got])
+                await c.close()
+            assert counts == [[0, 0], [1, 1], [2, 2]]
+
+    run(scenario())
+
+
 def test_new_subscription_starts_at_latest_and_is_durable_before_any_ack() -> None:
     transport = MemoryTransport()
 
