@@ -40,26 +40,24 @@ from sync.errors import (
 from sync.messaging import (
     CloseCause,
     Consumer,
-    Delivery,
     InitialPosition,
     MessageId,
     MessagingEngine,
     ProducerConfig,
     ProducerHandle,
     SubscriptionType,
-    decode_origin,
-    decode_properties,
 )
 from sync.routing import MessageRoutingMode
 
 from . import PulsarApi_pb2 as api
+from . import _commands as commands
+from ._commands import EARLIEST_LEDGER, LATEST_LEDGER, NO_REQUEST
 from ._errors import CloseAction, close_action_of, server_error_of
 from ._framing import (
     MAX_FRAME_SIZE,
     ChecksumError,
     FrameError,
     encode_command,
-    encode_payload_command,
     parse_frame,
     unpack_messages,
 )
@@ -73,8 +71,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BinaryConfig", "Connection", "ConnectionState", "ServerContext"]
 
-#: Pulsar answers broker-initiated commands with request id -1 (an unsigned 64-bit field).
-_NO_REQUEST = (1 << 64) - 1
 _T = api.BaseCommand
 _SUB_TYPES = {
     api.CommandSubscribe.Exclusive: SubscriptionType.Exclusive,
@@ -82,12 +78,7 @@ _SUB_TYPES = {
     api.CommandSubscribe.Failover: SubscriptionType.Failover,
     api.CommandSubscribe.Key_Shared: SubscriptionType.Key_Shared,
 }
-#: Pulsar's ``MessageId.earliest`` / ``latest`` as the wire carries them.
-_EARLIEST_LEDGER = (1 << 64) - 1
-_LATEST_LEDGER = (1 << 63) - 1
 _WRITE_BUFFER_HIGH = 4 * 1024 * 1024
-#: MessageMetadata.producer_name of records that do not name their producer.
-_UNKNOWN_PRODUCER = "policy-sync"
 
 
 class ConnectionState(enum.Enum):
@@ -196,22 +187,17 @@ class _Producer:
         pending = self.pending
         while pending and pending[0].done:
             send = pending.popleft()
-            cmd = _T(type=_T.SEND_ERROR if send.error else _T.SEND_RECEIPT)
             if send.error is not None:
-                err = cmd.send_error
-                err.producer_id = self.producer_id
-                err.sequence_id = send.sequence_id
-                err.error = send.error[0]  # type: ignore[assignment]
-                err.message = send.error[1]
+                cmd = commands.send_error(
+                    self.producer_id, send.sequence_id, send.error[0], send.error[1]
+                )
             else:
-                receipt = cmd.send_receipt
-                receipt.producer_id = self.producer_id
-                receipt.sequence_id = send.sequence_id
-                receipt.highest_sequence_id = send.highest
-                mid = send.first or MessageId(-1, 0)
-                receipt.message_id.ledgerId = 0
-                receipt.message_id.entryId = mid.offset
-                receipt.message_id.partition = mid.partition
+                cmd = commands.send_receipt(
+                    self.producer_id,
+                    send.sequence_id,
+                    send.highest,
+                    send.first or MessageId(-1, 0),
+                )
             self.conn.write_command(cmd)
         if not pending:
             self.drained.set()
@@ -283,16 +269,10 @@ class Connection:
         self.writer.write(encode_command(cmd))
 
     def _error(self, request_id: int, exc: BaseException) -> None:
-        cmd = _T(type=_T.ERROR)
-        cmd.error.request_id = request_id
-        cmd.error.error = server_error_of(exc)  # type: ignore[assignment]
-        cmd.error.message = str(exc)
-        self.write_command(cmd)
+        self.write_command(commands.error(request_id, exc))
 
     def _success(self, request_id: int) -> None:
-        cmd = _T(type=_T.SUCCESS)
-        cmd.success.request_id = request_id
-        self.write_command(cmd)
+        self.write_command(commands.success(request_id))
 
     # -- the loop ----------------------------------------------------------------------
     async def serve(self) -> None:
@@ -366,9 +346,7 @@ class Connection:
             ping_sent_at = None
             if time.monotonic() - self._last_read >= interval:
                 ping_sent_at = time.monotonic()
-                cmd = _T(type=_T.PING)
-                cmd.ping.SetInParent()
-                self.write_command(cmd)
+                self.write_command(commands.ping())
 
     async def close(self) -> None:
         """Close the socket and release every producer and consumer (idempotent)."""
@@ -407,21 +385,20 @@ class Connection:
                 self.role = auth.authenticate(f"Bearer {token}")
             except AuthenticationError as exc:
                 logger.info("binary connection %s: authentication failed: %s", self.peer, exc)
-                self._error(_NO_REQUEST, exc)
+                self._error(NO_REQUEST, exc)
                 raise ProtocolViolation(str(exc)) from None
         self.protocol_version = min(c.protocol_version, self.ctx.config.protocol_version)
         self._move(ConnectionState.CONNECTED)
-        cmd = _T(type=_T.CONNECTED)
-        cmd.connected.server_version = self.ctx.config.server_version
-        cmd.connected.protocol_version = self.protocol_version
-        cmd.connected.max_message_size = self.ctx.config.max_message_size
-        self.write_command(cmd)
+        config = self.ctx.config
+        self.write_command(
+            commands.connected(
+                config.server_version, self.protocol_version, config.max_message_size
+            )
+        )
         logger.debug("binary connection %s: CONNECTED (%s)", self.peer, c.client_version)
 
     async def on_ping(self, _cmd: api.BaseCommand) -> None:
-        cmd = _T(type=_T.PONG)
-        cmd.pong.SetInParent()
-        self.write_command(cmd)
+        self.write_command(commands.pong())
 
     async def on_pong(self, _cmd: api.BaseCommand) -> None:
         return  # any frame counts as life (``_last_read``)
@@ -437,9 +414,6 @@ class Connection:
 
     async def on_partitioned_metadata(self, cmd: api.BaseCommand) -> None:
         m = cmd.partitionMetadata
-        out = _T(type=_T.PARTITIONED_METADATA_RESPONSE)
-        resp = out.partitionMetadataResponse
-        resp.request_id = m.request_id
         try:
             topic = _topic(m.topic)
             self._check_lookup(topic)
@@ -454,12 +428,9 @@ class Connection:
                     partitions = await svc.lookups.partitions_fresh(topic)
             else:
                 partitions = await self._kafka_partitions(topic)
-            resp.partitions = partitions
-            resp.response = api.CommandPartitionedTopicMetadataResponse.Success
+            out = commands.partitioned_metadata_response(m.request_id, partitions)
         except PolicySyncError as exc:
-            resp.response = api.CommandPartitionedTopicMetadataResponse.Failed
-            resp.error = server_error_of(exc)  # type: ignore[assignment]
-            resp.message = str(exc)
+            out = commands.partitioned_metadata_failed(m.request_id, exc)
         self.write_command(out)
 
     async def _kafka_partitions(self, topic: TopicName) -> int:
@@ -472,9 +443,6 @@ class Connection:
 
     async def on_lookup(self, cmd: api.BaseCommand) -> None:
         m = cmd.lookupTopic
-        out = _T(type=_T.LOOKUP_RESPONSE)
-        resp = out.lookupTopicResponse
-        resp.request_id = m.request_id
         try:
             topic = _topic(m.topic)
             self._check_lookup(topic)
@@ -498,18 +466,9 @@ class Connection:
                 listener = m.advertised_listener_name
                 if listener and listener in reg.advertised_listeners:
                     url = reg.advertised_listeners[listener].service_url or url
-            resp.brokerServiceUrl = url
-            resp.response = (
-                api.CommandLookupTopicResponse.Connect
-                if local
-                else api.CommandLookupTopicResponse.Redirect
-            )
-            resp.authoritative = True
-            resp.proxy_through_service_url = proxy
+            out = commands.lookup_response(m.request_id, url, local=local, proxy=proxy)
         except PolicySyncError as exc:
-            resp.response = api.CommandLookupTopicResponse.Failed
-            resp.error = server_error_of(exc)  # type: ignore[assignment]
-            resp.message = str(exc)
+            out = commands.lookup_failed(m.request_id, exc)
         self.write_command(out)
 
     async def on_topics_of_namespace(self, cmd: api.BaseCommand) -> None:
@@ -533,17 +492,10 @@ class Connection:
         except PolicySyncError as exc:
             self._error(m.request_id, exc)
             return
-        out = _T(type=_T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
-        out.getTopicsOfNamespaceResponse.request_id = m.request_id
-        out.getTopicsOfNamespaceResponse.topics.extend(names)
-        self.write_command(out)
+        self.write_command(commands.topics_of_namespace(m.request_id, names))
 
     async def on_get_schema(self, cmd: api.BaseCommand) -> None:
-        out = _T(type=_T.GET_SCHEMA_RESPONSE)
-        out.getSchemaResponse.request_id = cmd.getSchema.request_id
-        out.getSchemaResponse.error_code = api.TopicNotFound
-        out.getSchemaResponse.error_message = "Topic not found or no-schema"
-        self.write_command(out)
+        self.write_command(commands.schema_not_found(cmd.getSchema.request_id))
 
     async def _require_owned(self, topic: TopicName) -> None:
         owner = await self.ctx.engine.owner_of(topic)
@@ -595,14 +547,7 @@ class Connection:
         self._producer_success(m.request_id, name)
 
     def _producer_success(self, request_id: int, name: str) -> None:
-        out = _T(type=_T.PRODUCER_SUCCESS)
-        out.producer_success.request_id = request_id
-        out.producer_success.producer_name = name
-        out.producer_success.last_sequence_id = -1
-        # No schema: an empty version, which Pulsar's Java client requires to be present.
-        out.producer_success.schema_version = b""
-        out.producer_success.producer_ready = True
-        self.write_command(out)
+        self.write_command(commands.producer_success(request_id, name))
 
     async def _watch_producer(self, prod: _Producer) -> None:
         closed = asyncio.ensure_future(prod.handle.wait_closed())
@@ -622,10 +567,7 @@ class Connection:
         if action is CloseAction.CLOSE_CONNECTION:
             self.writer.close()
         elif action is CloseAction.NOTIFY_CLIENT:
-            out = _T(type=_T.CLOSE_PRODUCER)
-            out.close_producer.producer_id = prod.producer_id
-            out.close_producer.request_id = _NO_REQUEST
-            self.write_command(out)
+            self.write_command(commands.close_producer(prod.producer_id))
 
     def _send_refused(self, send: api.CommandSend, exc: BaseException) -> None:
         prod = self.producers.get(send.producer_id)
@@ -725,10 +667,7 @@ class Connection:
         finally:
             self.ctx.engine.close_producer(prod.handle)
         if prod.producer_id in self._held_ids and not self.closed:
-            out = _T(type=_T.CLOSE_PRODUCER)
-            out.close_producer.producer_id = prod.producer_id
-            out.close_producer.request_id = _NO_REQUEST
-            self.write_command(out)
+            self.write_command(commands.close_producer(prod.producer_id))
 
     async def on_close_producer(self, cmd: api.BaseCommand) -> None:
         m = cmd.close_producer
@@ -769,9 +708,9 @@ class Connection:
             skip_below = 0
             if m.HasField("start_message_id"):
                 start = m.start_message_id
-                if start.ledgerId == _EARLIEST_LEDGER:
+                if start.ledgerId == EARLIEST_LEDGER:
                     initial = InitialPosition.Earliest
-                elif start.ledgerId >= _LATEST_LEDGER:
+                elif start.ledgerId >= LATEST_LEDGER:
                     initial = InitialPosition.Latest
                 else:
                     initial = InitialPosition.Earliest
@@ -814,7 +753,7 @@ class Connection:
                     consumer.ack(delivery.message_id)
                     consumer.add_permits(1)
                     continue
-                frames.append(_message_frame(cons.consumer_id, delivery))
+                frames.append(commands.message_frame(cons.consumer_id, delivery))
             if frames and not self.closed:
                 trace.sent(_T.MESSAGE, len(frames))
                 self.writer.write(b"".join(frames))
@@ -830,10 +769,7 @@ class Connection:
         if action is CloseAction.CLOSE_CONNECTION:
             self.writer.close()
         elif action is CloseAction.NOTIFY_CLIENT:
-            out = _T(type=_T.CLOSE_CONSUMER)
-            out.close_consumer.consumer_id = cons.consumer_id
-            out.close_consumer.request_id = _NO_REQUEST
-            self.write_command(out)
+            self.write_command(commands.close_consumer(cons.consumer_id))
 
     async def _announce_active(self, cons: _Consumer) -> None:
         """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever
@@ -846,10 +782,7 @@ class Connection:
             active = consumer.is_active()
             if active != announced:
                 announced = active
-                out = _T(type=_T.ACTIVE_CONSUMER_CHANGE)
-                out.active_consumer_change.consumer_id = cons.consumer_id
-                out.active_consumer_change.is_active = active
-                self.write_command(out)
+                self.write_command(commands.active_consumer_change(cons.consumer_id, active=active))
             await consumer.active_changed.wait()
 
     def _consumer(self, consumer_id: int) -> _Consumer | None:
@@ -876,13 +809,9 @@ class Connection:
                 for data in m.message_id:
                     consumer.ack(cons.message_id(data))
         if m.HasField("request_id"):
-            out = _T(type=_T.ACK_RESPONSE)
-            out.ackResponse.consumer_id = m.consumer_id
-            out.ackResponse.request_id = m.request_id
-            if cons is None:
-                out.ackResponse.error = api.ConsumerNotFound
-                out.ackResponse.message = f"Consumer {m.consumer_id} not found"
-            self.write_command(out)
+            self.write_command(
+                commands.ack_response(m.consumer_id, m.request_id, found=cons is not None)
+            )
 
     async def on_redeliver(self, cmd: api.BaseCommand) -> None:
         m = cmd.redeliverUnacknowledgedMessages
@@ -961,9 +890,9 @@ class Connection:
                 self._success(m.request_id)
                 return
             target = m.message_id
-            if target.ledgerId == _EARLIEST_LEDGER:
+            if target.ledgerId == EARLIEST_LEDGER:
                 offsets = await self.ctx.last_ids.start_offsets(kafka_topic, parts)
-            elif target.ledgerId >= _LATEST_LEDGER:
+            elif target.ledgerId >= LATEST_LEDGER:
                 offsets = await self.ctx.last_ids.end_offsets(kafka_topic, parts)
             else:
                 mid = cons.message_id(target)
@@ -987,19 +916,11 @@ class Connection:
         except PolicySyncError as exc:
             self._error(m.request_id, exc)
             return
-        out = _T(type=_T.GET_LAST_MESSAGE_ID_RESPONSE)
-        resp = out.getLastMessageIdResponse
-        resp.request_id = m.request_id
-        last = resp.last_message_id
-        best = max(((ends.get(p, 0), p) for p in parts), default=(0, 0))
-        if best[0] <= 0:
-            last.ledgerId = _EARLIEST_LEDGER
-            last.entryId = _EARLIEST_LEDGER
-        else:
-            last.ledgerId = 0
-            last.entryId = best[0] - 1
-            last.partition = best[1] if sub.partitioned else -1
-        self.write_command(out)
+        end, part = max(((ends.get(p, 0), p) for p in parts), default=(0, 0))
+        last = None if end <= 0 else (end - 1, part)
+        self.write_command(
+            commands.last_message_id_response(m.request_id, last, partitioned=sub.partitioned)
+        )
 
 
 @functools.lru_cache(maxsize=65_536)  # clients repeat the same few names on every request
@@ -1012,41 +933,6 @@ def _name(kind: int) -> str:
         return _T.Type.Name(kind)
     except ValueError:
         return str(kind)
-
-
-def _message_frame(consumer_id: int, delivery: Delivery) -> bytes:
-    """A MESSAGE: one Kafka record as one (unbatched) Pulsar message."""
-    entry = delivery.entry
-    cmd = _T(type=_T.MESSAGE)
-    msg = cmd.message
-    msg.consumer_id = consumer_id
-    msg.message_id.ledgerId = 0
-    msg.message_id.entryId = delivery.message_id.offset
-    msg.message_id.partition = delivery.message_id.partition
-    if delivery.redelivery_count:
-        msg.redelivery_count = delivery.redelivery_count
-    meta = api.MessageMetadata()
-    # The sender's name and sequence id where the record keeps them; for records of plain
-    # Kafka producers and unnamed producers: "policy-sync" and the Kafka offset.
-    meta.producer_name = _UNKNOWN_PRODUCER
-    meta.sequence_id = entry.offset
-    meta.publish_time = entry.publish_ms
-    if entry.headers:
-        producer, sequence = decode_origin(entry.headers)
-        if producer is not None:
-            meta.producer_name = producer
-        if sequence is not None:
-            meta.sequence_id = sequence
-        properties, event_time = decode_properties(entry.headers)
-        for k, v in properties.items():
-            kv = meta.properties.add()
-            kv.key = k
-            kv.value = v
-        if event_time:
-            meta.event_time = event_time
-    if entry.key is not None:
-        meta.partition_key = entry.key
-    return encode_payload_command(cmd, meta, entry.payload)
 
 
 _Handler = Callable[[Connection, api.BaseCommand], Awaitable[None]]

@@ -240,7 +240,7 @@ def test_message_metadata_gives_back_producer_sequence_and_publish_time(
     from typing import cast
 
     from broker_shim.binary import parse_frame
-    from broker_shim.binary._connection import _message_frame
+    from broker_shim.binary._commands import message_frame as _message_frame
     from sync.messaging import Delivery, MessageId
 
     entry = SimpleNamespace(
