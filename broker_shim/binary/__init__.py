@@ -7,7 +7,10 @@ policies.
 * ``PulsarApi.proto`` – the subset of Pulsar's protocol served (Pulsar's field numbers);
   ``PulsarApi_pb2.py`` is generated from it by ``make proto``;
 * ``_framing.py`` – frames, checksums, compression, batches;
-* ``_connection.py`` – one connection: its state machine and every command;
+* ``_connection.py`` – one connection's core: frame loop, handshake, dispatch, lifecycle;
+* ``_context.py`` – what the connection and its role handlers share (``Session``);
+* ``_lookups.py``, ``_producers.py``, ``_consumers.py`` – the commands, one module per role;
+* ``_commands.py`` – every outbound command, built in one place;
 * ``_errors.py`` – the two tables: exceptions → ``ServerError``, engine closes → commands;
 * ``_server.py`` – the asyncio listener, the command trace, Kafka look-ups.
 

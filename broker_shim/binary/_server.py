@@ -20,7 +20,8 @@ from sync.messaging import MessagingEngine
 from sync.transport import Admin, Consumer, Transport
 
 from . import PulsarApi_pb2 as api
-from ._connection import BinaryConfig, Connection, ServerContext
+from ._connection import Connection
+from ._context import BinaryConfig, ServerContext
 
 if TYPE_CHECKING:
     from sync.cluster import ClusterService

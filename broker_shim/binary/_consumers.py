@@ -1,0 +1,315 @@
+"""Consumers of one connection: SUBSCRIBE, FLOW, ACK, REDELIVER, UNSUBSCRIBE, SEEK,
+GET_LAST_MESSAGE_ID, CLOSE_CONSUMER and the MESSAGE push (Pulsar's ``Consumer`` and its
+dispatcher), over the messaging engine's consumers.
+
+Each consumer has one dispatch task: it receives batches from the engine (as the FLOW
+permits allow) and writes them as unbatched MESSAGE frames; when the engine closes the
+consumer, the close table (:mod:`._errors`) decides whether the client is told
+(CLOSE_CONSUMER) or the connection is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sync.errors import ConsumerBusyError, InvalidInputError, PolicySyncError
+from sync.messaging import CloseCause, Consumer, InitialPosition, MessageId, SubscriptionType
+
+from . import PulsarApi_pb2 as api
+from . import _commands as commands
+from ._commands import EARLIEST_LEDGER, LATEST_LEDGER
+from ._context import Session, parse_topic
+from ._errors import CloseAction, close_action_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Consumers"]
+
+_T = api.BaseCommand
+_SUB_TYPES = {
+    api.CommandSubscribe.Exclusive: SubscriptionType.Exclusive,
+    api.CommandSubscribe.Shared: SubscriptionType.Shared,
+    api.CommandSubscribe.Failover: SubscriptionType.Failover,
+    api.CommandSubscribe.Key_Shared: SubscriptionType.Key_Shared,
+}
+_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+
+
+class _Consumer:
+    """A consumer of this connection: the engine's consumer and its dispatch task."""
+
+    def __init__(self, consumer_id: int, consumer: Consumer, *, durable: bool, skip_below: int):
+        self.consumer_id = consumer_id
+        self.consumer = consumer
+        self.durable = durable
+        #: A reader's start position: messages before this offset are acknowledged unseen.
+        self.skip_below = skip_below
+        self.task: asyncio.Task[None] | None = None
+        self.closed_by_client = False
+
+    def message_id(self, data: api.MessageIdData) -> MessageId:
+        """The engine's id of a message this consumer received."""
+        sub = self.consumer.subscription
+        part = next(iter(self.consumer.partitions)) if len(self.consumer.partitions) == 1 else None
+        if part is None:
+            part = data.partition if data.partition >= 0 else 0
+        return MessageId(part if sub.partitioned else -1, data.entryId)
+
+
+class Consumers:
+    """The consumers of one connection, by the client's consumer id."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.consumers: dict[int, _Consumer] = {}
+        #: Consumers the engine disconnected to reconnect (unload, seek), until they do.
+        self.reset_by_seek: dict[int, _Consumer] = {}
+
+    async def close_all(self) -> None:
+        """The connection closes: release every consumer."""
+        for cons in list(self.consumers.values()):
+            await self._drop(cons)
+        self.consumers.clear()
+        self.reset_by_seek.clear()
+
+    async def on_subscribe(self, cmd: api.BaseCommand) -> None:
+        m = cmd.subscribe
+        existing = self.consumers.get(m.consumer_id)
+        if existing is not None:
+            self.session.success(m.request_id)
+            return
+        try:
+            topic = parse_topic(m.topic)
+            self.session.check_lookup(topic)
+            await self.session.require_owned(topic)
+            sub_type = _SUB_TYPES.get(m.subType)
+            if sub_type is None:
+                raise InvalidInputError(f"unknown subscription type {m.subType}")
+            initial = (
+                InitialPosition.Earliest
+                if m.initialPosition == api.CommandSubscribe.Earliest
+                else InitialPosition.Latest
+            )
+            skip_below = 0
+            if m.HasField("start_message_id"):
+                start = m.start_message_id
+                if start.ledgerId == EARLIEST_LEDGER:
+                    initial = InitialPosition.Earliest
+                elif start.ledgerId >= LATEST_LEDGER:
+                    initial = InitialPosition.Latest
+                else:
+                    initial = InitialPosition.Earliest
+                    skip_below = start.entryId
+            consumer = await self.session.ctx.engine.subscribe(
+                topic,
+                m.subscription,
+                sub_type=sub_type,
+                consumer_name=m.consumer_name or None,
+                pull_mode=True,
+                initial_position=initial,
+                negative_ack_delay_s=0.0,  # the client waits its nack delay itself
+                durable=m.durable,  # readers: nothing committed, no Kafka group left
+                read_compacted=m.read_compacted,
+            )
+        except PolicySyncError as exc:
+            self.session.error(m.request_id, exc)
+            return
+        if self.session.closed:
+            await consumer.close()
+            return
+        cons = _Consumer(m.consumer_id, consumer, durable=m.durable, skip_below=skip_below)
+        self.consumers[m.consumer_id] = cons
+        self.reset_by_seek.pop(m.consumer_id, None)
+        self.session.success(m.request_id)
+        if consumer.sub_type is SubscriptionType.Failover:
+            self.session.spawn(self._announce_active(cons), f"binary-active {consumer.name}")
+        cons.task = self.session.spawn(self._dispatch(cons), f"binary-consumer {consumer.name}")
+
+    async def _dispatch(self, cons: _Consumer) -> None:
+        consumer = cons.consumer
+        trace = self.session.ctx.trace
+        while True:
+            batch = await consumer.receive_batch()
+            if not batch:
+                break
+            frames: list[bytes] = []
+            for delivery in batch:
+                if delivery.message_id.offset < cons.skip_below:
+                    consumer.ack(delivery.message_id)
+                    consumer.add_permits(1)
+                    continue
+                frames.append(commands.message_frame(cons.consumer_id, delivery))
+            if frames and not self.session.closed:
+                trace.sent(_T.MESSAGE, len(frames))
+                self.session.writer.write(b"".join(frames))
+                if self.session.writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
+                    await self.session.writer.drain()  # a client that stops reading stops dispatch
+        if self.consumers.get(cons.consumer_id) is not cons or cons.closed_by_client:
+            return
+        del self.consumers[cons.consumer_id]
+        reason = consumer.close_reason
+        if reason is not None and reason.cause is CloseCause.UNLOADED:
+            self.reset_by_seek[cons.consumer_id] = cons
+        action = close_action_of(reason)
+        if action is CloseAction.CLOSE_CONNECTION:
+            self.session.writer.close()
+        elif action is CloseAction.NOTIFY_CLIENT:
+            self.session.write_command(commands.close_consumer(cons.consumer_id))
+
+    async def _announce_active(self, cons: _Consumer) -> None:
+        """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever
+        it becomes or stops being the active one (Pulsar's ``notifyActiveConsumerChanged``),
+        at the moment the subscription changes its pick."""
+        consumer = cons.consumer
+        announced: bool | None = None
+        while not consumer.closed and not self.session.closed:
+            consumer.active_changed.clear()
+            active = consumer.is_active()
+            if active != announced:
+                announced = active
+                self.session.write_command(
+                    commands.active_consumer_change(cons.consumer_id, active=active)
+                )
+            await consumer.active_changed.wait()
+
+    def _consumer(self, consumer_id: int) -> _Consumer | None:
+        return self.consumers.get(consumer_id)
+
+    async def on_flow(self, cmd: api.BaseCommand) -> None:
+        cons = self._consumer(cmd.flow.consumer_id)
+        if cons is not None:
+            cons.consumer.add_permits(cmd.flow.messagePermits)
+
+    async def on_ack(self, cmd: api.BaseCommand) -> None:
+        m = cmd.ack
+        cons = self._consumer(m.consumer_id)
+        if cons is not None:
+            consumer = cons.consumer
+            if m.ack_type == api.CommandAck.Cumulative:
+                for data in m.message_id:
+                    upto = cons.message_id(data)
+                    part = upto.kafka_partition
+                    for p, offset in sorted(consumer.delivered):
+                        if p == part and offset <= upto.offset:
+                            consumer.ack(MessageId(upto.partition, offset))
+            else:
+                for data in m.message_id:
+                    consumer.ack(cons.message_id(data))
+        if m.HasField("request_id"):
+            self.session.write_command(
+                commands.ack_response(m.consumer_id, m.request_id, found=cons is not None)
+            )
+
+    async def on_redeliver(self, cmd: api.BaseCommand) -> None:
+        m = cmd.redeliverUnacknowledgedMessages
+        cons = self._consumer(m.consumer_id)
+        if cons is None:
+            return
+        consumer = cons.consumer
+        if m.message_ids:
+            ids = [cons.message_id(d) for d in m.message_ids]
+        else:
+            pid = cons.consumer.subscription.partitioned
+            ids = [MessageId(p if pid else -1, o) for p, o in sorted(consumer.delivered)]
+        for mid in ids:
+            consumer.nack(mid)
+
+    async def on_unsubscribe(self, cmd: api.BaseCommand) -> None:
+        m = cmd.unsubscribe
+        cons = self._consumer(m.consumer_id)
+        if cons is None:
+            self.session.error(
+                m.request_id, ConsumerBusyError(f"Consumer {m.consumer_id} not found")
+            )
+            return
+        try:
+            await self.session.ctx.engine.unsubscribe(cons.consumer)
+        except PolicySyncError as exc:
+            self.session.error(m.request_id, exc)
+            return
+        cons.closed_by_client = True
+        self.consumers.pop(m.consumer_id, None)
+        self.session.success(m.request_id)
+
+    async def on_close_consumer(self, cmd: api.BaseCommand) -> None:
+        m = cmd.close_consumer
+        self.reset_by_seek.pop(m.consumer_id, None)
+        cons = self.consumers.pop(m.consumer_id, None)
+        if cons is not None:
+            cons.closed_by_client = True
+            await self._drop(cons)
+        self.session.success(m.request_id)
+
+    async def _drop(self, cons: _Consumer) -> None:
+        cons.closed_by_client = True
+        if not cons.durable:
+            # A reader's subscription lives as long as the reader (Pulsar: non-durable).
+            try:
+                await self.session.ctx.engine.unsubscribe(cons.consumer)
+                return
+            except PolicySyncError as exc:
+                logger.info("reader subscription not deleted: %s", exc)
+        await cons.consumer.close()
+
+    async def on_seek(self, cmd: api.BaseCommand) -> None:
+        """Pulsar's seek: the subscription moves, its consumers are disconnected
+        (CLOSE_CONSUMER) and resume at the new position when they reconnect."""
+        m = cmd.seek
+        # A consumer disconnected by a seek of a sibling partition (the client seeks every
+        # partition of a partitioned topic, one SEEK each) still seeks its own partition.
+        live = self._consumer(m.consumer_id)
+        cons = live or self.reset_by_seek.get(m.consumer_id)
+        try:
+            if cons is None:
+                raise ConsumerBusyError(f"Consumer {m.consumer_id} not found")
+            consumer = cons.consumer
+            sub = consumer.subscription
+            if live is None:
+                await self.session.require_owned(consumer.topic)  # it was closed: maybe by a move
+            parts = sorted(consumer.partitions)
+            kafka_topic = sub.kafka_topic
+            if not m.HasField("message_id"):
+                if not m.HasField("message_publish_time"):
+                    raise InvalidInputError("SEEK needs a message id or a publish time")
+                # Pulsar: the first message published at or after the time, per partition.
+                offsets = await self.session.ctx.last_ids.offsets_at(
+                    kafka_topic, parts, m.message_publish_time
+                )
+                await self.session.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
+                self.session.success(m.request_id)
+                return
+            target = m.message_id
+            if target.ledgerId == EARLIEST_LEDGER:
+                offsets = await self.session.ctx.last_ids.start_offsets(kafka_topic, parts)
+            elif target.ledgerId >= LATEST_LEDGER:
+                offsets = await self.session.ctx.last_ids.end_offsets(kafka_topic, parts)
+            else:
+                mid = cons.message_id(target)
+                offsets = {mid.kafka_partition: mid.offset}
+            await self.session.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
+        except PolicySyncError as exc:
+            self.session.error(m.request_id, exc)
+            return
+        self.session.success(m.request_id)
+
+    async def on_last_message_id(self, cmd: api.BaseCommand) -> None:
+        m = cmd.getLastMessageId
+        cons = self._consumer(m.consumer_id)
+        if cons is None:
+            self.session.error(
+                m.request_id, ConsumerBusyError(f"Consumer {m.consumer_id} not found")
+            )
+            return
+        sub = cons.consumer.subscription
+        parts = sorted(cons.consumer.partitions)
+        try:
+            ends = await self.session.ctx.last_ids.end_offsets(sub.kafka_topic, parts)
+        except PolicySyncError as exc:
+            self.session.error(m.request_id, exc)
+            return
+        end, part = max(((ends.get(p, 0), p) for p in parts), default=(0, 0))
+        last = None if end <= 0 else (end - 1, part)
+        self.session.write_command(
+            commands.last_message_id_response(m.request_id, last, partitioned=sub.partitioned)
+        )

@@ -1,0 +1,111 @@
+"""Lookups of one connection: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE,
+GET_SCHEMA (Pulsar's ``ServerCnx.handleLookup`` and friends, over the cluster service)."""
+
+from __future__ import annotations
+
+from sync import NamespaceName, TopicName
+from sync.errors import PolicySyncError, UnavailableError
+
+from . import PulsarApi_pb2 as api
+from . import _commands as commands
+from ._context import Session, parse_topic
+
+__all__ = ["Lookups"]
+
+
+class Lookups:
+    """Answers the lookup commands of one connection."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    async def on_partitioned_metadata(self, cmd: api.BaseCommand) -> None:
+        session = self.session
+        ctx = session.ctx
+        m = cmd.partitionMetadata
+        try:
+            topic = parse_topic(m.topic)
+            session.check_lookup(topic)
+            svc = ctx.cluster()
+            if svc is not None:
+                svc.require_ready()
+                partitions = await svc.lookups.partitions_fresh(topic)
+                if partitions == 0 and not topic.is_partition and svc.store.topic(topic) is None:
+                    # Never created? Pulsar creates it here when the partitioned type is
+                    # allowed, refuses it when auto-creation is off (TopicNotFound).
+                    await ctx.engine.prepare_metadata(topic)
+                    partitions = await svc.lookups.partitions_fresh(topic)
+            else:
+                partitions = await self._kafka_partitions(topic)
+            out = commands.partitioned_metadata_response(m.request_id, partitions)
+        except PolicySyncError as exc:
+            out = commands.partitioned_metadata_failed(m.request_id, exc)
+        session.write_command(out)
+
+    async def _kafka_partitions(self, topic: TopicName) -> int:
+        """Without a cluster registry: Kafka's partition count (1 means not partitioned)."""
+        if topic.is_partition:
+            return 0
+        ctx = self.session.ctx
+        await ctx.engine.prepare_metadata(topic)
+        count = await ctx.last_ids.partitions(topic)
+        return count if count is not None and count > 1 else 0
+
+    async def on_lookup(self, cmd: api.BaseCommand) -> None:
+        session = self.session
+        ctx = session.ctx
+        m = cmd.lookupTopic
+        try:
+            topic = parse_topic(m.topic)
+            session.check_lookup(topic)
+            svc = ctx.cluster()
+            # Pulsar (TopicLookupBase.shouldRedirectThroughServiceUrl): a Redirect never
+            # proxies; a Connect does when the broker runs standalone and advertises a
+            # loopback address, so the client keeps using the address it reached us by.
+            proxy = False
+            if svc is None:
+                url, local = ctx.advertised_url, True
+                proxy = ctx.advertises_loopback
+            else:
+                svc.require_ready()
+                await svc.lookups.layout_fresh(topic.namespace_name)
+                live = await svc.lookups.owner_of(topic)
+                local = (
+                    live.broker_id == svc.identity.broker_id and live.incarnation == svc.incarnation
+                )
+                reg = live.registration
+                url = reg.service_url
+                listener = m.advertised_listener_name
+                if listener and listener in reg.advertised_listeners:
+                    url = reg.advertised_listeners[listener].service_url or url
+            out = commands.lookup_response(m.request_id, url, local=local, proxy=proxy)
+        except PolicySyncError as exc:
+            out = commands.lookup_failed(m.request_id, exc)
+        session.write_command(out)
+
+    async def on_topics_of_namespace(self, cmd: api.BaseCommand) -> None:
+        session = self.session
+        m = cmd.getTopicsOfNamespace
+        try:
+            namespace = NamespaceName.parse(m.namespace)
+            svc = session.ctx.cluster()
+            if svc is None:
+                raise UnavailableError(
+                    "GET_TOPICS_OF_NAMESPACE needs the cluster registry: run the sidecar "
+                    "with lookups enabled"
+                )
+            svc.require_ready()
+            await svc.lookups.refresh()
+            prefix = f"/{namespace.tenant}/{namespace.namespace}/"
+            names = [t for t in svc.admin.topics() if prefix in t]
+            if m.mode == api.CommandGetTopicsOfNamespace.PERSISTENT:
+                names = [t for t in names if t.startswith("persistent://")]
+            elif m.mode == api.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+                names = [t for t in names if t.startswith("non-persistent://")]
+        except PolicySyncError as exc:
+            session.error(m.request_id, exc)
+            return
+        session.write_command(commands.topics_of_namespace(m.request_id, names))
+
+    async def on_get_schema(self, cmd: api.BaseCommand) -> None:
+        self.session.write_command(commands.schema_not_found(cmd.getSchema.request_id))
