@@ -54,6 +54,9 @@ class CompatSidecar:
                     "--bootstrap-servers", bootstrap,
                     "--cluster", "standalone",
                     "--broker-url", f"pulsar://127.0.0.1:{free_port()}",
+                    # any free port: 6650 may be another run's (a second clone's tests,
+                    # a real Pulsar standalone), and the sidecar then could not start
+                    "--broker-port", "0",
                     "--state-dir", str(workdir / "state"),
                     "--topic", self.policy_topic,
                     "--log-level", "warning",
