@@ -24,6 +24,7 @@ from sync.messaging import AutoTopicCreation
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._metrics import SidecarMetrics
+from ._process_tuning import release_free_heap
 from ._supervisor import Backoff, supervise
 
 logger = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class Sidecar:
                 config=config.cache,
                 codec=codec,
                 on_apply=self.metrics.apply_latency.observe,
+                on_ready=release_free_heap,
             )
             svc = PolicyService(self.transport, config, codec=codec, cache=cache)
             svc.start(wait=False)

@@ -31,7 +31,6 @@ are lock-free dict lookups.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import logging
 import threading
@@ -73,18 +72,6 @@ _IGNORE, _INSERT, _UPDATE, _DELETE = Effect.IGNORE, Effect.INSERT, Effect.UPDATE
 _ACTIONS = {"INSERT": _INSERT, "UPDATE": _UPDATE, "DELETE": _DELETE}
 
 Listener = Callable[[str, Policies | None], None]
-
-
-def _release_free_heap() -> None:
-    """Give memory freed after replay (librdkafka's drained fetch queues) back to the OS.
-
-    glibc keeps freed heap in its arenas; without this the fetch buffers of a replay
-    stay in the sidecar's RSS for good. A no-op where glibc is not the allocator.
-    """
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        logger.debug("malloc_trim is not available here")
 
 
 #: Where a cache is in its life: the one lifecycle of every compacted table.
@@ -228,7 +215,11 @@ class PolicyCache(TableReader):
         config: CacheConfig | None = None,
         codec: Codec | None = None,
         on_apply: Callable[[float], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
+        """``on_apply``: called with each applied change's age (seconds since it was
+        written); ``on_ready``: called once replay is done, on the reader thread (the
+        sidecar gives the heap freed by replay back to the OS there)."""
         self.config = cfg = config or CacheConfig()
         super().__init__(
             transport,
@@ -245,6 +236,7 @@ class PolicyCache(TableReader):
         )
         self.codec = codec or Codec()
         self._on_apply = on_apply
+        self._on_ready_callback = on_ready
         self._quarantine = self.quarantine
         self._store = PolicyStore(self.codec.header)
         self._decoded: OrderedDict[bytes, tuple[bytes, Policies | None]] = OrderedDict()
@@ -279,7 +271,8 @@ class PolicyCache(TableReader):
     def _on_ready(self) -> None:
         self._counters.bootstrap_records = self.bootstrap_records
         self._verify_prefixes = self._store.prefixes()
-        _release_free_heap()
+        if self._on_ready_callback is not None:
+            self._on_ready_callback()
         logger.info(
             "policy cache %s: %d policies (%s)",
             self.config.topic,

@@ -44,12 +44,6 @@ class MessagingConfig:
             this long after Kafka answered).
         max_pending_per_producer: sends one WebSocket producer may have in flight before
             its connection stops being read (Pulsar's ``maxPendingMessages`` default).
-        gc_young_threshold: the garbage collector's generation-0 threshold while the engine
-            runs (process-wide; raised, never lowered; 0 leaves it alone). Every message in
-            flight holds a few container objects for tens of milliseconds; with CPython's
-            default (700) they survive young collections by the thousand and trigger full
-            collections several times a second, which cost a third of the publishing
-            path's CPU.
         policy_check_s: how often live topics re-read their policies even without a
             change notification (and the policy service is looked up again).
         ownership_check_s: how often live topics ask whether they are still owned here.
@@ -90,7 +84,6 @@ class MessagingConfig:
     producer_linger_ms: int = 5
     report_poll_interval_s: float = 0.001
     max_pending_per_producer: int = 1000
-    gc_young_threshold: int = 10_000
     policy_check_s: float = 5.0
     ownership_check_s: float = 5.0
     message_expiry_check_s: float = 5.0
@@ -105,7 +98,7 @@ class MessagingConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("producer_linger_ms", "gc_young_threshold"):
+            if f.name == "producer_linger_ms":
                 ok = value >= 0
             else:
                 ok = value > 0

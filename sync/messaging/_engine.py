@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import itertools
 import logging
 import time
@@ -556,9 +555,6 @@ class MessagingEngine:
     async def start(self) -> None:
         """Start watching policies and ownership (call on the serving event loop)."""
         self._loop = asyncio.get_running_loop()
-        young, *older = gc.get_threshold()
-        if young < self.config.gc_young_threshold:
-            gc.set_threshold(self.config.gc_young_threshold, *older)
         if self._watcher is None:
             self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
         await self.topic_configs.start()

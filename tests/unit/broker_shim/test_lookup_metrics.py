@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker_shim._http import FREEZE_KEY, build_app
 from broker_shim._lookup_http import CLUSTER_KEY
 from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
+from broker_shim._process_tuning import GC_YOUNG_THRESHOLD
 from broker_shim._sidecar import Sidecar, SidecarConfig
 from sync._errors import (
     AuthenticationError,
@@ -212,3 +213,21 @@ def test_the_start_up_heap_is_frozen_once_the_sidecar_is_ready() -> None:
         _serve(LookupConfig(), scenario, freeze_heap=True)
     finally:
         gc.unfreeze()  # this process is the test runner, not a sidecar
+
+
+def test_the_sidecar_raises_the_young_gc_threshold_while_it_serves() -> None:
+    before = gc.get_threshold()
+
+    async def raised(*_: Any) -> None:
+        assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
+
+    async def never_lowered(*_: Any) -> None:
+        assert gc.get_threshold()[0] == 50_000
+
+    try:
+        gc.set_threshold(700, *before[1:])
+        _serve(LookupConfig(), raised)
+        gc.set_threshold(50_000, *before[1:])
+        _serve(LookupConfig(), never_lowered)
+    finally:
+        gc.set_threshold(*before)  # this process is the test runner, not a sidecar

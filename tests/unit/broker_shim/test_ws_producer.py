@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gc
 import json
 import threading
 from collections.abc import Awaitable, Callable
@@ -260,25 +259,6 @@ def test_engine_serves_reports_on_its_loop_and_drains_them_on_close() -> None:
         assert [mid.offset for _, mid in seen if mid is not None] == [0, 1]
 
     run(scenario)
-
-
-def test_engine_raises_the_young_gc_threshold_while_it_runs() -> None:
-    before = gc.get_threshold()
-    try:
-        gc.set_threshold(700, *before[1:])
-
-        async def scenario(_: Harness) -> None:
-            assert gc.get_threshold()[0] == MessagingConfig().gc_young_threshold
-
-        run(scenario)
-        gc.set_threshold(50_000, *before[1:])
-
-        async def never_lowered(*_: Any) -> None:
-            assert gc.get_threshold()[0] == 50_000
-
-        run(never_lowered)
-    finally:
-        gc.set_threshold(*before)
 
 
 def test_numbers_no_java_type_holds_are_refused_in_queries_and_frames() -> None:
