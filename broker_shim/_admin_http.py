@@ -35,13 +35,11 @@ from sync import NamespaceName, PolicyService, PolicyTarget, TopicName
 from sync.cluster import ClusterService
 from sync.errors import BadRequestError, NotFoundError
 
-from ._input import java_int, json_body
+from ._http_shell import Handler, java_int, json_body
 from ._lookup_http import (
-    Handler,
     _check_admin,
     _check_super,
     _namespace,
-    _pulsar_errors,
     _role,
     _service,
     _topic,
@@ -370,4 +368,4 @@ def add_admin_routes(app: web.Application) -> None:
         ("DELETE", f"{topic}/partitions", delete_partitioned),
     ]
     for method, path, handler in routes:
-        app.router.add_route(method, path, _pulsar_errors(handler))
+        app.router.add_route(method, path, handler)

@@ -15,10 +15,9 @@ from aiohttp import web
 from yarl import URL
 
 from sync import TopicName
-from sync.errors import PolicySyncError, UnavailableError
+from sync.errors import UnavailableError
 
-from ._http_errors import error_response
-from ._input import topic_from_path
+from ._http_shell import topic_from_path
 from ._ws import ENGINE_KEY
 
 logger = logging.getLogger(__name__)
@@ -39,24 +38,17 @@ async def _owned_here(request: web.Request, topic: TopicName) -> None:
 
 async def trigger(request: web.Request) -> web.StreamResponse:
     """``PUT``: start compacting the topic (204 at once; 409 while one runs)."""
-    try:
-        topic = topic_from_path(request, 3)
-        await _owned_here(request, topic)
-        await request.app[ENGINE_KEY].start_compaction(topic)
-    except PolicySyncError as exc:
-        return error_response(request, exc)
+    topic = topic_from_path(request, 3)
+    await _owned_here(request, topic)
+    await request.app[ENGINE_KEY].start_compaction(topic)
     return web.Response(status=204)
 
 
 async def status(request: web.Request) -> web.StreamResponse:
     """``GET``: Pulsar's ``LongRunningProcessStatus`` of the last compaction."""
-    try:
-        topic = topic_from_path(request, 3)
-        await _owned_here(request, topic)
-        body = request.app[ENGINE_KEY].compaction_status(topic).as_pulsar()
-    except PolicySyncError as exc:
-        return error_response(request, exc)
-    return web.json_response(body)
+    topic = topic_from_path(request, 3)
+    await _owned_here(request, topic)
+    return web.json_response(request.app[ENGINE_KEY].compaction_status(topic).as_pulsar())
 
 
 def add_compaction_routes(app: web.Application) -> None:

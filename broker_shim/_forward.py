@@ -41,6 +41,7 @@ from sync import (
 from sync.constants import SIDECAR_WRITE_PATH
 
 from ._http_errors import http_status
+from ._http_shell import json_body
 
 logger = logging.getLogger(__name__)
 
@@ -249,10 +250,7 @@ async def receive_write(
 ) -> web.Response:
     """The holder's side: write forwarded patches here (each on its own: one refused
     write does not fail the others), answer each one's applied offsets or refusal."""
-    try:
-        body = await request.json()
-    except ValueError as exc:
-        raise InvalidInputError(f"forwarded writes are not JSON: {exc}") from exc
+    body = await json_body(request)
     writes = body.get("writes") if isinstance(body, dict) else None
     if not isinstance(writes, list) or not all(
         isinstance(w, dict) and isinstance(w.get("fields"), dict) for w in writes

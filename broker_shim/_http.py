@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from sync import (
-    CacheState,
-    InvalidInputError,
-    NotFoundError,
-    PolicyService,
-    PolicySyncError,
-    PolicyTarget,
-)
+from sync import CacheState, CacheStateError, NotFoundError, PolicyService, PolicyTarget
 from sync.cluster import ClusterService, MemberState, ServiceState, ViewState
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
 from sync.messaging import TopicOwnership
@@ -30,8 +21,7 @@ from ._autocreate import topic_creator
 from ._binary_app import add_binary_listener
 from ._compaction_http import add_compaction_routes
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
-from ._http_errors import error_response
-from ._input import RETRY_AFTER_S, malformed_input
+from ._http_shell import http_app
 from ._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from ._metrics import LookupMetrics
 from ._process_tuning import freeze_startup_heap, raise_gc_young_threshold
@@ -47,33 +37,13 @@ SIDECAR_KEY = web.AppKey("sidecar", Sidecar)
 FORWARDER_KEY = web.AppKey("forwarder", WriteForwarder)
 SUPERVISOR_KEY = web.AppKey("supervisor", asyncio.Task[None])
 FREEZE_KEY = web.AppKey("freeze-heap", asyncio.Task[None])
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _flag(request: web.Request, name: str) -> bool:
-    value = request.query.get(name, "false").lower()
-    if value not in ("true", "false"):
-        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
-    return value == "true"
-
-
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except PolicySyncError as exc:
-        return error_response(request, exc)
 
 
 def _ready_service(request: web.Request) -> PolicyService:
     svc = request.app[SIDECAR_KEY].service
     if svc is None or svc.cache.state is not CacheState.READY:
         state = "STARTING" if svc is None else svc.cache.state.value
-        raise web.HTTPServiceUnavailable(
-            text=json.dumps({"reason": f"policy cache is {state}, not READY"}),
-            content_type="application/json",
-            headers={"Retry-After": str(RETRY_AFTER_S)},
-        )
+        raise CacheStateError(f"policy cache is {state}, not READY")
     return svc
 
 
@@ -208,7 +178,7 @@ def build_app(
     ``broker_socket``: an already bound socket for the binary protocol (else
     ``sidecar.config.broker_port`` is bound on start, if set).
     """
-    app = web.Application(middlewares=[malformed_input, _errors])
+    app = http_app()
     app[SIDECAR_KEY] = sidecar
     app[FORWARDER_KEY] = WriteForwarder(sidecar.holder)
     app[POLICY_SOURCE_KEY] = lambda: sidecar.service
@@ -227,12 +197,12 @@ def build_app(
             web.get(SIDECAR_DIGEST_PATH, digest),
             web.get(SIDECAR_ENTRIES_PATH, entries),
             web.post(SIDECAR_WRITE_PATH, forwarded_write),
-            web.get(ns_policy, policies.wrap(policies.ns_get)),
-            web.post(ns_policy, policies.wrap(policies.ns_set)),
-            web.delete(ns_policy, policies.wrap(policies.ns_delete)),
-            web.get(policy, policies.wrap(policies.get)),
-            web.post(policy, policies.wrap(policies.set)),
-            web.delete(policy, policies.wrap(policies.delete)),
+            web.get(ns_policy, policies.ns_get),
+            web.post(ns_policy, policies.ns_set),
+            web.delete(ns_policy, policies.ns_delete),
+            web.get(policy, policies.get),
+            web.post(policy, policies.set),
+            web.delete(policy, policies.delete),
         ]
     )
 

@@ -1,8 +1,16 @@
-"""The one table from the library's exceptions to HTTP status codes (Pulsar's choices).
+"""The one place where the library's exceptions become HTTP answers (Pulsar's choices).
 
-Every HTTP route of the sidecar (policies, lookups, admin, WebSocket upgrades) answers a
-:class:`sync.errors.PolicySyncError` through :func:`error_response`: Pulsar's status code and
-its ``{"reason": "..."}`` body.
+Every HTTP route of the sidecar (policies, lookups, admin, compaction, the sidecar's own
+routes) raises :class:`sync.errors.PolicySyncError`; the shell's one middleware
+(:func:`broker_shim._http_shell.pulsar_answers`) answers it through :func:`error_response`:
+the status of :data:`_STATUS` and Pulsar's ``{"reason": "..."}`` body.
+
+The WebSocket handshake is answered differently by Pulsar's WebSocket proxy (400 for a
+bad query parameter, 409 for a busy subscription, the reason prefixed with what failed):
+its table is :data:`_HANDSHAKE_STATUS`, answered by :func:`handshake_refusal`.
+
+A 503 always carries ``Retry-After`` (:data:`RETRY_AFTER_S`), so Pulsar clients and load
+balancers retry instead of giving up.
 """
 
 from __future__ import annotations
@@ -18,10 +26,15 @@ from sync.errors import (
     BadRequestError,
     CacheStateError,
     ConflictError,
+    ConsumerBusyError,
     InvalidInputError,
+    MessagingError,
     NotAcceptableError,
+    NotAllowedError,
     NotFoundError,
     PolicySyncError,
+    ProducerBusyError,
+    SubscriptionBusyError,
     TooManyRequestsError,
     TransportError,
     UnavailableError,
@@ -30,10 +43,21 @@ from sync.errors import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["error_response", "http_status", "reason_response"]
+__all__ = [
+    "RETRY_AFTER_S",
+    "error_response",
+    "handshake_refusal",
+    "http_status",
+    "reason_response",
+]
+
+#: Seconds a client should wait before retrying a 503 (a bundle moves in about a second).
+RETRY_AFTER_S = 1
+
+_Table = tuple[tuple[type[PolicySyncError] | tuple[type[PolicySyncError], ...], int], ...]
 
 #: Most specific first: an exception maps to the first class it is an instance of.
-_STATUS: Final[tuple[tuple[type[PolicySyncError], int], ...]] = (
+_STATUS: Final[_Table] = (
     (AuthenticationError, 401),
     (AuthorizationError, 403),
     (TooManyRequestsError, 429),
@@ -53,18 +77,35 @@ _STATUS: Final[tuple[tuple[type[PolicySyncError], int], ...]] = (
     (InvalidInputError, 412),
 )
 
+#: Pulsar's WebSocket proxy's answers to a refused producer, consumer or reader. A policy
+#: that forbids it is 403 here (Pulsar's proxy says 500, which hides that the client must
+#: change something); not ready yet, a bundle moving or Kafka failing is 503 (retry).
+_HANDSHAKE_STATUS: Final[_Table] = (
+    (InvalidInputError, 400),
+    (NotFoundError, 404),
+    ((ConsumerBusyError, ProducerBusyError, SubscriptionBusyError), 409),
+    (NotAllowedError, 403),
+    (MessagingError, 409),
+    ((CacheStateError, UnavailableError, TransportError), 503),
+)
 
-def http_status(exc: PolicySyncError) -> int:
-    """Pulsar's status code for one of our errors (500 for anything unexpected)."""
-    for kind, status in _STATUS:
+
+def _status_in(table: _Table, exc: PolicySyncError) -> int:
+    for kind, status in table:
         if isinstance(exc, kind):
             return status
     return 500
 
 
+def http_status(exc: PolicySyncError) -> int:
+    """Pulsar's status code for one of our errors (500 for anything unexpected)."""
+    return _status_in(_STATUS, exc)
+
+
 def reason_response(status: int, reason: str) -> web.Response:
-    """Pulsar's error body: ``{"reason": "..."}``."""
-    return web.json_response({"reason": reason}, status=status)
+    """Pulsar's error body, ``{"reason": "..."}`` (with ``Retry-After`` on a 503)."""
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return web.json_response({"reason": reason}, status=status, headers=headers)
 
 
 def error_response(request: web.Request, exc: PolicySyncError) -> web.Response:
@@ -73,3 +114,14 @@ def error_response(request: web.Request, exc: PolicySyncError) -> web.Response:
     if status >= 500:
         logger.warning("%s %s failed: %s", request.method, request.path, exc)
     return reason_response(status, str(exc))
+
+
+def handshake_refusal(exc: PolicySyncError, prefix: str) -> web.Response:
+    """Pulsar's answer to a WebSocket handshake refused with ``exc``; ``prefix`` says what
+    failed (``Failed to subscribe``, ``Failed to create producer``, …)."""
+    status = _status_in(_HANDSHAKE_STATUS, exc)
+    if status == 400:
+        return reason_response(400, f"Invalid query params: {exc}")
+    if status >= 500 and status != 503:
+        logger.warning("%s: %s", prefix, exc)
+    return reason_response(status, f"{prefix}: {exc}")

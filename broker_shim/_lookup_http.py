@@ -46,7 +46,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -59,12 +59,10 @@ from sync.errors import (
     InvalidInputError,
     NotAcceptableError,
     NotFoundError,
-    PolicySyncError,
 )
 from sync.messaging import OwnerInfo
 
-from ._http_errors import error_response
-from ._input import java_int, json_body, topic_from_path
+from ._http_shell import Handler, java_int, json_body, query_flag, topic_from_path
 from ._metrics import LookupMetrics
 from ._supervisor import Backoff, supervise
 
@@ -119,25 +117,11 @@ class LookupOwnership:
 
 CLUSTER_KEY = web.AppKey("cluster", CurrentService)
 LOOKUP_METRICS_KEY = web.AppKey("lookup-metrics", LookupMetrics)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _JSON = "application/json"
 #: Content type of Pulsar's ``{"partitions": N, "properties": {…}}`` creation body.
 _PARTITIONED_METADATA = "application/vnd.partitioned-topic-metadata+json"
 _LISTENER_HEADER = "X-Pulsar-ListenerName"
-
-
-def _pulsar_errors(handler: Handler) -> Handler:
-    """Map our exception tree onto Pulsar's status codes and ``{"reason": …}`` bodies."""
-
-    @functools.wraps(handler)
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except PolicySyncError as exc:
-            return error_response(request, exc)
-
-    return wrapped
 
 
 def _service(request: web.Request) -> ClusterService:
@@ -180,16 +164,6 @@ def _topic(request: web.Request, first: int) -> TopicName:
 def _namespace(request: web.Request) -> NamespaceName:
     m = request.match_info
     return NamespaceName(m["tenant"], m["namespace"])
-
-
-def _flag(request: web.Request, name: str, default: bool = False) -> bool:
-    value = request.query.get(name)
-    if value is None or value == "":
-        return default
-    lowered = value.lower()
-    if lowered not in ("true", "false"):
-        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
-    return lowered == "true"
 
 
 # -- lookup ------------------------------------------------------------------------------
@@ -235,7 +209,11 @@ async def get_partitions(request: web.Request) -> web.StreamResponse:
     service.require_ready()
     partitions = await service.lookups.partitions_fresh(topic)
     record = service.store.topic(topic)
-    if record is None and not topic.is_partition and not _flag(request, "checkAllowAutoCreation"):
+    if (
+        record is None
+        and not topic.is_partition
+        and not query_flag(request.query, "checkAllowAutoCreation")
+    ):
         # Pulsar 4: metadata of a topic never created is 404, unless the client asks
         # whether auto-creation would make it (then: 0, a non-partitioned topic).
         if service.store.layout(topic.namespace_name) is None:
@@ -368,7 +346,7 @@ async def split_bundle(request: web.Request) -> web.StreamResponse:
     service = _service(request)
     namespace = _namespace(request)
     _check_admin(request, namespace.tenant)
-    unload = _flag(request, "unload")
+    unload = query_flag(request.query, "unload")
     algorithm = request.query.get("splitAlgorithmName")
     service.require_ready()
     await asyncio.to_thread(
@@ -597,7 +575,7 @@ def add_lookup_routes(
         ("GET", "/policy-sync/v1/ownership", ownership),
     ]
     for method, path, handler in routes:
-        app.router.add_route(method, path, _pulsar_errors(handler))
+        app.router.add_route(method, path, handler)
     # Tenants, namespaces, topics, clusters (issue 13): same service, same error mapping.
     from ._admin_http import add_admin_routes  # noqa: PLC0415 - it imports this module
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from sync.errors import BadRequestError, InvalidInputError, InvalidPolicyError
 from sync.messaging import validate_override
 
 __all__ = [
@@ -25,12 +26,11 @@ __all__ = [
     "NAMESPACE_POLICIES_JSON",
     "REST_POLICIES",
     "RestPolicy",
-    "Refusal",
 ]
 
-#: (HTTP status, Pulsar's reason) of a value Pulsar refuses.
-Refusal = tuple[int, str]
-Check = Callable[[Any], Refusal | None]
+#: Pulsar's own refusal of a well-typed value, as the error the front end answers: 412
+#: (``InvalidPolicyError``) or 400 (``BadRequestError``) with Pulsar's reason.
+Check = Callable[[Any], InvalidInputError | None]
 
 #: Pulsar's text when one of retention's limits is 0 and the other is not.
 RETENTION_REASON: Final = (
@@ -47,22 +47,22 @@ def _int(value: Any) -> bool:
 
 
 def _at_least_zero(reason: str) -> Check:
-    def check(value: Any) -> Refusal | None:
-        return (412, reason) if _int(value) and value < 0 else None
+    def check(value: Any) -> InvalidInputError | None:
+        return InvalidPolicyError(reason) if _int(value) and value < 0 else None
 
     return check
 
 
-def _check_retention(value: Any) -> Refusal | None:
+def _check_retention(value: Any) -> InvalidInputError | None:
     if not isinstance(value, dict):
         return None
     time_, size = value.get("retentionTimeInMinutes"), value.get("retentionSizeInMB")
     if _int(time_) and _int(size) and (time_ == 0) != (size == 0):
-        return 400, RETENTION_REASON
+        return BadRequestError(RETENTION_REASON)
     return None
 
 
-def _check_persistence(value: Any) -> Refusal | None:
+def _check_persistence(value: Any) -> InvalidInputError | None:
     if not isinstance(value, dict):
         return None
     e, w, a = (value.get(k) for k in ("bookkeeperEnsemble", "bookkeeperWriteQuorum",
@@ -70,20 +70,22 @@ def _check_persistence(value: Any) -> Refusal | None:
     if not (isinstance(e, int) and isinstance(w, int) and isinstance(a, int)):
         return None
     if not e >= w >= a:
-        return 400, f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a})"
+        return BadRequestError(f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a})")
     return None
 
 
-def _check_auto_topic_creation(value: Any) -> Refusal | None:
+def _check_auto_topic_creation(value: Any) -> InvalidInputError | None:
     detail = validate_override(value)
     if detail is None:
         return None
-    return 412, f"Invalid configuration for autoTopicCreationOverride. the detail is {detail}"
+    return InvalidPolicyError(
+        f"Invalid configuration for autoTopicCreationOverride. the detail is {detail}"
+    )
 
 
-def _check_max_message_size(value: Any) -> Refusal | None:
+def _check_max_message_size(value: Any) -> InvalidInputError | None:
     if _int(value) and not 0 <= value <= BROKER_MAX_MESSAGE_SIZE:
-        return 412, (
+        return InvalidPolicyError(
             "topic-level maxMessageSize must be greater than or equal to 0 and must be "
             "smaller than that in the broker-level"
         )

@@ -4,13 +4,14 @@
 ``…/backlogQuotaMap`` (GET) and ``…/backlogQuota?backlogQuotaType=…`` (POST, DELETE).
 
 Checks in Pulsar's order: a body (or a ``?messageTTL=``-style query value) that is not
-strict JSON, or holds a number out of Java's range, is 400 (``_input.json_value``), and so
-is an integer its field's Java type cannot hold (``FieldCatalog.bind``), both before any
-Kafka I/O; a partition (``…-partition-N``) is 412 "Not allowed to set/get topic
+strict JSON, or holds a number out of Java's range, is 400 (``_http_shell.json_value``),
+and so is an integer its field's Java type cannot hold (``FieldCatalog.bind``), both
+before any Kafka I/O; a partition (``…-partition-N``) is 412 "Not allowed to set/get topic
 policy for a partition"; with the cluster registry on, a missing namespace is 404
 "Namespace not found" and a topic never created is 404 "Topic … not found"; then Pulsar's
 own value checks (412/400 with its reasons) and the catalog's type checks (400). Nothing
-is written unless all pass.
+is written unless all pass. Every refusal is a library error (``InvalidInputError`` 412,
+``BadRequestError`` 400, ``NotFoundError`` 404) answered by the shell's one middleware.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from sync import (
     TopicName,
 )
 from sync.cluster import ClusterService
+from sync.errors import BadRequestError
 
-from ._input import json_value, topic_from_path
+from ._http_shell import json_value, query_flag, topic_from_path
 from ._policy_rest import (
     BACKLOG_QUOTA_TYPES,
     DEFAULT_BACKLOG_QUOTA,
@@ -54,22 +56,6 @@ ClusterOf = Callable[[web.Request], ClusterService | None]
 WriteFn = Callable[[web.Request, PolicyService, PolicyTarget, dict[str, Any]], Awaitable[None]]
 
 
-class _Answer(Exception):
-    """A finished HTTP answer raised from deep inside a handler (status, reason)."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-def _flag(request: web.Request, name: str) -> bool:
-    value = request.query.get(name, "false").lower()
-    if value not in ("true", "false"):
-        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
-    return value == "true"
-
-
 def _to_json(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_to_json(v) for v in value]
@@ -87,7 +73,7 @@ def _quota_json(quotas: Any) -> dict[str, Any]:
     return out
 
 
-async def _refresh(cluster: ClusterService, refusal: _Answer | None) -> None:
+async def _refresh(cluster: ClusterService, refusal: InvalidInputError | None) -> None:
     """Bring the registry up to date (Kafka I/O); if Kafka cannot answer and the request
     is refused anyway, answer the refusal rather than the unavailability."""
     try:
@@ -110,39 +96,28 @@ class PolicyRoutes:
         #: Checks values without the service: a refusal needs neither a READY cache nor Kafka.
         self._catalog = catalog
 
-    def wrap(
-        self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def wrapped(request: web.Request) -> web.StreamResponse:
-            try:
-                return await handler(request)
-            except _Answer as answer:
-                return web.json_response({"reason": answer.reason}, status=answer.status)
-
-        return wrapped
-
     # -- shared checks ------------------------------------------------------------------
     def _topic(self, request: web.Request) -> TopicName:
         # /admin/v2/{domain}/{tenant}/{namespace}/{topic}/{policy}: decoded like lookups.
         return topic_from_path(request, 3)
 
     async def _check_topic(
-        self, request: web.Request, topic: TopicName, refusal: _Answer | None = None
+        self, request: web.Request, topic: TopicName, refusal: InvalidInputError | None = None
     ) -> None:
         """Pulsar's existence checks, then ``refusal`` (the request's value, checked
         beforehand without any I/O): a request already known to be refused gets its 4xx
         even when Kafka cannot tell whether the topic exists."""
         if topic.is_partition:
-            raise _Answer(412, _PARTITION_REASON)
+            raise InvalidInputError(_PARTITION_REASON)
         cluster = self._cluster_of(request)
         if cluster is not None:
             store = cluster.store
             if store.layout(topic.namespace_name) is None or store.topic(topic) is None:
                 await _refresh(cluster, refusal)  # an admin call: see other sidecars' writes
             if store.layout(topic.namespace_name) is None:
-                raise _Answer(404, "Namespace not found")
+                raise NotFoundError("Namespace not found")
             if store.topic(topic) is None:
-                raise _Answer(404, f"Topic {topic.base.canonical} not found")
+                raise NotFoundError(f"Topic {topic.base.canonical} not found")
         if refusal is not None:
             raise refusal
 
@@ -163,7 +138,7 @@ class PolicyRoutes:
         try:
             self._catalog.bind({field: value})
         except InvalidPolicyError as exc:
-            raise _Answer(400, str(exc)) from exc
+            raise BadRequestError(str(exc)) from exc
 
     def _local_cluster(self, request: web.Request) -> str:
         cluster = self._cluster_of(request)
@@ -175,7 +150,8 @@ class PolicyRoutes:
             return await self._get_quotas(request)
         name, rest = self._policy(request)
         topic = self._topic(request)
-        is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
+        is_global = query_flag(request.query, "isGlobal")
+        applied = query_flag(request.query, "applied")
         await self._check_topic(request, topic)
         svc = self._service_of(request)
         if applied:
@@ -194,7 +170,8 @@ class PolicyRoutes:
 
     async def _get_quotas(self, request: web.Request) -> web.StreamResponse:
         topic = self._topic(request)
-        is_global, applied = _flag(request, "isGlobal"), _flag(request, "applied")
+        is_global = query_flag(request.query, "isGlobal")
+        applied = query_flag(request.query, "applied")
         await self._check_topic(request, topic)
         svc = self._service_of(request)
         if applied:
@@ -213,13 +190,13 @@ class PolicyRoutes:
             return await self._set_quota(request)
         name, rest = self._policy(request)
         topic = self._topic(request)
-        is_global = _flag(request, "isGlobal")
+        is_global = query_flag(request.query, "isGlobal")
         if rest.query_param is not None and rest.query_param in request.query:
             text = request.query[rest.query_param]
         else:
             text = await request.text()
         if not text.strip():
-            raise _Answer(400, f"{name}: the request has no value; send it as the JSON body")
+            raise BadRequestError(f"{name}: the request has no value; send it as the JSON body")
         value = json_value(text)
         self._bind(rest.field, value)
         patch: dict[str, Any] = {}
@@ -227,27 +204,25 @@ class PolicyRoutes:
         try:
             if name == "replication":
                 self._check_replication(request, value, is_global)
-            checked = None if rest.check is None else rest.check(value)
-            if checked is not None:
-                raise _Answer(*checked)
+            refused = None if rest.check is None else rest.check(value)
+            if refused is not None:
+                raise refused
             patch = self._checked({rest.field: rest.completed(value)})
-        except _Answer as answer:
-            refusal = answer
+        except InvalidInputError as exc:
+            refusal = exc
         await self._check_topic(request, topic, refusal)
         await self._write(request, topic, is_global, patch)
         return web.Response(status=204)
 
     def _check_replication(self, request: web.Request, value: Any, is_global: bool) -> None:
         if is_global:
-            raise _Answer(
-                412,
+            raise InvalidPolicyError(
                 "Please do not use the global topic level policy when namespace-level "
                 "replication is not enabled, because the global level policy relies on "
                 "namespace-level replication",
             )
         if isinstance(value, list) and self._local_cluster(request) not in value:
-            raise _Answer(
-                412,
+            raise InvalidPolicyError(
                 "Can not remove local cluster from the local topic-level replication "
                 "clusters policy",
             )
@@ -258,7 +233,7 @@ class PolicyRoutes:
             return self._catalog.validate_patch(patch)
         except InvalidPolicyError as exc:
             # A value of the wrong type or shape: Pulsar's JSON binding refuses it with 400.
-            raise _Answer(400, str(exc)) from exc
+            raise BadRequestError(str(exc)) from exc
 
     async def _write(
         self, request: web.Request, topic: TopicName, is_global: bool, patch: dict[str, Any]
@@ -270,19 +245,18 @@ class PolicyRoutes:
     def _quota_type(self, request: web.Request) -> str:
         kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]
         if kind not in BACKLOG_QUOTA_TYPES:
-            raise _Answer(
-                404,
+            raise NotFoundError(
                 f"backlogQuotaType {kind!r} is not one of {', '.join(BACKLOG_QUOTA_TYPES)}",
             )
         return kind
 
     async def _set_quota(self, request: web.Request) -> web.StreamResponse:
         topic = self._topic(request)
-        is_global = _flag(request, "isGlobal")
+        is_global = query_flag(request.query, "isGlobal")
         kind = self._quota_type(request)
         value = json_value(await request.text())
         if not isinstance(value, dict):
-            raise _Answer(400, "backlogQuota must be a JSON object")
+            raise BadRequestError("backlogQuota must be a JSON object")
         quota = {k: v for k, v in value.items() if k != "limit"}
         if "limitSize" not in quota and "limit" in value:
             quota["limitSize"] = value["limit"]
@@ -290,8 +264,8 @@ class PolicyRoutes:
         refusal = None
         try:
             self._checked({_QUOTA_FIELD: {kind: quota}})
-        except _Answer as answer:
-            refusal = answer
+        except InvalidInputError as exc:
+            refusal = exc
         await self._check_topic(request, topic, refusal)
         svc = self._service_of(request)
         found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
@@ -307,14 +281,14 @@ class PolicyRoutes:
         if not rest.deletable:
             return web.Response(status=405)
         topic = self._topic(request)
-        is_global = _flag(request, "isGlobal")
+        is_global = query_flag(request.query, "isGlobal")
         await self._check_topic(request, topic)
         await self._write(request, topic, is_global, {rest.field: None})
         return web.Response(status=204)
 
     async def _delete_quota(self, request: web.Request) -> web.StreamResponse:
         topic = self._topic(request)
-        is_global = _flag(request, "isGlobal")
+        is_global = query_flag(request.query, "isGlobal")
         kind = self._quota_type(request)
         await self._check_topic(request, topic)
         svc = self._service_of(request)
@@ -337,7 +311,10 @@ class PolicyRoutes:
         return NamespaceName(m["tenant"], m["namespace"]), rest
 
     async def _check_namespace(
-        self, request: web.Request, namespace: NamespaceName, refusal: _Answer | None = None
+        self,
+        request: web.Request,
+        namespace: NamespaceName,
+        refusal: InvalidInputError | None = None,
     ) -> None:
         """404 for a namespace never created, then ``refusal`` (see :meth:`_check_topic`)."""
         cluster = self._cluster_of(request)
@@ -345,7 +322,7 @@ class PolicyRoutes:
             if cluster.store.layout(namespace) is None:
                 await _refresh(cluster, refusal)
             if cluster.store.layout(namespace) is None:
-                raise _Answer(404, "Namespace does not exist")
+                raise NotFoundError("Namespace does not exist")
         if refusal is not None:
             raise refusal
 
@@ -369,19 +346,19 @@ class PolicyRoutes:
     async def ns_set(self, request: web.Request) -> web.StreamResponse:
         text = await request.text()
         if not text.strip():
-            raise _Answer(400, "the request has no value; send it as the JSON body")
+            raise BadRequestError("the request has no value; send it as the JSON body")
         value = json_value(text)
         namespace, rest = self._namespace_rest(request)
         self._bind(rest.field, value)
         patch: dict[str, Any] = {}
         refusal = None
         try:
-            checked = None if rest.check is None else rest.check(value)
-            if checked is not None:
-                raise _Answer(*checked)
+            refused = None if rest.check is None else rest.check(value)
+            if refused is not None:
+                raise refused
             patch = self._checked({rest.field: rest.completed(value)})
-        except _Answer as answer:
-            refusal = answer
+        except InvalidInputError as exc:
+            refusal = exc
         await self._check_namespace(request, namespace, refusal)
         await self._write_namespace(request, namespace, patch)
         return web.Response(status=204)

@@ -47,7 +47,8 @@ answers: 400 bad name or query parameter (``Invalid query params: …``), 404 no
 ``… Subscription is of different type``), 403 forbidden by a policy (``Topic[{…}] doesn't
 support Shared sub type!``, ``Exceed the maximum number of subscriptions …``; Pulsar's
 proxy says 500 here, which hides that the client must change something), 503 policies not
-loaded yet or the sidecar shutting down, 500 Kafka failed.
+loaded yet, the bundle moving, Kafka failing or the sidecar shutting down (retry): the
+table of :func:`broker_shim._http_errors.handshake_refusal`.
 
 A topic owned by another sidecar is answered ``307 Temporary Redirect`` to the same path
 and query on the owner (``ws://``/``wss://`` from its HTTP URL), which WebSocket clients
@@ -81,16 +82,11 @@ import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
-from sync import CacheStateError, PolicyService, PolicySyncError, TopicName, UnavailableError
+from sync import PolicyService, PolicySyncError, TopicName, UnavailableError
 from sync.errors import (
-    ConsumerBusyError,
     InvalidInputError,
     MessageTooLargeError,
     MessagingError,
-    NotAllowedError,
-    NotFoundError,
-    ProducerBusyError,
-    SubscriptionBusyError,
     TransportError,
 )
 from sync.messaging import (
@@ -112,13 +108,14 @@ from sync.messaging import (
 from sync.routing import HashingScheme, MessageRoutingMode
 from sync.transport import Transport
 
-from ._input import (
+from ._http_errors import handshake_refusal
+from ._http_shell import (
     JAVA_INT_MAX,
     JAVA_INT_MIN,
     JAVA_LONG_MAX,
     JAVA_LONG_MIN,
+    query_flag,
     topic_from_path,
-    unavailable,
 )
 from ._sidecar import Sidecar
 
@@ -290,30 +287,6 @@ def _reason_text(text: str) -> bytes:
     return data[: _MAX_CLOSE_REASON - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
 
 
-def _refusal(status: int, reason: str) -> web.Response:
-    return web.json_response({"reason": reason}, status=status)
-
-
-def _refuse(exc: PolicySyncError, prefix: str) -> web.Response:
-    """Pulsar's HTTP answer to a refused producer or consumer."""
-    if isinstance(exc, InvalidInputError):
-        return _refusal(400, f"Invalid query params: {exc}")
-    if isinstance(exc, NotFoundError):
-        return _refusal(404, f"{prefix}: {exc}")
-    if isinstance(exc, ConsumerBusyError | ProducerBusyError | SubscriptionBusyError):
-        return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, NotAllowedError):
-        return _refusal(403, f"{prefix}: {exc}")
-    if isinstance(exc, MessagingError):
-        return _refusal(409, f"{prefix}: {exc}")
-    if isinstance(exc, CacheStateError | UnavailableError | TransportError):
-        # Not ready yet, the topic's bundle is moving, or Kafka refused or did not answer
-        # (no coordinator, broker gone): retry (issue 11: was a 500).
-        return unavailable(f"{prefix}: {exc}")
-    logger.warning("%s: %s", prefix, exc)
-    return _refusal(500, f"{prefix}: {exc}")
-
-
 def _topic_of(request: web.Request) -> TopicName:
     # /ws/v2/{producer|consumer}/{domain}/{tenant}/{namespace}/{topic}: decoded like REST.
     return topic_from_path(request, 4)
@@ -347,13 +320,6 @@ def _java_long(value: Any) -> bool:
     )
 
 
-def _bool_param(query: Mapping[str, str], name: str, default: bool) -> bool:
-    text = query.get(name)
-    if text is None:
-        return default
-    return text.strip().lower() == "true"  # Java Boolean.parseBoolean
-
-
 def _enum_param(query: Mapping[str, str], name: str, kind: type[Any], default: Any) -> Any:
     text = query.get(name)
     if text is None:
@@ -369,10 +335,7 @@ async def _redirect(request: web.Request, engine: MessagingEngine, topic: TopicN
     if owner.local:
         return
     if not owner.http_url:
-        raise web.HTTPServiceUnavailable(
-            text=json.dumps({"reason": f"No broker was available to own {topic}"}),
-            content_type="application/json",
-        )
+        raise UnavailableError(f"No broker was available to own {topic}")
     base = URL(owner.http_url)
     scheme = "wss" if base.scheme in ("https", "wss") else "ws"
     target = base.with_scheme(scheme).with_path(request.rel_url.raw_path, encoded=True)
@@ -447,7 +410,7 @@ def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
         hashing_scheme=_enum_param(
             query, "hashingScheme", HashingScheme, HashingScheme.JavaStringHash
         ),
-        batching_enabled=_bool_param(query, "batchingEnabled", False),
+        batching_enabled=query_flag(query, "batchingEnabled", lenient=True),
         batching_max_publish_delay_ms=_int_param(query, "batchingMaxPublishDelay", 1, 1),
         producer_name=query.get("producerName"),
     )
@@ -461,12 +424,12 @@ async def producer_endpoint(request: web.Request) -> web.StreamResponse:
         topic = _topic_of(request)
         config, max_pending = _producer_config(request.query)
     except PolicySyncError as exc:
-        return _refuse(exc, "Failed to create producer")
+        return handshake_refusal(exc, "Failed to create producer")
     await _redirect(request, engine, topic)
     try:
         handle = await engine.create_producer(topic, config)
     except PolicySyncError as exc:
-        return _refuse(exc, "Failed to create producer")
+        return handshake_refusal(exc, "Failed to create producer")
     ws = _ws_response()
     try:
         await ws.prepare(request)
@@ -718,11 +681,11 @@ async def consumer_endpoint(request: web.Request) -> web.StreamResponse:
             query, "subscriptionInitialPosition", InitialPosition, InitialPosition.Latest
         )
         queue_size = _int_param(query, "receiverQueueSize", 0, 0)
-        pull_mode = _bool_param(query, "pullMode", False)
+        pull_mode = query_flag(query, "pullMode", lenient=True)
         nack_ms = query.get("negativeAckRedeliveryDelay")
         nack_delay = None if nack_ms is None else _int_param(query, "negativeAckRedeliveryDelay", 0)
     except PolicySyncError as exc:
-        return _refuse(exc, "Failed to subscribe")
+        return handshake_refusal(exc, "Failed to subscribe")
     await _redirect(request, engine, topic)
     try:
         consumer = await engine.subscribe(
@@ -736,7 +699,7 @@ async def consumer_endpoint(request: web.Request) -> web.StreamResponse:
             negative_ack_delay_s=None if nack_delay is None else nack_delay / 1000.0,
         )
     except PolicySyncError as exc:
-        return _refuse(exc, "Failed to subscribe")
+        return handshake_refusal(exc, "Failed to subscribe")
     ws = _ws_response()
     try:
         await ws.prepare(request)
@@ -778,7 +741,7 @@ async def reader_endpoint(request: web.Request) -> web.StreamResponse:
         initial, start = _reader_start(query)
         queue_size = _int_param(query, "receiverQueueSize", 0, 0)
     except PolicySyncError as exc:
-        return _refuse(exc, "Failed to create reader")
+        return handshake_refusal(exc, "Failed to create reader")
     await _redirect(request, engine, topic)
     try:
         consumer = await engine.subscribe(
@@ -792,7 +755,7 @@ async def reader_endpoint(request: web.Request) -> web.StreamResponse:
             start_message_id=start,
         )
     except PolicySyncError as exc:
-        return _refuse(exc, "Failed to create reader")
+        return handshake_refusal(exc, "Failed to create reader")
     ws = _ws_response()
     try:
         await ws.prepare(request)

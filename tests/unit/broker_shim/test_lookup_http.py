@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from broker_shim._http_shell import http_app
 from broker_shim._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
 from sync._bundles import NamespaceBundles, topic_hash
 from sync._kafka_names import kafka_topic_of
@@ -74,7 +74,7 @@ def run(services: list[ClusterService], scenario: Scenario) -> None:
         clients: list[TestClient[Any, Any]] = []
         try:
             for service in services:
-                app = web.Application()
+                app = http_app()
                 add_lookup_routes(app, service, restart_backoff_s=0.1)
                 client: TestClient[Any, Any] = TestClient(TestServer(app))
                 await client.start_server()

@@ -279,8 +279,7 @@ def test_kafka_refusing_or_not_answering_is_503_on_rest_and_websocket() -> None:
     """A Kafka error under a request (no coordinator for a subscription's group, a broker
     handle destroyed while reading watermarks) is transient: 503 + Retry-After on REST and
     WebSocket upgrades, never 500 (issue 11's chaos soak, run 4)."""
-    from broker_shim._http_errors import http_status
-    from broker_shim._ws import _refuse
+    from broker_shim._http_errors import handshake_refusal, http_status
     from sync.errors import TransportError
 
     not_coordinator = TransportError(
@@ -288,7 +287,7 @@ def test_kafka_refusing_or_not_answering_is_503_on_rest_and_websocket() -> None:
         "KafkaError{code=NOT_COORDINATOR,val=16}"
     )
     assert http_status(not_coordinator) == 503
-    refused = _refuse(not_coordinator, "Failed to subscribe")
+    refused = handshake_refusal(not_coordinator, "Failed to subscribe")
     assert refused.status == 503 and refused.headers.get("Retry-After")
 
 

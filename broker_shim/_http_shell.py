@@ -1,12 +1,12 @@
-"""One place where malformed requests become 4xx answers, and "not now" becomes 503.
+"""The HTTP shell every route of the sidecar shares: one middleware, one way to read a request.
 
-Every route of the sidecar (policies, lookups, admin, WebSocket upgrades) runs inside
-:func:`malformed_input`. Whatever a handler does with the request (``request.text()``,
-``json.loads``, Pulsar's strict policy parser), a request that cannot be decoded is the
-client's fault and gets ``{"reason": ...}`` with a 4xx, never aiohttp's bare 500
-"Server got itself in trouble" (issue 11: deeply nested JSON, invalid UTF-8, random
-bytes, a bogus charset in the Content-Type):
+Every route (policies, lookups, admin, compaction, WebSocket upgrades, the sidecar's
+own) is served by an app from :func:`http_app`, inside its one middleware,
+:func:`pulsar_answers`, which answers:
 
+* a library error (:class:`sync.errors.PolicySyncError`, raised anywhere below a handler)
+  with Pulsar's status and ``{"reason": ...}``, from the one table in
+  :mod:`broker_shim._http_errors`;
 * a body of a media type Pulsar's admin resources do not read (a form, octet-stream, XML,
   or no ``Content-Type`` at all): 415 Unsupported Media Type, before the handler runs, as
   Pulsar 4.0.7 answers (it reads ``application/json``, ``application/*+json``,
@@ -17,20 +17,24 @@ bytes, a bogus charset in the Content-Type):
   415, before the handler runs too;
 * a body that is not valid in its charset: 400;
 * JSON nested deeper than the parser's recursion limit: 400;
-* JSON that does not parse (a handler that forgot to map it): 400.
+* JSON that does not parse (a handler that forgot to map it): 400;
 
-Every JSON body and JSON query-string value is parsed by :func:`json_body` /
-:func:`json_value` (the library's strict parser): malformed JSON, NaN, Infinity, duplicate
-keys, an integer no Java long holds (a 5,000-digit one included) and a number no double
-holds (``1e999``) are 400 with a reason, as Pulsar's Jackson answers them, before the
-handler looks anything up in Kafka.
+and gives every 503 (not ready, bundle being moved, no owner yet) a ``Retry-After``, so
+Pulsar clients and load balancers retry instead of giving up. A request that cannot be
+decoded is the client's fault: never aiohttp's bare 500 "Server got itself in trouble"
+(issue 11: deeply nested JSON, invalid UTF-8, random bytes, a bogus charset).
 
-Topic names in URL paths are decoded in one place too (:func:`topic_from_path`), from the
-raw path, as Pulsar does: so ``%25`` and ``%FF`` mean the same on the policy, lookup and
-WebSocket routes, and one name has one key.
+Reading a request, in one place each:
 
-A 503 (not ready, bundle being moved, no owner yet) always carries ``Retry-After``, so
-Pulsar clients and load balancers retry instead of giving up.
+* every JSON body and JSON query-string value is parsed by :func:`json_body` /
+  :func:`json_value` (the library's strict parser): malformed JSON, NaN, Infinity,
+  duplicate keys, an integer no Java long holds (a 5,000-digit one included) and a number
+  no double holds (``1e999``) are 400 with a reason, as Pulsar's Jackson answers them,
+  before the handler looks anything up in Kafka; :func:`java_int` binds a Java ``int``;
+* a boolean query parameter is read by :func:`query_flag`;
+* topic names in URL paths are decoded by :func:`topic_from_path`, from the raw path, as
+  Pulsar does: so ``%25`` and ``%FF`` mean the same on the policy, lookup and WebSocket
+  routes, and one name has one key.
 """
 
 from __future__ import annotations
@@ -39,13 +43,15 @@ import codecs
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from sync import InvalidPolicyError, NotFoundError, TopicName, kafka_topic_of, parse_policy_json
-from sync.errors import BadRequestError
+from sync.errors import BadRequestError, InvalidInputError, PolicySyncError
+
+from ._http_errors import RETRY_AFTER_S, error_response, reason_response
 
 logger = logging.getLogger(__name__)
 
@@ -54,30 +60,18 @@ __all__ = [
     "JAVA_INT_MIN",
     "JAVA_LONG_MAX",
     "JAVA_LONG_MIN",
-    "RETRY_AFTER_S",
+    "Handler",
+    "http_app",
     "java_int",
     "json_body",
     "json_value",
-    "malformed_input",
+    "pulsar_answers",
+    "query_flag",
     "topic_from_path",
-    "unavailable",
 ]
 
-#: Seconds a client should wait before retrying a 503 (a bundle moves in about a second).
-RETRY_AFTER_S = 1
-
+#: An aiohttp request handler.
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _reason(status: int, reason: str) -> web.Response:
-    return web.json_response({"reason": reason}, status=status)
-
-
-def unavailable(reason: str, retry_after_s: int = RETRY_AFTER_S) -> web.Response:
-    """A 503 that tells the client when to try again."""
-    return web.json_response(
-        {"reason": reason}, status=503, headers={"Retry-After": str(retry_after_s)}
-    )
 
 
 #: The body media types Pulsar's JAX-RS resources read (Jersey's JSON and text readers).
@@ -114,32 +108,67 @@ def _bad_charset(request: web.Request) -> str | None:
 
 
 @web.middleware
-async def malformed_input(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Map undecodable requests to 4xx and give every 503 a ``Retry-After``."""
+async def pulsar_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The one error path of every route (see the module doc)."""
     refused = None
     if request.body_exists:
         if request.method in _ENTITY_METHODS and request.path.startswith(PULSAR_ADMIN_PREFIX):
             refused = _bad_media_type(request)
         refused = refused or _bad_charset(request)
     if refused is not None:
-        return _reason(415, refused)
+        return reason_response(415, refused)
     try:
         response = await handler(request)
+    except PolicySyncError as exc:
+        return error_response(request, exc)
     except web.HTTPException as exc:
         if exc.status == 503 and "Retry-After" not in exc.headers:
             exc.headers["Retry-After"] = str(RETRY_AFTER_S)
         raise
     except UnicodeDecodeError as exc:
-        return _reason(
+        return reason_response(
             400, f"request body is not valid {request.charset or 'UTF-8'} text: {exc.reason}"
         )
     except RecursionError:
-        return _reason(400, "request body nests too deeply to be parsed")
+        return reason_response(400, "request body nests too deeply to be parsed")
     except json.JSONDecodeError as exc:
-        return _reason(400, f"request body is not valid JSON: {exc}")
+        return reason_response(400, f"request body is not valid JSON: {exc}")
     if response.status == 503 and "Retry-After" not in response.headers:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
     return response
+
+
+def http_app() -> web.Application:
+    """An aiohttp application whose routes answer as Pulsar does (:func:`pulsar_answers`)."""
+    return web.Application(middlewares=[pulsar_answers])
+
+
+def query_flag(
+    query: Mapping[str, str], name: str, default: bool = False, *, lenient: bool = False
+) -> bool:
+    """The boolean query parameter ``name`` (``default`` when absent).
+
+    The admin REST routes take ``true`` or ``false`` in any case (a blank value counts as
+    absent) and refuse anything else with 412: Pulsar's JAX-RS binding would read a typo
+    such as ``?applied=ture`` as false and answer something else than was asked.
+    ``lenient``: Java's ``Boolean.parseBoolean``, as Pulsar's WebSocket proxy reads its
+    parameters: ``true`` in any case (surrounding blanks ignored) is true, anything else
+    false.
+
+    Raises:
+        InvalidInputError: not ``true`` or ``false`` (strict only; 412).
+    """
+    value = query.get(name)
+    if value is None:
+        return default
+    if lenient:
+        return value.strip().lower() == "true"
+    if value == "":
+        return default
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise InvalidInputError(f"query parameter {name} must be true or false, got {value!r}")
+    return lowered == "true"
 
 
 def json_value(text: str) -> Any:
