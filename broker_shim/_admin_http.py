@@ -26,30 +26,32 @@ sidecar; a topic is a Kafka topic. Refused requests write nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
-from sync import NamespaceName, PolicyService, PolicyTarget, TopicName
+from sync import NamespaceName, PolicyService, PolicyTarget
 from sync.cluster import ClusterService
 from sync.errors import BadRequestError, NotFoundError
 
-from ._http_shell import Handler, java_int, json_body
-from ._lookup_http import (
-    _check_admin,
-    _check_super,
-    _namespace,
-    _role,
-    _service,
-    _topic,
+from ._cluster_http import (
+    ClusterHandler,
+    add_cluster_routes,
+    check_admin,
+    check_super,
+    namespace_of,
+    role,
 )
+from ._http_shell import java_int, json_body, topic_from_path
+from ._live_cluster import LiveCluster
 from ._policy_rest import NAMESPACE_POLICIES_JSON
 
-__all__ = ["POLICY_SOURCE_KEY", "add_admin_routes"]
+__all__ = ["PolicySource", "add_admin_routes"]
 
-#: The sidecar's current policy service (the namespace GET shows its namespace policies).
-POLICY_SOURCE_KEY = web.AppKey[Callable[[], PolicyService | None]]("policy_source")
+#: The sidecar's current policy service, if any (the namespace GET shows its policies).
+PolicySource = Callable[[], PolicyService | None]
 
 
 def _strings(value: Any, what: str) -> list[str]:
@@ -61,18 +63,18 @@ def _strings(value: Any, what: str) -> list[str]:
 
 
 # -- tenants --------------------------------------------------------------------------------
-async def list_tenants(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    _check_super(request)
+async def list_tenants(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    check_super(service, request)
     service.require_ready()
     await service.lookups.refresh()
     return web.json_response(service.admin.tenants())
 
 
-async def get_tenant(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
+async def get_tenant(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
     tenant = request.match_info["tenant"]
-    _check_admin(request, tenant)
+    check_admin(service, request, tenant)
     service.require_ready()
     await service.lookups.refresh()
     return web.json_response(service.admin.tenant(tenant).to_rest())
@@ -89,9 +91,9 @@ async def _tenant_info(request: web.Request) -> tuple[list[str], list[str]]:
     )
 
 
-async def create_tenant(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    _check_super(request)
+async def create_tenant(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    check_super(service, request)
     roles, clusters = await _tenant_info(request)
     service.require_ready()
     await asyncio.to_thread(
@@ -100,9 +102,9 @@ async def create_tenant(request: web.Request) -> web.StreamResponse:
     return web.Response(status=204)
 
 
-async def update_tenant(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    _check_super(request)
+async def update_tenant(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    check_super(service, request)
     roles, clusters = await _tenant_info(request)
     service.require_ready()
     await asyncio.to_thread(
@@ -111,9 +113,9 @@ async def update_tenant(request: web.Request) -> web.StreamResponse:
     return web.Response(status=204)
 
 
-async def delete_tenant(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    _check_super(request)
+async def delete_tenant(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    check_super(service, request)
     service.require_ready()
     await asyncio.to_thread(service.admin.delete_tenant, request.match_info["tenant"])
     return web.Response(status=204)
@@ -182,28 +184,29 @@ def _namespace_policies(
     }
 
 
-async def get_namespace(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    namespace = _namespace(request)
-    _check_admin(request, namespace.tenant)
+async def get_namespace(
+    cluster: LiveCluster, request: web.Request, *, policies: PolicySource
+) -> web.StreamResponse:
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
     service.require_ready()
     await service.lookups.refresh()
     if service.store.layout(namespace) is None:
         raise NotFoundError("Namespace does not exist")
-    source = request.app.get(POLICY_SOURCE_KEY)
-    policies = None if source is None else source()
+    svc = policies()
     stored = (
         None
-        if policies is None
-        else policies.get(PolicyTarget.namespace_of(namespace.tenant, namespace.namespace))
+        if svc is None
+        else svc.get(PolicyTarget.namespace_of(namespace.tenant, namespace.namespace))
     )
     return web.json_response(_namespace_policies(service, namespace, stored))
 
 
-async def delete_namespace(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    namespace = _namespace(request)
-    _check_admin(request, namespace.tenant)
+async def delete_namespace(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
     service.require_ready()
     await asyncio.to_thread(service.admin.delete_namespace, namespace)
     return web.Response(status=204)
@@ -218,11 +221,11 @@ def _namespace_of_path(request: web.Request) -> tuple[str, NamespaceName]:
     return domain, NamespaceName(m["tenant"], m["namespace"])
 
 
-async def list_topics(request: web.Request) -> web.StreamResponse:
+async def list_topics(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Non-partitioned topics and every partition of the partitioned ones."""
-    service = _service(request)
+    service = cluster.service
     domain, namespace = _namespace_of_path(request)
-    _check_admin(request, namespace.tenant)
+    check_admin(service, request, namespace.tenant)
     service.require_ready()
     await service.lookups.refresh()
     names: list[str] = []
@@ -236,10 +239,10 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
     return web.json_response(names)
 
 
-async def list_partitioned(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
+async def list_partitioned(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
     domain, namespace = _namespace_of_path(request)
-    _check_admin(request, namespace.tenant)
+    check_admin(service, request, namespace.tenant)
     service.require_ready()
     await service.lookups.refresh()
     return web.json_response(
@@ -251,15 +254,11 @@ async def list_partitioned(request: web.Request) -> web.StreamResponse:
     )
 
 
-def _topic_at(request: web.Request) -> TopicName:
-    return _topic(request, 3)
-
-
-async def create_topic(request: web.Request) -> web.StreamResponse:
+async def create_topic(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT /admin/v2/{domain}/{t}/{ns}/{topic}``: a non-partitioned topic."""
-    service = _service(request)
-    topic = _topic_at(request)
-    _check_admin(request, topic.tenant)
+    service = cluster.service
+    topic = topic_from_path(request, 3)
+    check_admin(service, request, topic.tenant)
     body = await json_body(request)
     properties = _properties(body) if body is not None else {}
     service.require_ready()
@@ -280,30 +279,30 @@ def _properties(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-async def delete_topic(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    topic = _topic_at(request)
-    _check_admin(request, topic.tenant)
+async def delete_topic(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    topic = topic_from_path(request, 3)
+    check_admin(service, request, topic.tenant)
     service.require_ready()
     await service.lookups.refresh()
     await asyncio.to_thread(service.admin.delete_topic, topic, partitioned=False)
     return web.Response(status=204)
 
 
-async def delete_partitioned(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    topic = _topic_at(request)
-    _check_admin(request, topic.tenant)
+async def delete_partitioned(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    topic = topic_from_path(request, 3)
+    check_admin(service, request, topic.tenant)
     service.require_ready()
     await service.lookups.refresh()
     await asyncio.to_thread(service.admin.delete_topic, topic, partitioned=True)
     return web.Response(status=204)
 
 
-async def update_partitions(request: web.Request) -> web.StreamResponse:
-    service = _service(request)
-    topic = _topic_at(request)
-    _check_admin(request, topic.tenant)
+async def update_partitions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    topic = topic_from_path(request, 3)
+    check_admin(service, request, topic.tenant)
     body = java_int(await json_body(request), "the body (the number of partitions)")
     service.require_ready()
     await service.lookups.refresh()
@@ -312,14 +311,14 @@ async def update_partitions(request: web.Request) -> web.StreamResponse:
 
 
 # -- clusters and brokers -------------------------------------------------------------------
-async def get_cluster(request: web.Request) -> web.StreamResponse:
+async def get_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /admin/v2/clusters/{cluster}``: ClusterData of a known cluster."""
-    service = _service(request)
-    _role(request)
-    cluster = request.match_info["cluster"]
-    if cluster != service.identity.cluster and cluster not in service.registry.clusters():
+    service = cluster.service
+    role(service, request)
+    name = request.match_info["cluster"]
+    if name != service.identity.cluster and name not in service.registry.clusters():
         raise NotFoundError("Cluster does not exist")
-    live = service.registry.live_brokers(cluster)
+    live = service.registry.live_brokers(name)
     first = live[0] if live else None
     body: dict[str, Any] = {
         "serviceUrl": first.http_url if first is not None else None,
@@ -334,29 +333,32 @@ async def get_cluster(request: web.Request) -> web.StreamResponse:
     return web.json_response({k: v for k, v in body.items() if v is not None})
 
 
-async def list_active_brokers(request: web.Request) -> web.StreamResponse:
+async def list_active_brokers(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /admin/v2/brokers``: the live brokers of this sidecar's cluster."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     live = service.registry.live_brokers(service.identity.cluster)
     return web.json_response(sorted(r.web_address for r in live))
 
 
-def add_admin_routes(app: web.Application) -> None:
-    """Register the routes above (after :func:`add_lookup_routes`, before the generic
-    topic-policy routes: ``…/partitions`` and ``…/partitioned`` must win)."""
+def add_admin_routes(
+    app: web.Application, cluster: LiveCluster, *, policies: PolicySource = lambda: None
+) -> None:
+    """Register the routes above, serving ``cluster`` (after :func:`add_lookup_routes`,
+    before the generic topic-policy routes: ``…/partitions`` and ``…/partitioned`` must
+    win). ``policies``: the sidecar's current policy service, if any."""
     tenant = "/admin/v2/tenants/{tenant}"
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
     # Only topic domains: /admin/v2/namespaces/{t}/{ns}/{policy} is a namespace policy.
     nsp = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
     topic = f"{nsp}/{{topic}}"
-    routes: list[tuple[str, str, Handler]] = [
+    routes: list[tuple[str, str, ClusterHandler]] = [
         ("GET", "/admin/v2/tenants", list_tenants),
         ("GET", tenant, get_tenant),
         ("PUT", tenant, create_tenant),
         ("POST", tenant, update_tenant),
         ("DELETE", tenant, delete_tenant),
-        ("GET", ns, get_namespace),
+        ("GET", ns, functools.partial(get_namespace, policies=policies)),
         ("DELETE", ns, delete_namespace),
         ("GET", "/admin/v2/clusters/{cluster}", get_cluster),
         ("GET", "/admin/v2/brokers", list_active_brokers),
@@ -367,5 +369,4 @@ def add_admin_routes(app: web.Application) -> None:
         ("POST", f"{topic}/partitions", update_partitions),
         ("DELETE", f"{topic}/partitions", delete_partitioned),
     ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, handler)
+    add_cluster_routes(app, cluster, routes)

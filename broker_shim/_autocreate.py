@@ -10,33 +10,31 @@ from __future__ import annotations
 
 import asyncio
 
-from aiohttp import web
-
 from sync import ConflictError, TopicName, kafka_topic_of
 from sync.messaging import TopicCreator
-from sync.transport import TopicSpec
+from sync.transport import TopicSpec, Transport
 
-from ._lookup_http import CLUSTER_KEY
-from ._sidecar import Sidecar
+from ._live_cluster import LiveCluster
 
 __all__ = ["topic_creator"]
 
 
-def topic_creator(app: web.Application, sidecar: Sidecar) -> TopicCreator:
-    """The creator of auto-created topics for ``app``'s sidecar."""
+def topic_creator(cluster: LiveCluster | None, transport: Transport) -> TopicCreator:
+    """The creator of auto-created topics: in ``cluster``'s registry, or (without one)
+    directly in Kafka through ``transport``."""
 
     async def create(topic: TopicName, partitions: int) -> None:
-        if CLUSTER_KEY in app:
-            cluster = app[CLUSTER_KEY].service
-            await cluster.lookups.refresh()  # see the namespace and topics of other sidecars
-            if cluster.store.topic(topic) is not None:
+        if cluster is not None:
+            service = cluster.service
+            await service.lookups.refresh()  # see the namespace and topics of other sidecars
+            if service.store.topic(topic) is not None:
                 return
             try:
-                await asyncio.to_thread(cluster.admin.create_topic, topic, partitions)
+                await asyncio.to_thread(service.admin.create_topic, topic, partitions)
             except ConflictError:
                 return  # created meanwhile
             return
         spec = TopicSpec(kafka_topic_of(topic), max(1, partitions))
-        await asyncio.to_thread(sidecar.transport.admin().ensure_topic, spec)
+        await asyncio.to_thread(transport.admin().ensure_topic, spec)
 
     return create

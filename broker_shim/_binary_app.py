@@ -3,41 +3,41 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from sync.cluster import ClusterService
 from sync.messaging import MessagingEngine
 
-from ._lookup_http import CLUSTER_KEY
-from ._sidecar import Sidecar
+from ._sidecar import SidecarConfig
 from .binary import BinaryServer
 
 __all__ = ["BINARY_KEY", "add_binary_listener"]
 
+#: The app's binary listener, for whoever holds only the app (tests, tools).
 BINARY_KEY = web.AppKey("binary_server", BinaryServer)
 
 
 def add_binary_listener(
     app: web.Application,
-    sidecar: Sidecar,
     engine: MessagingEngine,
     *,
+    cluster: Callable[[], ClusterService | None],
+    config: SidecarConfig,
+    registry: CollectorRegistry,
     sock: socket.socket | None = None,
 ) -> BinaryServer:
-    """Serve ``pulsar://`` on ``sock`` or ``sidecar.config.broker_port`` with ``engine``
-    (the WebSocket API's), answering lookups with the app's cluster service if it has one."""
-    config = sidecar.config
-
-    def cluster() -> ClusterService | None:
-        return app[CLUSTER_KEY].service if CLUSTER_KEY in app else None
-
+    """Serve ``pulsar://`` on ``sock`` or ``config.broker_port`` with ``engine`` (the
+    WebSocket API's), answering lookups with ``cluster()`` (the live cluster service, or
+    None without one) while ``app`` runs."""
     server = BinaryServer(
         engine,
         cluster=cluster,
         advertised_url=config.advertised_broker_url,
         producer_name_prefix=f"{config.cluster}-{config.broker_id}",
-        registry=sidecar.metrics.registry,
+        registry=registry,
     )
     app[BINARY_KEY] = server
 

@@ -9,6 +9,7 @@ The compaction itself is :meth:`sync.messaging.MessagingEngine.compact`.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from aiohttp import web
@@ -16,18 +17,18 @@ from yarl import URL
 
 from sync import TopicName
 from sync.errors import UnavailableError
+from sync.messaging import MessagingEngine
 
 from ._http_shell import topic_from_path
-from ._ws import ENGINE_KEY
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["add_compaction_routes"]
 
 
-async def _owned_here(request: web.Request, topic: TopicName) -> None:
+async def _owned_here(engine: MessagingEngine, request: web.Request, topic: TopicName) -> None:
     """Raise a 307 to the owner when another sidecar owns ``topic``."""
-    owner = await request.app[ENGINE_KEY].owner_of(topic)
+    owner = await engine.owner_of(topic)
     if owner.local:
         return
     if not owner.http_url:
@@ -36,23 +37,24 @@ async def _owned_here(request: web.Request, topic: TopicName) -> None:
     raise web.HTTPTemporaryRedirect(str(target.with_query(request.rel_url.query_string)))
 
 
-async def trigger(request: web.Request) -> web.StreamResponse:
+async def trigger(engine: MessagingEngine, request: web.Request) -> web.StreamResponse:
     """``PUT``: start compacting the topic (204 at once; 409 while one runs)."""
     topic = topic_from_path(request, 3)
-    await _owned_here(request, topic)
-    await request.app[ENGINE_KEY].start_compaction(topic)
+    await _owned_here(engine, request, topic)
+    await engine.start_compaction(topic)
     return web.Response(status=204)
 
 
-async def status(request: web.Request) -> web.StreamResponse:
+async def status(engine: MessagingEngine, request: web.Request) -> web.StreamResponse:
     """``GET``: Pulsar's ``LongRunningProcessStatus`` of the last compaction."""
     topic = topic_from_path(request, 3)
-    await _owned_here(request, topic)
-    return web.json_response(request.app[ENGINE_KEY].compaction_status(topic).as_pulsar())
+    await _owned_here(engine, request, topic)
+    return web.json_response(engine.compaction_status(topic).as_pulsar())
 
 
-def add_compaction_routes(app: web.Application) -> None:
-    """Register the routes (before the generic ``…/{topic}/{policy}`` routes)."""
+def add_compaction_routes(app: web.Application, engine: MessagingEngine) -> None:
+    """Register the routes, served by ``engine`` (before the generic
+    ``…/{topic}/{policy}`` routes)."""
     path = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/compaction"
-    app.router.add_route("PUT", path, trigger)
-    app.router.add_route("GET", path, status)
+    app.router.add_route("PUT", path, functools.partial(trigger, engine))
+    app.router.add_route("GET", path, functools.partial(status, engine))

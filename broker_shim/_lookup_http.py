@@ -46,77 +46,29 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Coroutine
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sync import NamespaceName, TopicName
-from sync.cluster import ClusterService, MemberState, ServiceState
-from sync.errors import (
-    BadRequestError,
-    InvalidInputError,
-    NotAcceptableError,
-    NotFoundError,
-)
-from sync.messaging import OwnerInfo
+from sync.errors import BadRequestError, InvalidInputError, NotAcceptableError, NotFoundError
 
-from ._http_shell import Handler, java_int, json_body, query_flag, topic_from_path
+from ._cluster_http import (
+    ClusterHandler,
+    add_cluster_routes,
+    check_admin,
+    check_lookup,
+    check_super,
+    namespace_of,
+    role,
+)
+from ._http_shell import java_int, json_body, query_flag, topic_from_path
+from ._live_cluster import LiveCluster
 from ._metrics import LookupMetrics
-from ._supervisor import Backoff, supervise
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "CLUSTER_KEY",
-    "LOOKUP_METRICS_KEY",
-    "CurrentService",
-    "LookupOwnership",
-    "add_lookup_routes",
-]
-
-
-class CurrentService:
-    """The app's live :class:`ClusterService`; the supervisor replaces a failed one."""
-
-    def __init__(self, service: ClusterService) -> None:
-        self.service = service
-        self.restarts = 0
-
-
-class LookupOwnership:
-    """This sidecar's lookups as the messaging engine's ``TopicOwnership`` (issue 5):
-    a topic is local when this incarnation owns its bundle, else served at the owner's
-    ``httpUrl``. Pass ``LookupOwnership(app[CLUSTER_KEY])`` to ``add_ws_routes``."""
-
-    def __init__(self, current: CurrentService) -> None:
-        self.current = current
-
-    async def owner_of(self, topic: TopicName) -> OwnerInfo:
-        """The live owner of ``topic``'s bundle (claimed first if it has none).
-
-        Raises:
-            UnavailableError: not ready, no owner in time, or the bundle is moving.
-            NotFoundError: the topic's namespace does not exist.
-        """
-        service = self.current.service
-        service.require_ready()
-        live = await service.lookups.owner_of(topic)
-        local = (
-            live.broker_id == service.identity.broker_id and live.incarnation == service.incarnation
-        )
-        term = service.lookups.claim_of(topic) if local else None
-        return OwnerInfo(
-            local=local,
-            http_url=live.registration.http_url,
-            bundle=None if term is None else term[0],
-            claim=None if term is None else str(term[1]),
-        )
-
-
-CLUSTER_KEY = web.AppKey("cluster", CurrentService)
-LOOKUP_METRICS_KEY = web.AppKey("lookup-metrics", LookupMetrics)
+__all__ = ["add_lookup_routes"]
 
 _JSON = "application/json"
 #: Content type of Pulsar's ``{"partitions": N, "properties": {…}}`` creation body.
@@ -124,58 +76,17 @@ _PARTITIONED_METADATA = "application/vnd.partitioned-topic-metadata+json"
 _LISTENER_HEADER = "X-Pulsar-ListenerName"
 
 
-def _service(request: web.Request) -> ClusterService:
-    return request.app[CLUSTER_KEY].service
-
-
-def _role(request: web.Request) -> str | None:
-    """The authenticated role, or None when auth is off."""
-    auth = _service(request).auth
-    if auth is None:
-        return None
-    return auth.authenticate(request.headers.get("Authorization"))
-
-
-def _check_lookup(request: web.Request, tenant: str) -> None:
-    auth = _service(request).auth
-    role = _role(request)
-    if auth is not None and role is not None:
-        auth.check_lookup(role, tenant)
-
-
-def _check_admin(request: web.Request, tenant: str) -> None:
-    auth = _service(request).auth
-    role = _role(request)
-    if auth is not None and role is not None:
-        auth.check_tenant_admin(role, tenant)
-
-
-def _check_super(request: web.Request) -> None:
-    auth = _service(request).auth
-    role = _role(request)
-    if auth is not None and role is not None:
-        auth.check_super_user(role)
-
-
-def _topic(request: web.Request, first: int) -> TopicName:
-    return topic_from_path(request, first)
-
-
-def _namespace(request: web.Request) -> NamespaceName:
-    m = request.match_info
-    return NamespaceName(m["tenant"], m["namespace"])
-
-
 # -- lookup ------------------------------------------------------------------------------
-async def lookup_topic(request: web.Request) -> web.StreamResponse:
+async def lookup_topic(
+    cluster: LiveCluster, request: web.Request, *, metrics: LookupMetrics
+) -> web.StreamResponse:
     """Pulsar ``GET /lookup/v2/topic/…``: the owner's LookupData."""
-    metrics = request.app[LOOKUP_METRICS_KEY]
     started = time.perf_counter()
     try:
-        service = _service(request)
-        topic = _topic(request, 4)
+        service = cluster.service
+        topic = topic_from_path(request, 4)
         if service.auth is not None:
-            _check_lookup(request, topic.tenant)
+            check_lookup(service, request, topic.tenant)
         service.require_ready()
         listener = request.query.get("listenerName") or request.headers.get(_LISTENER_HEADER)
         lookups = service.lookups
@@ -189,11 +100,11 @@ async def lookup_topic(request: web.Request) -> web.StreamResponse:
     return web.Response(body=body, content_type=_JSON)
 
 
-async def topic_bundle(request: web.Request) -> web.StreamResponse:
+async def topic_bundle(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET …/bundle``: the bundle range serving the topic (a raw string)."""
-    service = _service(request)
-    topic = _topic(request, 4)
-    _check_lookup(request, topic.tenant)
+    service = cluster.service
+    topic = topic_from_path(request, 4)
+    check_lookup(service, request, topic.tenant)
     service.require_ready()
     await service.lookups.layout_fresh(topic.namespace_name)
     bundle = service.lookups.bundle_of(topic)
@@ -201,11 +112,11 @@ async def topic_bundle(request: web.Request) -> web.StreamResponse:
 
 
 # -- partitioned topics ------------------------------------------------------------------
-async def get_partitions(request: web.Request) -> web.StreamResponse:
+async def get_partitions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET …/partitions``: ``{"partitions": N}`` (0 when not partitioned)."""
-    service = _service(request)
-    topic = _topic(request, 3)
-    _check_lookup(request, topic.tenant)
+    service = cluster.service
+    topic = topic_from_path(request, 3)
+    check_lookup(service, request, topic.tenant)
     service.require_ready()
     partitions = await service.lookups.partitions_fresh(topic)
     record = service.store.topic(topic)
@@ -225,11 +136,11 @@ async def get_partitions(request: web.Request) -> web.StreamResponse:
     return web.json_response(body)
 
 
-async def create_partitions(request: web.Request) -> web.StreamResponse:
+async def create_partitions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT …/partitions`` with body N: create the topic and its Kafka topic."""
-    service = _service(request)
-    topic = _topic(request, 3)
-    _check_admin(request, topic.tenant)
+    service = cluster.service
+    topic = topic_from_path(request, 3)
+    check_admin(service, request, topic.tenant)
     body = await json_body(request)
     properties: dict[str, str] = {}
     if isinstance(body, dict) and request.content_type == _PARTITIONED_METADATA:
@@ -253,32 +164,32 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
 
 
 # -- clusters and brokers ----------------------------------------------------------------
-async def list_clusters(request: web.Request) -> web.StreamResponse:
+async def list_clusters(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /admin/v2/clusters``."""
-    service = _service(request)
-    _role(request)
+    service = cluster.service
+    role(service, request)
     names = set(service.registry.clusters()) | {service.identity.cluster}
     return web.json_response(sorted(names))
 
 
-async def list_brokers(request: web.Request) -> web.StreamResponse:
+async def list_brokers(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /admin/v2/brokers/{cluster}``: live brokers as ``host:httpPort``."""
-    service = _service(request)
-    _check_super(request)
-    cluster = request.match_info["cluster"]
+    service = cluster.service
+    check_super(service, request)
+    name = request.match_info["cluster"]
     known = set(service.registry.clusters()) | {service.identity.cluster}
-    if cluster not in known:
+    if name not in known:
         # Pulsar 4.0.7 answers a cluster it does not know with its own active brokers.
-        cluster = service.identity.cluster
-    return web.json_response(sorted(r.web_address for r in service.registry.live_brokers(cluster)))
+        name = service.identity.cluster
+    return web.json_response(sorted(r.web_address for r in service.registry.live_brokers(name)))
 
 
 # -- namespaces and bundles ----------------------------------------------------------------
-async def list_namespaces(request: web.Request) -> web.StreamResponse:
+async def list_namespaces(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /admin/v2/namespaces/{tenant}``."""
-    service = _service(request)
+    service = cluster.service
     tenant = request.match_info["tenant"]
-    _check_lookup(request, tenant)
+    check_lookup(service, request, tenant)
     service.require_ready()
     await service.lookups.refresh()
     names = service.admin.namespaces(tenant)
@@ -287,14 +198,14 @@ async def list_namespaces(request: web.Request) -> web.StreamResponse:
     return web.json_response(names)
 
 
-async def create_namespace(request: web.Request) -> web.StreamResponse:
+async def create_namespace(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT /admin/v2/namespaces/{tenant}/{namespace}`` (policies: bundles only)."""
-    service = _service(request)
+    service = cluster.service
     try:
-        namespace = _namespace(request)
+        namespace = namespace_of(request)
     except InvalidInputError as exc:
         raise InvalidInputError("Namespace name is not valid") from exc
-    _check_admin(request, namespace.tenant)
+    check_admin(service, request, namespace.tenant)
     body = await json_body(request)
     num_bundles: int | None = None
     boundaries: list[str] | None = None
@@ -331,21 +242,21 @@ async def create_namespace(request: web.Request) -> web.StreamResponse:
     return web.Response(status=204)
 
 
-async def get_bundles(request: web.Request) -> web.StreamResponse:
+async def get_bundles(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET …/bundles``: ``{"boundaries": […], "numBundles": N}``."""
-    service = _service(request)
-    namespace = _namespace(request)
-    _check_lookup(request, namespace.tenant)
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_lookup(service, request, namespace.tenant)
     service.require_ready()
     await service.lookups.refresh()  # an admin read: include splits made elsewhere
     return web.json_response(service.lookups.layout(namespace).bundles.to_json())
 
 
-async def split_bundle(request: web.Request) -> web.StreamResponse:
+async def split_bundle(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT …/{bundle}/split?unload=…&splitAlgorithmName=…``."""
-    service = _service(request)
-    namespace = _namespace(request)
-    _check_admin(request, namespace.tenant)
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
     unload = query_flag(request.query, "unload")
     algorithm = request.query.get("splitAlgorithmName")
     service.require_ready()
@@ -359,77 +270,77 @@ async def split_bundle(request: web.Request) -> web.StreamResponse:
     return web.Response(status=204)
 
 
-async def unload_bundle(request: web.Request) -> web.StreamResponse:
+async def unload_bundle(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT …/{bundle}/unload``."""
-    service = _service(request)
-    namespace = _namespace(request)
-    _check_admin(request, namespace.tenant)
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
     service.require_ready()
     await service.admin.unload_bundle(namespace, request.match_info["bundle"])
     return web.Response(status=204)
 
 
-async def unload_namespace(request: web.Request) -> web.StreamResponse:
+async def unload_namespace(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload``."""
-    service = _service(request)
-    namespace = _namespace(request)
-    _check_admin(request, namespace.tenant)
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
     service.require_ready()
     await service.admin.unload_namespace(namespace)
     return web.Response(status=204)
 
 
 # -- NameServer ------------------------------------------------------------------------------
-async def route_info(request: web.Request) -> web.StreamResponse:
+async def route_info(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ GET_ROUTEINFO_BY_TOPIC."""
-    service = _service(request)
-    topic = _topic(request, 4)
-    _check_lookup(request, topic.tenant)
+    service = cluster.service
+    topic = topic_from_path(request, 4)
+    check_lookup(service, request, topic.tenant)
     service.require_ready()
     if service.store.topic(topic) is None:
         await service.lookups.refresh()
     return web.json_response(await service.lookups.route(topic))
 
 
-async def cluster_info(request: web.Request) -> web.StreamResponse:
+async def cluster_info(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ GET_BROKER_CLUSTER_INFO."""
-    service = _service(request)
-    _role(request)
+    service = cluster.service
+    role(service, request)
     return web.json_response(service.registry.cluster_info())
 
 
-async def all_topics(request: web.Request) -> web.StreamResponse:
+async def all_topics(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
-    service = _service(request)
-    _role(request)
+    service = cluster.service
+    role(service, request)
     service.require_ready()
     await service.lookups.refresh()
     return web.json_response({"topicList": service.admin.topics()})
 
 
-async def kv_list(request: web.Request) -> web.StreamResponse:
+async def kv_list(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ GET_KVLIST_BY_NAMESPACE."""
-    service = _service(request)
-    _role(request)
+    service = cluster.service
+    role(service, request)
     service.require_ready()
     await service.lookups.refresh()
     return web.json_response({"table": service.admin.list_kv(request.match_info["namespace"])})
 
 
-async def kv_get(request: web.Request) -> web.StreamResponse:
+async def kv_get(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ GET_KV_CONFIG."""
-    service = _service(request)
-    _role(request)
+    service = cluster.service
+    role(service, request)
     service.require_ready()
     await service.lookups.refresh()
     m = request.match_info
     return web.json_response({"value": service.admin.get_kv(m["namespace"], m["key"])})
 
 
-async def kv_put(request: web.Request) -> web.StreamResponse:
+async def kv_put(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ PUT_KV_CONFIG (the body is the value, as text)."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     m = request.match_info
     value = await request.text()
     service.require_ready()
@@ -437,20 +348,20 @@ async def kv_put(request: web.Request) -> web.StreamResponse:
     return web.Response(status=204)
 
 
-async def kv_delete(request: web.Request) -> web.StreamResponse:
+async def kv_delete(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ DELETE_KV_CONFIG."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     m = request.match_info
     service.require_ready()
     await asyncio.to_thread(service.admin.delete_kv, m["namespace"], m["key"])
     return web.Response(status=204)
 
 
-async def wipe_write_perm(request: web.Request) -> web.StreamResponse:
+async def wipe_write_perm(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ WIPE_WRITE_PERM_OF_BROKER."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     service.require_ready()
     count = await asyncio.to_thread(
         service.admin.wipe_write_perm, request.match_info["broker_name"]
@@ -458,100 +369,51 @@ async def wipe_write_perm(request: web.Request) -> web.StreamResponse:
     return web.json_response({"wipeTopicCount": count})
 
 
-async def add_write_perm(request: web.Request) -> web.StreamResponse:
+async def add_write_perm(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """RocketMQ ADD_WRITE_PERM_OF_BROKER."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     service.require_ready()
     count = await asyncio.to_thread(service.admin.add_write_perm, request.match_info["broker_name"])
     return web.json_response({"addTopicCount": count})
 
 
 # -- operations ---------------------------------------------------------------------------
-async def cluster_status(request: web.Request) -> web.StreamResponse:
+async def cluster_status(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """This sidecar's view of its cluster."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     return web.json_response(service.status())
 
 
-async def ownership(request: web.Request) -> web.StreamResponse:
+async def ownership(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Ownership records of every current bundle (503 unless READY: a service that is
     starting, replaying its table or replaced by a new incarnation has a partial view, and
     an observer would see versions go back)."""
-    service = _service(request)
-    _check_super(request)
+    service = cluster.service
+    check_super(service, request)
     service.require_ready()
     records = service.lookups.bundle_records()
     return web.json_response({"bundles": {k: v.to_rest() for k, v in sorted(records.items())}})
 
 
-_SUPERVISOR_KEY = web.AppKey("cluster-supervisor", asyncio.Task[None])
-
-
-def _supervise_cluster(current: CurrentService, backoff: Backoff) -> Coroutine[Any, Any, None]:
-    """The one supervisor (:mod:`broker_shim._supervisor`) watching the cluster service.
-
-    It is replaced with a fresh incarnation when it (or its ownership member) FAILED, e.g.
-    Kafka was unreachable at start or a process with the same broker id fenced this one.
-    The back-off stops at 4 s: once Kafka is back, /health is 200 again within seconds, not
-    after a 30 s back-off (issue 11). /health reads ``current.service``, which is swapped
-    before the fresh incarnation starts.
-    """
-
-    def failure() -> str | None:
-        service = current.service
-        if service.state is ServiceState.FAILED or service.member.state is MemberState.FAILED:
-            return f"cluster service of {service.identity.broker_id}: " + str(
-                service.failure or service.member.failure
-            )
-        return None
-
-    def healthy() -> bool:
-        service = current.service
-        ready = service.state is ServiceState.READY
-        return ready and service.member.state is not MemberState.FAILED
-
-    def start_fresh() -> None:
-        fresh = current.service.restarted()
-        current.service = fresh
-        current.restarts += 1
-        fresh.start()
-
-    return supervise(
-        "cluster service",
-        failure=failure,
-        healthy=healthy,
-        close_failed=lambda: current.service.close(),
-        start_fresh=start_fresh,
-        backoff=backoff,
-    )
-
-
 def add_lookup_routes(
-    app: web.Application,
-    service: ClusterService,
-    *,
-    restart_backoff_s: float = 0.5,
-    metrics: LookupMetrics | None = None,
+    app: web.Application, cluster: LiveCluster, *, metrics: LookupMetrics | None = None
 ) -> None:
-    """Register the routes above on ``app`` and start/close ``service`` with it.
+    """Register the routes above on ``app``, serving ``cluster``.
 
     Call this before registering the generic ``/admin/v2/{domain}/…/{policy}`` routes:
     aiohttp matches in registration order, and ``…/partitions`` must win. ``metrics``:
     where lookups are counted and timed (the sidecar's ``/metrics`` registry; default: a
-    registry of their own, ``app[LOOKUP_METRICS_KEY].registry``).
+    registry of their own).
     """
-    current = CurrentService(service)
-    app[CLUSTER_KEY] = current
     metrics = metrics or LookupMetrics(CollectorRegistry())
-    metrics.track(lambda: current.service)
-    app[LOOKUP_METRICS_KEY] = metrics
+    metrics.track(lambda: cluster.service)
     topic = "{domain}/{tenant}/{namespace}/{topic}"
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
-    routes: list[tuple[str, str, Handler]] = [
+    routes: list[tuple[str, str, ClusterHandler]] = [
         ("GET", f"/lookup/v2/topic/{topic}/bundle", topic_bundle),
-        ("GET", f"/lookup/v2/topic/{topic}", lookup_topic),
+        ("GET", f"/lookup/v2/topic/{topic}", functools.partial(lookup_topic, metrics=metrics)),
         ("GET", "/admin/v2/clusters", list_clusters),
         ("GET", "/admin/v2/brokers/{cluster}", list_brokers),
         ("GET", "/admin/v2/namespaces/{tenant}", list_namespaces),
@@ -574,27 +436,4 @@ def add_lookup_routes(
         ("GET", "/policy-sync/v1/cluster", cluster_status),
         ("GET", "/policy-sync/v1/ownership", ownership),
     ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, handler)
-    # Tenants, namespaces, topics, clusters (issue 13): same service, same error mapping.
-    from ._admin_http import add_admin_routes  # noqa: PLC0415 - it imports this module
-
-    add_admin_routes(app)
-
-    async def on_startup(app: web.Application) -> None:
-        await asyncio.to_thread(service.start)
-        app[_SUPERVISOR_KEY] = asyncio.create_task(
-            _supervise_cluster(current, Backoff(initial_s=restart_backoff_s, max_s=4.0))
-        )
-
-    async def leave(app: web.Application) -> None:
-        # First on a stop, as a Pulsar broker unloads its bundles first: the next owners
-        # claim them while this sidecar still closes its clients and caches. Also on
-        # cleanup, for a start that failed before the shutdown steps (a no-op otherwise).
-        if _SUPERVISOR_KEY in app:
-            app[_SUPERVISOR_KEY].cancel()
-        await asyncio.to_thread(current.service.close)
-
-    app.on_startup.append(on_startup)
-    app.on_shutdown.append(leave)
-    app.on_cleanup.append(leave)
+    add_cluster_routes(app, cluster, routes)

@@ -1,4 +1,12 @@
-"""The sidecar process: one policy service, supervised, plus its HTTP API."""
+"""The sidecar's composition root: the library objects one sidecar process serves.
+
+:class:`Sidecar` builds them once and hands them to the front ends
+(:func:`broker_shim._http.build_app` wires the HTTP, WebSocket and binary-protocol ones
+around it): the Kafka transport, the policy service (restarted by the one supervisor
+when its cache fails), the vote in the fence-holder election, the cluster service
+(registry, bundle ownership, lookups; :class:`~broker_shim._live_cluster.LiveCluster`)
+and the messaging engine both messaging front ends share.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +28,11 @@ from sync import (
     WriterConfig,
 )
 from sync.cluster import ClusterService, ClusterSettings
-from sync.messaging import AutoTopicCreation
+from sync.messaging import AutoTopicCreation, MessagingEngine, TopicOwnership
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
+from ._autocreate import topic_creator
+from ._live_cluster import LiveCluster, LookupOwnership
 from ._metrics import SidecarMetrics
 from ._process_tuning import release_free_heap
 from ._supervisor import Backoff, supervise
@@ -80,7 +90,15 @@ class Sidecar:
     with the reason, metrics show FAILED, and a fresh cache is tried again.
     """
 
-    def __init__(self, config: SidecarConfig, transport: Transport | None = None) -> None:
+    def __init__(
+        self,
+        config: SidecarConfig,
+        transport: Transport | None = None,
+        *,
+        ownership: TopicOwnership | None = None,
+    ) -> None:
+        """``ownership``: who serves a topic (default: the cluster's bundle ownership, or
+        every topic here without a cluster)."""
         self.config = config
         self.transport = transport or KafkaTransport(
             KafkaConfig(
@@ -111,22 +129,41 @@ class Sidecar:
                 ),
             )
         #: Registry, ownership and lookup of this sidecar's cluster (started by the app).
-        self.cluster: ClusterService | None = None
+        self.cluster: LiveCluster | None = None
         if config.lookup is not None:
-            self.cluster = ClusterService(
-                self.transport,
-                config.lookup.to_config(
-                    broker_id=config.broker_id,
-                    cluster=config.cluster,
-                    service_url=config.advertised_broker_url,
-                    http_url=config.http_url,
-                    bootstrap_timeout_s=config.bootstrap_timeout_s,
-                ),
+            self.cluster = LiveCluster(
+                ClusterService(
+                    self.transport,
+                    config.lookup.to_config(
+                        broker_id=config.broker_id,
+                        cluster=config.cluster,
+                        service_url=config.advertised_broker_url,
+                        http_url=config.http_url,
+                        bootstrap_timeout_s=config.bootstrap_timeout_s,
+                    ),
+                )
             )
+        if ownership is None and self.cluster is not None:
+            # With the cluster on, a topic is served by the owner of its bundle; other
+            # sidecars redirect to it (issue 5).
+            ownership = LookupOwnership(self.cluster)
+        #: Pulsar's producers, consumers and readers of both messaging front ends
+        #: (WebSocket and binary protocol), started and closed by the app.
+        self.engine = MessagingEngine(
+            self.transport,
+            lambda: self._service,
+            ownership=ownership,
+            auto_creation=config.auto_topic_creation,
+            create_topic=topic_creator(self.cluster, self.transport),
+        )
 
     @property
     def service(self) -> PolicyService | None:
         return self._service
+
+    def cluster_service(self) -> ClusterService | None:
+        """The live incarnation of the cluster service (None without the cluster)."""
+        return None if self.cluster is None else self.cluster.service
 
     def _service_config(self) -> ServiceConfig:
         snapshot = None

@@ -50,10 +50,12 @@ _QUOTA_FIELD = "backLogQuotaMap"
 _AUTO_CREATION_FIELD = "autoTopicCreationOverride"
 _PARTITION_REASON = "Not allowed to set/get topic policy for a partition"
 
-ServiceOf = Callable[[web.Request], PolicyService]
-ClusterOf = Callable[[web.Request], ClusterService | None]
+#: The policy service, READY (raises CacheStateError otherwise: 503).
+ServiceOf = Callable[[], PolicyService]
+#: The live cluster service (None without the cluster registry).
+ClusterOf = Callable[[], ClusterService | None]
 #: Writes a checked patch (the app's write path: the fence holder, forwarded if remote).
-WriteFn = Callable[[web.Request, PolicyService, PolicyTarget, dict[str, Any]], Awaitable[None]]
+WriteFn = Callable[[PolicyService, PolicyTarget, dict[str, Any]], Awaitable[None]]
 
 
 def _to_json(value: Any) -> Any:
@@ -109,7 +111,7 @@ class PolicyRoutes:
         even when Kafka cannot tell whether the topic exists."""
         if topic.is_partition:
             raise InvalidInputError(_PARTITION_REASON)
-        cluster = self._cluster_of(request)
+        cluster = self._cluster_of()
         if cluster is not None:
             store = cluster.store
             if store.layout(topic.namespace_name) is None or store.topic(topic) is None:
@@ -140,8 +142,8 @@ class PolicyRoutes:
         except InvalidPolicyError as exc:
             raise BadRequestError(str(exc)) from exc
 
-    def _local_cluster(self, request: web.Request) -> str:
-        cluster = self._cluster_of(request)
+    def _local_cluster(self) -> str:
+        cluster = self._cluster_of()
         return "standalone" if cluster is None else cluster.identity.cluster
 
     # -- GET ----------------------------------------------------------------------------
@@ -153,11 +155,11 @@ class PolicyRoutes:
         is_global = query_flag(request.query, "isGlobal")
         applied = query_flag(request.query, "applied")
         await self._check_topic(request, topic)
-        svc = self._service_of(request)
+        svc = self._service_of()
         if applied:
             value = svc.applied(topic).get(rest.field)
             if value is None:
-                value = [self._local_cluster(request)] if name == "replication" else rest.default
+                value = [self._local_cluster()] if name == "replication" else rest.default
         else:
             found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
             value = None if found is None else found.get(rest.field)
@@ -173,7 +175,7 @@ class PolicyRoutes:
         is_global = query_flag(request.query, "isGlobal")
         applied = query_flag(request.query, "applied")
         await self._check_topic(request, topic)
-        svc = self._service_of(request)
+        svc = self._service_of()
         if applied:
             quotas = svc.applied(topic).get(_QUOTA_FIELD)
             if not quotas:
@@ -203,7 +205,7 @@ class PolicyRoutes:
         refusal = None
         try:
             if name == "replication":
-                self._check_replication(request, value, is_global)
+                self._check_replication(value, is_global)
             refused = None if rest.check is None else rest.check(value)
             if refused is not None:
                 raise refused
@@ -214,14 +216,14 @@ class PolicyRoutes:
         await self._write(request, topic, is_global, patch)
         return web.Response(status=204)
 
-    def _check_replication(self, request: web.Request, value: Any, is_global: bool) -> None:
+    def _check_replication(self, value: Any, is_global: bool) -> None:
         if is_global:
             raise InvalidPolicyError(
                 "Please do not use the global topic level policy when namespace-level "
                 "replication is not enabled, because the global level policy relies on "
                 "namespace-level replication",
             )
-        if isinstance(value, list) and self._local_cluster(request) not in value:
+        if isinstance(value, list) and self._local_cluster() not in value:
             raise InvalidPolicyError(
                 "Can not remove local cluster from the local topic-level replication "
                 "clusters policy",
@@ -238,9 +240,9 @@ class PolicyRoutes:
     async def _write(
         self, request: web.Request, topic: TopicName, is_global: bool, patch: dict[str, Any]
     ) -> None:
-        svc = self._service_of(request)
+        svc = self._service_of()
         target = PolicyTarget.for_topic(topic, is_global=is_global)
-        await self._write_fn(request, svc, target, self._checked(patch))
+        await self._write_fn(svc, target, self._checked(patch))
 
     def _quota_type(self, request: web.Request) -> str:
         kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]
@@ -267,7 +269,7 @@ class PolicyRoutes:
         except InvalidInputError as exc:
             refusal = exc
         await self._check_topic(request, topic, refusal)
-        svc = self._service_of(request)
+        svc = self._service_of()
         found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
         current = _to_json(found.get(_QUOTA_FIELD) if found is not None else None) or {}
         await self._write(request, topic, is_global, {_QUOTA_FIELD: {**current, kind: quota}})
@@ -291,7 +293,7 @@ class PolicyRoutes:
         is_global = query_flag(request.query, "isGlobal")
         kind = self._quota_type(request)
         await self._check_topic(request, topic)
-        svc = self._service_of(request)
+        svc = self._service_of()
         found = svc.get(PolicyTarget.for_topic(topic, is_global=is_global))
         current = _to_json(found.get(_QUOTA_FIELD) if found is not None else None) or {}
         current.pop(kind, None)
@@ -317,7 +319,7 @@ class PolicyRoutes:
         refusal: InvalidInputError | None = None,
     ) -> None:
         """404 for a namespace never created, then ``refusal`` (see :meth:`_check_topic`)."""
-        cluster = self._cluster_of(request)
+        cluster = self._cluster_of()
         if cluster is not None:
             if cluster.store.layout(namespace) is None:
                 await _refresh(cluster, refusal)
@@ -333,7 +335,7 @@ class PolicyRoutes:
 
     async def ns_get(self, request: web.Request) -> web.StreamResponse:
         namespace, rest = await self._namespace_policy(request)
-        svc = self._service_of(request)
+        svc = self._service_of()
         found = svc.get(PolicyTarget.namespace_of(namespace.tenant, namespace.namespace))
         value = None if found is None else found.get(rest.field)
         if value is None:
@@ -371,6 +373,6 @@ class PolicyRoutes:
     async def _write_namespace(
         self, request: web.Request, namespace: NamespaceName, patch: dict[str, Any]
     ) -> None:
-        svc = self._service_of(request)
+        svc = self._service_of()
         target = PolicyTarget.namespace_of(namespace.tenant, namespace.namespace)
-        await self._write_fn(request, svc, target, self._checked(patch))
+        await self._write_fn(svc, target, self._checked(patch))

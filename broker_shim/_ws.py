@@ -75,14 +75,14 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
 from aiohttp import WSMsgType, web
 from yarl import URL
 
-from sync import PolicyService, PolicySyncError, TopicName, UnavailableError
+from sync import PolicySyncError, TopicName, UnavailableError
 from sync.errors import (
     InvalidInputError,
     MessageTooLargeError,
@@ -96,17 +96,13 @@ from sync.messaging import (
     Delivery,
     InitialPosition,
     MessageId,
-    MessagingConfig,
     MessagingEngine,
     ProducerConfig,
     ProducerHandle,
     SubscriptionType,
-    TopicCreator,
-    TopicOwnership,
     decode_properties,
 )
 from sync.routing import HashingScheme, MessageRoutingMode
-from sync.transport import Transport
 
 from ._http_errors import handshake_refusal
 from ._http_shell import (
@@ -117,7 +113,6 @@ from ._http_shell import (
     query_flag,
     topic_from_path,
 )
-from ._sidecar import Sidecar
 
 logger = logging.getLogger(__name__)
 
@@ -129,9 +124,7 @@ WS_CLOSE_CODES: Final[Mapping[CloseCause, int]] = {
     CloseCause.UNLOADED: 1012,
 }
 
-__all__ = ["ENGINE_KEY", "add_ws_routes"]
-
-ENGINE_KEY = web.AppKey("messaging_engine", MessagingEngine)
+__all__ = ["add_ws_routes"]
 
 PRODUCER_PATH = "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}"
 CONSUMER_PATH = "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"
@@ -166,58 +159,17 @@ async def pingpong_endpoint(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def add_ws_routes(
-    app: web.Application,
-    source: Sidecar | Callable[[], PolicyService | None],
-    *,
-    transport: Transport | None = None,
-    ownership: TopicOwnership | None = None,
-    config: MessagingConfig | None = None,
-    create_topic: TopicCreator | None = None,
-) -> MessagingEngine:
-    """Serve Pulsar's WebSocket producer and consumer endpoints on ``app``.
-
-    ``source`` is the sidecar (its policy service and transport are used) or a function
-    returning the current policy service, with ``transport`` then required. The engine
-    starts with the app and closes every connection on shutdown (code 1001), after
-    committing every subscription's position. ``create_topic``: creates a missing topic
-    that auto-creation allows (None: missing topics are refused).
-    """
-    if isinstance(source, Sidecar):
-        sidecar = source
-        policies: Callable[[], PolicyService | None] = lambda: sidecar.service  # noqa: E731
-        transport = transport or sidecar.transport
-    else:
-        policies = source
-        if transport is None:
-            raise TypeError("add_ws_routes needs transport= when given a service getter")
-    engine = MessagingEngine(
-        transport,
-        policies,
-        ownership=ownership,
-        config=config,
-        auto_creation=source.config.auto_topic_creation if isinstance(source, Sidecar) else None,
-        create_topic=create_topic,
-    )
-    app[ENGINE_KEY] = engine
+def add_ws_routes(app: web.Application, engine: MessagingEngine) -> None:
+    """Serve Pulsar's WebSocket producer, consumer and reader endpoints on ``app`` with
+    ``engine`` (started and closed by whoever built it: the sidecar's composition root)."""
     app.add_routes(
         [
-            web.get(PRODUCER_PATH, producer_endpoint),
-            web.get(CONSUMER_PATH, consumer_endpoint),
-            web.get(READER_PATH, reader_endpoint),
+            web.get(PRODUCER_PATH, functools.partial(producer_endpoint, engine)),
+            web.get(CONSUMER_PATH, functools.partial(consumer_endpoint, engine)),
+            web.get(READER_PATH, functools.partial(reader_endpoint, engine)),
             web.get(PINGPONG_PATH, pingpong_endpoint),
         ]
     )
-
-    async def start(_app: web.Application) -> None:
-        await engine.start()
-
-    async def stop(_app: web.Application) -> None:
-        await engine.close()
-
-    app.on_startup.append(start)
-    app.on_shutdown.append(stop)
-    return engine
 
 
 # --------------------------------------------------------------------------- helpers
@@ -417,9 +369,10 @@ def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
     return config, _int_param(query, "maxPendingMessages", 0, 0)
 
 
-async def producer_endpoint(request: web.Request) -> web.StreamResponse:
+async def producer_endpoint(
+    engine: MessagingEngine, request: web.Request
+) -> web.StreamResponse:
     """``/ws/v2/producer/...``: publish JSON frames to a topic."""
-    engine = request.app[ENGINE_KEY]
     try:
         topic = _topic_of(request)
         config, max_pending = _producer_config(request.query)
@@ -667,9 +620,10 @@ class _ProducerSession:
 # --------------------------------------------------------------------------- consumer
 
 
-async def consumer_endpoint(request: web.Request) -> web.StreamResponse:
+async def consumer_endpoint(
+    engine: MessagingEngine, request: web.Request
+) -> web.StreamResponse:
     """``/ws/v2/consumer/.../{subscription}``: receive messages, acknowledge them."""
-    engine = request.app[ENGINE_KEY]
     query = request.query
     try:
         topic = _topic_of(request)
@@ -726,7 +680,9 @@ def _reader_start(query: Mapping[str, str]) -> tuple[InitialPosition, MessageId 
         raise InvalidInputError(f"messageId: {exc}") from exc
 
 
-async def reader_endpoint(request: web.Request) -> web.StreamResponse:
+async def reader_endpoint(
+    engine: MessagingEngine, request: web.Request
+) -> web.StreamResponse:
     """``/ws/v2/reader/...``: read a topic from a position, without a durable subscription.
 
     The same engine as the consumer endpoint, on a non-durable subscription named
@@ -734,7 +690,6 @@ async def reader_endpoint(request: web.Request) -> web.StreamResponse:
     client's ``{"messageId"}`` frames only open the window for more messages (Pulsar's
     ReaderHandler counts them for flow control; a reader acknowledges nothing).
     """
-    engine = request.app[ENGINE_KEY]
     query = request.query
     try:
         topic = _topic_of(request)

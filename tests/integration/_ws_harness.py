@@ -24,11 +24,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
 from broker_shim._http import build_app
+from broker_shim._http_shell import http_app
 from broker_shim._sidecar import Sidecar, SidecarConfig
-from broker_shim._ws import ENGINE_KEY
+from broker_shim._ws import add_ws_routes
 from sync import CacheStateError, TopicName
 from sync._kafka_names import kafka_topic_of
-from sync.messaging import OwnerInfo
+from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.kafka_broker import ROOT, free_port
 
@@ -39,6 +40,21 @@ class NothingHere:
 
     async def owner_of(self, topic: TopicName) -> OwnerInfo:
         return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
+
+
+def ws_app(engine: MessagingEngine) -> web.Application:
+    """An app serving only the WebSocket API with ``engine`` (and /health), for a
+    :class:`ThreadSidecar` whose engine a test builds itself."""
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = http_app()
+    add_ws_routes(app, engine)
+    app.router.add_get("/health", health)
+    app.on_startup.append(lambda _app: engine.start())
+    app.on_shutdown.append(lambda _app: engine.close())
+    return app
 
 
 def wait_healthy(http_url: str, timeout_s: float = 60.0) -> None:
@@ -59,7 +75,12 @@ class ThreadSidecar:
     """The real sidecar app (``build_app``) served from a thread with its own loop."""
 
     def __init__(
-        self, bootstrap: str, state_dir: Path, app_factory: Callable[[], Any] | None = None
+        self,
+        bootstrap: str,
+        state_dir: Path,
+        app_factory: Callable[[], Any] | None = None,
+        *,
+        ownership: TopicOwnership | None = None,
     ):
         self.port = free_port()
         self.http_url = f"http://127.0.0.1:{self.port}"
@@ -70,7 +91,8 @@ class ThreadSidecar:
                 http_port=self.port,
                 bootstrap_servers=bootstrap,
                 state_dir=state_dir,
-            )
+            ),
+            ownership=ownership,
         )
         self._app_factory = app_factory
         self._loop = asyncio.new_event_loop()
@@ -89,10 +111,9 @@ class ThreadSidecar:
         self._loop.close()
 
     @property
-    def engine(self) -> Any:
-        """The app's messaging engine (what the owner enforces, a moment after the cache)."""
-        assert self._runner is not None
-        return self._runner.app[ENGINE_KEY]
+    def engine(self) -> MessagingEngine:
+        """The sidecar's messaging engine (what the owner enforces, a moment after the cache)."""
+        return self.sidecar.engine
 
     def enforces_its_cache(self, topic: TopicName) -> bool:
         """Whether the engine's live limits of ``topic`` (if it serves it) are what the

@@ -14,10 +14,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from broker_shim._admin_http import add_admin_routes
 from broker_shim._http_shell import http_app
-from broker_shim._lookup_http import CLUSTER_KEY, LookupOwnership, add_lookup_routes
+from broker_shim._live_cluster import LiveCluster, LookupOwnership
+from broker_shim._lookup_http import add_lookup_routes
 from sync._bundles import NamespaceBundles, topic_hash
 from sync._kafka_names import kafka_topic_of
 from sync._names import NamespaceName, TopicName
@@ -35,6 +38,8 @@ from sync.cluster import (
 from sync.cluster._ownership_model import ownership_topic
 from sync.transport import MemoryTransport
 
+#: The live cluster service each app of :func:`run` serves.
+LIVE = web.AppKey("live-cluster", LiveCluster)
 Scenario = Callable[[list[TestClient[Any, Any]], list[ClusterService]], Awaitable[None]]
 
 
@@ -75,7 +80,11 @@ def run(services: list[ClusterService], scenario: Scenario) -> None:
         try:
             for service in services:
                 app = http_app()
-                add_lookup_routes(app, service, restart_backoff_s=0.1)
+                live = LiveCluster(service)
+                live.serve_with(app, restart_backoff_s=0.1)
+                add_lookup_routes(app, live)
+                add_admin_routes(app, live)
+                app[LIVE] = live
                 client: TestClient[Any, Any] = TestClient(TestServer(app))
                 await client.start_server()
                 clients.append(client)
@@ -399,7 +408,7 @@ def test_auth_refuses_before_writing_anything() -> None:
 def test_a_failed_service_is_replaced_by_a_new_incarnation() -> None:
     async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
         client = clients[0]
-        current = client.app[CLUSTER_KEY]
+        current = client.app[LIVE]
         first = current.service
         # Another process takes our broker id and keeps fencing our ownership producer:
         # the member renews it once (a fence can be its own timed-out transaction) ...
@@ -427,7 +436,7 @@ def test_a_failed_service_is_replaced_by_a_new_incarnation() -> None:
 def test_lookups_serve_as_the_messaging_engines_topic_ownership() -> None:
     async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
         topic = TopicName.parse("persistent://public/default/owned")
-        answers = [await LookupOwnership(c.app[CLUSTER_KEY]).owner_of(topic) for c in clients]
+        answers = [await LookupOwnership(c.app[LIVE]).owner_of(topic) for c in clients]
         assert sorted(a.local for a in answers) == [False, True]
         assert answers[0].http_url == answers[1].http_url
         owner = next(s for s, a in zip(services, answers, strict=True) if a.local)

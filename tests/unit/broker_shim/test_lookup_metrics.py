@@ -19,7 +19,6 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker_shim._http import FREEZE_KEY, build_app
-from broker_shim._lookup_http import CLUSTER_KEY
 from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
 from broker_shim._process_tuning import GC_YOUNG_THRESHOLD
 from broker_shim._sidecar import Sidecar, SidecarConfig
@@ -149,7 +148,7 @@ def test_lookups_are_counted_by_result_and_timed() -> None:
 
 def test_pending_lookups_and_refusals_are_visible() -> None:
     async def scenario(client: TestClient[Any, Any], sidecar: Sidecar) -> None:
-        service = client.app[CLUSTER_KEY].service
+        service: Any = sidecar.cluster_service()
         # Nobody acts on claim requests any more: lookups of unowned bundles have to wait.
         service.member._stop.set()
         await asyncio.to_thread(service.member._thread.join, 5)

@@ -20,10 +20,9 @@ from aiohttp.test_utils import TestClient
 
 from broker_shim._forward import FORWARDED_HEADER
 from broker_shim._http import SIDECAR_KEY
-from broker_shim._lookup_http import CLUSTER_KEY
 from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_WRITE_PATH
 from sync.transport import MemoryTransport
-from tests.unit.broker_shim.test_sidecar_faults import _serve
+from tests.unit.broker_shim.test_sidecar_faults import _cluster, _serve
 
 #: JSON numbers no Java type holds (and JSON's NaN/Infinity extensions).
 BEYOND_JAVA = [
@@ -71,7 +70,7 @@ def _without_kafka(app: web.Application) -> Iterator[None]:
 async def _written(client: TestClient[Any, Any], app: web.Application) -> tuple[Any, int]:
     """What a refused request must leave as it was: the policy table and the registry."""
     digest = await (await client.get(SIDECAR_DIGEST_PATH)).json()
-    return digest["digest"], app[CLUSTER_KEY].service.store.version
+    return digest["digest"], _cluster(app).service.store.version
 
 
 def _embedded(number: str) -> dict[str, str]:

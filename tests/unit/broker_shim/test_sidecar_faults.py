@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from broker_shim._http import build_app
-from broker_shim._lookup_http import CLUSTER_KEY
+from broker_shim._http import SIDECAR_KEY, build_app
+from broker_shim._live_cluster import LiveCluster
 from broker_shim._sidecar import Sidecar, SidecarConfig
 from sync.cluster import ClusterService, ClusterSettings, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
@@ -61,6 +61,13 @@ async def _until_health(client: TestClient[Any, Any], status: int, limit_s: floa
             return body
         assert loop.time() < deadline, f"/health never became {status}: {body}"
         await asyncio.sleep(0.05)
+
+
+def _cluster(app: web.Application) -> LiveCluster:
+    """The live cluster service of the sidecar ``app`` serves."""
+    cluster = app[SIDECAR_KEY].cluster
+    assert cluster is not None
+    return cluster
 
 
 def _serve(scenario: Scenario, sidecar: Sidecar | None = None) -> None:
@@ -161,7 +168,7 @@ def test_health_follows_the_service_the_supervisor_started() -> None:
     # issue 11: after the supervisor replaced a failed cluster service, /health kept
     # reading the first (closed) one and said {"state": "READY", "lookup": "CLOSED"}.
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
-        current = app[CLUSTER_KEY]
+        current = _cluster(app)
         first = current.service
         _break(first)
         body = await _until_health(client, 503)
@@ -180,7 +187,7 @@ def test_health_follows_the_service_the_supervisor_started() -> None:
 
 def test_unavailable_answers_carry_retry_after() -> None:
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
-        current = app[CLUSTER_KEY]
+        current = _cluster(app)
         _break(current.service)
         while (health := await client.get("/health")).status == 200:
             await asyncio.sleep(0.02)
@@ -295,7 +302,7 @@ def test_a_paused_sidecar_is_503_until_its_view_caught_up() -> None:
     # issue 11 (chaos run 5): thawed after a SIGSTOP, a sidecar answered /health 200 and
     # named owners from the view it had before the pause.
     async def scenario(client: TestClient[Any, Any], app: web.Application) -> None:
-        service = app[CLUSTER_KEY].service
+        service = _cluster(app).service
         watch = service.pause_watch
         release = pause(watch)  # as if the process had not run for 30 s
         resp = await client.get("/health")

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import aiohttp
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from broker_shim._http_shell import http_app
 from broker_shim._ws import add_ws_routes
 from sync import PolicyService, PolicyTarget, TopicName
 from sync._kafka_names import kafka_topic_of
@@ -102,10 +102,11 @@ def run(scenario: Scenario, timeout_s: float = 30.0) -> None:
     svc = PolicyService(transport).start(timeout_s=10)
 
     async def main() -> None:
-        app = web.Application()
-        engine = add_ws_routes(
-            app, lambda: svc, transport=transport, config=MessagingConfig(policy_check_s=0.1)
-        )
+        app = http_app()
+        engine = MessagingEngine(transport, lambda: svc, config=MessagingConfig(policy_check_s=0.1))
+        add_ws_routes(app, engine)
+        app.on_startup.append(lambda _app: engine.start())
+        app.on_shutdown.append(lambda _app: engine.close())
         client: TestClient[Any, Any] = TestClient(TestServer(app))
         await client.start_server()
         try:

@@ -23,7 +23,6 @@ from typing import Any
 import pulsar
 import pytest
 
-from broker_shim._http import build_app
 from sync import PolicyTarget, TopicName
 from sync._errors import NotAllowedError
 from sync._kafka_names import kafka_topic_of
@@ -42,8 +41,9 @@ _CHECK_S = 1.0
 def pair(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ThreadSidecar, BinarySidecar]]:
-    writer = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("cwriter"))
-    writer._app_factory = lambda: build_app(writer.sidecar, ownership=NothingHere())  # noqa: SLF001
+    writer = ThreadSidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("cwriter"), ownership=NothingHere()
+    )
     with writer, BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("cserver")) as server:
         engine = server.engine
         engine.config = dataclasses.replace(engine.config, compaction_check_s=_CHECK_S)

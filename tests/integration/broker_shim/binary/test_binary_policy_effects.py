@@ -12,7 +12,6 @@ from typing import Any
 import pulsar
 import pytest
 
-from broker_shim._http import build_app
 from sync import PolicyTarget, TopicName
 from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration._ws_harness import NothingHere, ThreadSidecar, run, set_policy
@@ -126,8 +125,9 @@ def test_publish_rate_throttles_binary_producers(
 def writer(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadSidecar]:
-    w = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("binwriter"))
-    w._app_factory = lambda: build_app(w.sidecar, ownership=NothingHere())  # noqa: SLF001
+    w = ThreadSidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("binwriter"), ownership=NothingHere()
+    )
     with w:
         yield w
 

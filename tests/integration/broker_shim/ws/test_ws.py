@@ -19,10 +19,9 @@ import websockets
 from aiohttp import web
 from websockets.exceptions import InvalidStatus
 
-from broker_shim._ws import add_ws_routes
 from sync import PolicyService, TopicName
 from sync._kafka_names import kafka_topic_of
-from sync.messaging import OwnerInfo
+from sync.messaging import MessagingEngine, OwnerInfo
 from sync.messaging._producer import MessageId
 from sync.routing import java_string_hash, murmur3_32_hash
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
@@ -38,6 +37,7 @@ from tests.integration._ws_harness import (
     run,
     send_frame,
     silent,
+    ws_app,
 )
 
 
@@ -323,15 +323,7 @@ def test_a_topic_owned_elsewhere_is_redirected_and_served_there(
     svc = PolicyService(transport).start(timeout_s=60)
 
     def app() -> web.Application:
-        application = web.Application()
-        add_ws_routes(
-            application, lambda: svc, transport=transport, ownership=_Remote(sidecar.http_url)
-        )
-        application.router.add_get("/health", _ok)
-        return application
-
-    async def _ok(_request: web.Request) -> web.Response:
-        return web.Response(text="ok")
+        return ws_app(MessagingEngine(transport, lambda: svc, ownership=_Remote(sidecar.http_url)))
 
     try:
         with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("other"), app) as other:

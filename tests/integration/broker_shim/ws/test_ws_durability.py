@@ -11,9 +11,8 @@ import pytest
 import websockets
 from aiohttp import web
 
-from broker_shim._ws import add_ws_routes
 from sync import PolicyService, TopicName
-from sync.messaging import MessagingConfig, OwnerInfo
+from sync.messaging import MessagingConfig, MessagingEngine, OwnerInfo
 from sync.messaging._producer import MessageId
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration._ws_harness import (
@@ -27,6 +26,7 @@ from tests.integration._ws_harness import (
     receive,
     run,
     silent,
+    ws_app,
 )
 
 Msg = dict[str, Any]
@@ -122,17 +122,9 @@ def test_ownership_move_unloads_and_clients_continue_at_the_new_owner(
     svc = PolicyService(transport).start(timeout_s=60)
     switch = _Switch()
 
-    async def health(_request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
     def app() -> web.Application:
-        application = web.Application()
         config = MessagingConfig(ownership_check_s=0.2)
-        add_ws_routes(
-            application, lambda: svc, transport=transport, ownership=switch, config=config
-        )
-        application.router.add_get("/health", health)
-        return application
+        return ws_app(MessagingEngine(transport, lambda: svc, ownership=switch, config=config))
 
     try:
         with ThreadSidecar(kafka_bootstrap, tmp_path / "new") as new_owner:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from broker_shim._http import build_app
 from broker_shim._policy_rest import REST_POLICIES
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
@@ -47,8 +46,9 @@ from tests.integration._ws_harness import (
 def pair(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ThreadSidecar, ThreadSidecar]]:
-    writer = ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("writer"))
-    writer._app_factory = lambda: build_app(writer.sidecar, ownership=NothingHere())  # noqa: SLF001
+    writer = ThreadSidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("writer"), ownership=NothingHere()
+    )
     with writer, ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("server")) as server:
         yield writer, server
 
