@@ -264,7 +264,7 @@ async def receive_write(
             items.append((PolicyTarget.from_key(str(write.get("key"))), write["fields"]))
             results.append(None)
         except InvalidInputError as exc:
-            results.append({"status": 412, "reason": str(exc)})
+            results.append(_answer(exc))
     # One thread for the whole batch: its writes are queued together for the group commit.
     # Answered once committed: the forwarding sidecar waits for its own cache, not ours.
     done = iter(await forwarder.blocking(functools.partial(svc.set_each, applied=False), items))
