@@ -201,20 +201,29 @@ class PolicyRoutes:
             raise BadRequestError(f"{name}: the request has no value; send it as the JSON body")
         value = json_value(text)
         self._bind(rest.field, value)
-        patch: dict[str, Any] = {}
-        refusal = None
-        try:
-            if name == "replication":
-                self._check_replication(value, is_global)
-            refused = None if rest.check is None else rest.check(value)
-            if refused is not None:
-                raise refused
-            patch = self._checked({rest.field: rest.completed(value)})
-        except InvalidInputError as exc:
-            refusal = exc
+        extra = (
+            (lambda: self._check_replication(value, is_global)) if name == "replication" else None
+        )
+        patch, refusal = self._decide(rest, value, extra)
         await self._check_topic(request, topic, refusal)
         await self._write(request, topic, is_global, patch)
         return web.Response(status=204)
+
+    def _decide(
+        self, rest: RestPolicy, value: Any, extra: Callable[[], None] | None = None
+    ) -> tuple[dict[str, Any], InvalidInputError | None]:
+        """The patch that writes ``value``, or why it is refused: Pulsar's value checks
+        and the catalog's, all without I/O. The refusal is raised only after the existence
+        checks, in Pulsar's order (see :meth:`_check_topic`)."""
+        try:
+            if extra is not None:
+                extra()
+            refused = None if rest.check is None else rest.check(value)
+            if refused is not None:
+                raise refused
+            return self._checked({rest.field: rest.completed(value)}), None
+        except InvalidInputError as exc:
+            return {}, exc
 
     def _check_replication(self, value: Any, is_global: bool) -> None:
         if is_global:
@@ -352,15 +361,7 @@ class PolicyRoutes:
         value = json_value(text)
         namespace, rest = self._namespace_rest(request)
         self._bind(rest.field, value)
-        patch: dict[str, Any] = {}
-        refusal = None
-        try:
-            refused = None if rest.check is None else rest.check(value)
-            if refused is not None:
-                raise refused
-            patch = self._checked({rest.field: rest.completed(value)})
-        except InvalidInputError as exc:
-            refusal = exc
+        patch, refusal = self._decide(rest, value)
         await self._check_namespace(request, namespace, refusal)
         await self._write_namespace(request, namespace, patch)
         return web.Response(status=204)
