@@ -88,6 +88,17 @@ class ShimProcess:
     def put(self, path: str, body: str | None = None) -> HttpResult:
         return http("PUT", self.url + path, body)
 
+    def put_retrying(self, path: str, limit_s: float = 120.0) -> HttpResult:
+        """PUT ``path`` again while the sidecar answers 503 (it says when to retry: a
+        loaded machine can take longer than one request's 30 s to move a bundle); a
+        liveness bound, not a timing check."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            result = self.put(path)
+            if result.status != 503 or time.monotonic() >= deadline:
+                return result
+            time.sleep(1.0)  # its Retry-After
+
     def status(self) -> dict[str, Any] | None:
         try:
             result = self.get("/policy-sync/v1/cluster", timeout=2)
@@ -310,7 +321,7 @@ def test_split_and_unload_move_through_every_sidecar(shim_cluster: ShimCluster) 
         assert shim.get(ns + "/bundles").json()["numBundles"] == 3
     wait_agreement(shim_cluster.shims, topics)
     bundle = c.get(f"/lookup/v2/topic/persistent/{split}/s-0/bundle").body
-    assert c.put(f"{ns}/{bundle}/unload").status == 204
+    assert c.put_retrying(f"{ns}/{bundle}/unload").status == 204
     owned = a.get("/policy-sync/v1/ownership").json()["bundles"]
     assert owned.get(f"{split}/{bundle}", {}).get("state") in ("Free", "Owned")
     wait_agreement(shim_cluster.shims, topics)  # the next lookups claim it again

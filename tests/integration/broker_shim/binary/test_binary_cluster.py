@@ -408,7 +408,7 @@ def test_a_message_delivered_again_is_marked_redelivered(
         got.wait_durable(kafka_bootstrap, topic, "s")
         # Every bundle unloaded: all consumers reconnect (to the survivor, which claims
         # the bundles again); what they held unacknowledged comes again.
-        assert survivor.put(f"/admin/v2/namespaces/{namespace}/unload").status == 204
+        assert survivor.put_retrying(f"/admin/v2/namespaces/{namespace}/unload").status == 204
         send(producer, batches[3])
         got.receive_until(lambda: received(batches[3])() and again(kept)(), ack=ack_once)
     finally:
