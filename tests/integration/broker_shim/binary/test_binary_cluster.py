@@ -19,9 +19,8 @@ import pulsar
 import pytest
 
 from sync import TopicName, kafka_topic_of
-from sync.messaging import decode_ack_ranges, subscription_group
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
-from tests.integration._binary_harness import make_topic
+from tests.integration._binary_harness import make_topic, not_durable
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
 from tests.integration.broker_shim.test_lookup_http import ShimProcess, wait_agreement
 from tests.kafka_broker import free_port
@@ -319,30 +318,11 @@ class _Deliveries:
         """Wait until Kafka holds every acknowledgement so far (a 60 s liveness bound)."""
         acked = [self.where[p] for p in self.acked]
         deadline = time.monotonic() + 60
-        while missing := _not_durable(kafka_bootstrap, topic, subscription, acked):
+        while missing := not_durable(kafka_bootstrap, topic, subscription, acked):
             assert time.monotonic() < deadline, f"acknowledgements never committed: {missing}"
             time.sleep(0.2)
         for payload in self.acked:
             self.durable.setdefault(payload, len(self.log))
-
-
-def _not_durable(
-    kafka_bootstrap: str, topic: TopicName, subscription: str, acked: list[tuple[int, int]]
-) -> dict[int, tuple[int, str, int]]:
-    """Per partition, the subscription's committed position in Kafka and how many of the
-    acknowledged ``(partition, offset)`` it does not cover (neither below the committed
-    offset nor in a committed ack range); empty when it covers them all."""
-    kafka_topic = kafka_topic_of(topic)
-    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
-    positions = admin.group_positions(subscription_group(kafka_topic, subscription), kafka_topic)
-    missing: Counter[int] = Counter()
-    for partition, offset in acked:
-        committed, metadata = positions.get(partition, (0, ""))
-        if offset >= committed and not any(
-            start <= offset < end for start, end in decode_ack_ranges(committed, metadata)
-        ):
-            missing[partition] += 1
-    return {p: (*positions.get(p, (0, "")), n) for p, n in missing.items()}
 
 
 def test_a_message_delivered_again_is_marked_redelivered(

@@ -14,7 +14,7 @@ import pulsar
 import pytest
 
 from sync import TopicName
-from tests.integration._binary_harness import make_topic
+from tests.integration._binary_harness import make_topic, wait_acks_durable
 from tests.integration.broker_shim.binary.test_binary_cluster import BinaryShim
 from tests.integration.broker_shim.test_lookup_http import wait_agreement
 
@@ -87,12 +87,18 @@ def test_unload_closes_binary_clients_and_they_resume_at_the_new_owner(
         for i in range(20):
             producer.send(b"%d" % i)
         acked: set[bytes] = set()
+        positions: list[tuple[int, int]] = []
         for _ in range(20):
             msg = consumer.receive(timeout_millis=30_000)
             if int(msg.data()) % 5 != 4:  # a few stay unacknowledged
                 consumer.acknowledge(msg)
                 acked.add(msg.data())
-        time.sleep(1.0)  # > the 100 ms commit interval: the acks are durable
+                positions.append(
+                    (max(0, msg.message_id().partition()), msg.message_id().entry_id())
+                )
+        # The acks are durable before the unload (a second sufficed on a quiet machine, not
+        # beside two CPU hogs: acknowledged messages then came again after the move).
+        wait_acks_durable(kafka_bootstrap, topic, "unload", positions)
         closed_producers = _sent_commands(owner, "CLOSE_PRODUCER")
         closed_consumers = _sent_commands(owner, "CLOSE_CONSUMER")
         _unload(other, topic)
