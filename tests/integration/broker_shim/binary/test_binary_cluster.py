@@ -20,7 +20,7 @@ import pytest
 
 from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
-from tests.integration._binary_harness import make_topic, not_durable
+from tests.integration._binary_harness import make_topic, not_durable, wait_acks_durable
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
 from tests.integration.broker_shim.test_lookup_http import ShimProcess, wait_agreement
 from tests.kafka_broker import free_port
@@ -141,12 +141,16 @@ def test_kill_9_of_the_owner_mid_stream(kafka_bootstrap: str, shims: list[Binary
         for i in range(20):
             producer.send(b"%d" % i)
         acked = set()
+        positions: list[tuple[int, int]] = []
         for _ in range(20):
             msg = consumer.receive(timeout_millis=30_000)
             if int(msg.data()) % 4 != 3:  # keep a few unacknowledged
                 consumer.acknowledge(msg)
                 acked.add(msg.data())
-        time.sleep(1.0)  # > the 100 ms commit interval: the acks are durable
+                positions.append(
+                    (max(0, msg.message_id().partition()), msg.message_id().entry_id())
+                )
+        wait_acks_durable(kafka_bootstrap, topic, "crash", positions)  # before the kill -9
         victim.kill()
         # The client reconnects, looks up again and lands on the survivor.
         for i in range(20, 30):
@@ -179,9 +183,7 @@ class AuthBinaryShim(BinaryShim):
         return dict(result.json()) if result.status == 200 else None
 
 
-def test_connect_and_lookup_check_tokens_and_roles(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
+def test_connect_and_lookup_check_tokens_and_roles(kafka_bootstrap: str, tmp_path: Path) -> None:
     tenant = "bin" + uuid.uuid4().hex[:6]
     config = tmp_path / "auth.json"
     config.write_text(
@@ -255,9 +257,12 @@ def _spread_topic(
         if set(owners[:-1]) == {s.broker_url for s in shims}:
             base_owner = next(s for s in shims if s.broker_url == owners[-1])
             other = next(s for s in shims if s is not base_owner)
-            return topic, base_owner, other, {
-                p for p, url in enumerate(owners[:-1]) if url == other.broker_url
-            }
+            return (
+                topic,
+                base_owner,
+                other,
+                {p for p, url in enumerate(owners[:-1]) if url == other.broker_url},
+            )
         assert time.monotonic() < deadline, owners
     raise AssertionError("unreachable")
 
@@ -362,6 +367,7 @@ def test_a_message_delivered_again_is_marked_redelivered(
                 for i in range(2)
             ]
         )  # fmt: skip
+
         def ack_once(payload: bytes) -> bool:  # a kept one when it comes again
             return payload not in kept or got.seen()[payload] > 1
 
