@@ -28,6 +28,7 @@ from aiohttp import web
 from sync import (
     ConflictError,
     FenceHolder,
+    HolderState,
     InvalidInputError,
     InvalidPolicyError,
     NotFoundError,
@@ -129,9 +130,13 @@ class WriteForwarder:
         holder = self.holder
         if holder is None or holder.holding or holder.holder() is not None:
             return
+        if holder.state is not HolderState.RUNNING:
+            return  # no election to wait for (not started yet, failed or closed)
         self.election_waits += 1
         deadline = asyncio.get_running_loop().time() + ELECTION_WAIT_S
         while holder.holder() is None and not holder.holding:
+            if holder.state is not HolderState.RUNNING:
+                return
             if asyncio.get_running_loop().time() >= deadline:
                 logger.info("no fence holder known after %.0fs; writing here", ELECTION_WAIT_S)
                 return

@@ -15,7 +15,14 @@ from aiohttp.test_utils import TestServer
 from broker_shim import _forward
 from broker_shim._forward import WriteForwarder
 from broker_shim._http_errors import http_status
-from sync import ConflictError, HolderConfig, PolicySyncError, PolicyTarget, UnavailableError
+from sync import (
+    ConflictError,
+    HolderConfig,
+    HolderState,
+    PolicySyncError,
+    PolicyTarget,
+    UnavailableError,
+)
 from sync.constants import SIDECAR_WRITE_PATH
 from sync.errors import KafkaUnavailableError, WriteConflictError
 from sync.transport import MemoryTransport
@@ -26,9 +33,10 @@ TARGET = PolicyTarget.from_key("persistent://public/default/t")
 class _Holder:
     """A FenceHolder as the forwarder sees it: who holds the fence, if anyone."""
 
-    def __init__(self, known: str | None) -> None:
+    def __init__(self, known: str | None, state: HolderState = HolderState.RUNNING) -> None:
         self.known = known
         self.holding = False
+        self.state = state
         self.config = HolderConfig("__change_events", "http://127.0.0.1:1")
 
     def holder(self) -> str | None:
@@ -162,3 +170,21 @@ def test_a_describe_that_fails_keeps_the_holder_known_before() -> None:
     holder._admin = _Failing()  # type: ignore[assignment]  # noqa: SLF001
     holder._known = (1.0, "http://b:2")  # noqa: SLF001
     assert holder._describe() == "http://b:2"  # noqa: SLF001
+
+
+@pytest.mark.parametrize("state", [HolderState.FAILED, HolderState.NEW, HolderState.CLOSED])
+def test_with_no_election_running_a_write_does_not_wait(state: HolderState) -> None:
+    """A failed (or not started) election elects nobody: waiting would only delay every
+    write by ELECTION_WAIT_S."""
+
+    async def main() -> tuple[WriteForwarder, _Service]:
+        forwarder = WriteForwarder(_Holder(None, state))  # type: ignore[arg-type]
+        svc = _Service()
+        try:
+            await forwarder.set(svc, TARGET, {"maxConsumerPerTopic": 1})  # type: ignore[arg-type]
+        finally:
+            await forwarder.close()
+        return forwarder, svc
+
+    forwarder, svc = asyncio.run(main())
+    assert forwarder.election_waits == 0 and forwarder.written_here == 1
