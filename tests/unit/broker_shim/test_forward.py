@@ -139,13 +139,9 @@ def test_a_write_waits_for_the_election_then_forwards(monkeypatch: pytest.Monkey
     assert svc.written == [] and forwarder.written_here == 0
 
 
-def test_with_no_holder_elected_in_time_the_write_is_made_here(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_forward, "ELECTION_WAIT_S", 0.1)
-
+def _write_with_no_holder_known(holder: _Holder) -> tuple[WriteForwarder, _Service]:
     async def main() -> tuple[WriteForwarder, _Service]:
-        forwarder = WriteForwarder(_Holder(None))  # type: ignore[arg-type]
+        forwarder = WriteForwarder(holder)  # type: ignore[arg-type]
         svc = _Service()
         try:
             await forwarder.set(svc, TARGET, {"maxConsumerPerTopic": 1})  # type: ignore[arg-type]
@@ -153,7 +149,15 @@ def test_with_no_holder_elected_in_time_the_write_is_made_here(
             await forwarder.close()
         return forwarder, svc
 
-    forwarder, svc = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_with_no_holder_elected_in_time_the_write_is_made_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_forward, "ELECTION_WAIT_S", 0.1)
+
+    forwarder, svc = _write_with_no_holder_known(_Holder(None))
     assert forwarder.election_waits == 1 and forwarder.written_here == 1
     assert svc.written == [{"maxConsumerPerTopic": 1}]
 
@@ -177,14 +181,5 @@ def test_with_no_election_running_a_write_does_not_wait(state: HolderState) -> N
     """A failed (or not started) election elects nobody: waiting would only delay every
     write by ELECTION_WAIT_S."""
 
-    async def main() -> tuple[WriteForwarder, _Service]:
-        forwarder = WriteForwarder(_Holder(None, state))  # type: ignore[arg-type]
-        svc = _Service()
-        try:
-            await forwarder.set(svc, TARGET, {"maxConsumerPerTopic": 1})  # type: ignore[arg-type]
-        finally:
-            await forwarder.close()
-        return forwarder, svc
-
-    forwarder, svc = asyncio.run(main())
+    forwarder, svc = _write_with_no_holder_known(_Holder(None, state))
     assert forwarder.election_waits == 0 and forwarder.written_here == 1
