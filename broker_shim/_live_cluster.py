@@ -10,10 +10,11 @@ protocol's lookups, the messaging engine's :class:`LookupOwnership`) reads
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aiohttp import web
 
-from sync import TopicName
+from sync import TopicName, UnavailableError
 from sync.cluster import ClusterService, MemberState, ServiceState
 from sync.messaging import OwnerInfo
 
@@ -29,6 +30,15 @@ class LiveCluster:
         self.service = service
         #: Incarnations started by the supervisor after a failure.
         self.restarts = 0
+        self._release: Callable[[Callable[[TopicName], bool]], None] | None = None
+
+    def on_release(self, hook: Callable[[Callable[[TopicName], bool]], None]) -> None:
+        """Tell ``hook`` (from the ownership thread) which topics stop being served here
+        when bundles move away, on this incarnation and every later one: it closes them
+        before another sidecar may claim their bundles
+        (:meth:`sync.cluster.ClusterService.on_release`)."""
+        self._release = hook
+        self.service.on_release(hook)
 
     def serve_with(self, app: web.Application, *, restart_backoff_s: float = 0.5) -> None:
         """Start the service with ``app``, supervise it, and leave the cluster first when
@@ -81,6 +91,8 @@ class LiveCluster:
 
         def start_fresh() -> None:
             fresh = self.service.restarted()
+            if self._release is not None:
+                fresh.on_release(self._release)
             self.service = fresh
             self.restarts += 1
             fresh.start()
@@ -117,6 +129,11 @@ class LookupOwnership:
             live.broker_id == service.identity.broker_id and live.incarnation == service.incarnation
         )
         term = service.lookups.claim_of(topic) if local else None
+        if local and not service.member.holds(service.lookups.bundle_of(topic)):
+            # Its slot is being revoked (or was lost): the bundle is on its way elsewhere.
+            raise UnavailableError(
+                f"Namespace bundle of {topic} is being unloaded; redo the lookup"
+            )
         return OwnerInfo(
             local=local,
             http_url=live.registration.http_url,

@@ -156,6 +156,9 @@ class Sidecar:
             auto_creation=config.auto_topic_creation,
             create_topic=topic_creator(self.cluster, self.transport),
         )
+        if self.cluster is not None:
+            # A bundle moving away closes its topics here before another sidecar claims it.
+            self.cluster.on_release(self.engine.release_blocking)
 
     @property
     def service(self) -> PolicyService | None:
@@ -220,8 +223,9 @@ class Sidecar:
         await supervise(
             "policy service",
             failure=failure,
-            healthy=lambda: self._service is not None
-            and self._service.cache.state is CacheState.READY,
+            healthy=lambda: (
+                self._service is not None and self._service.cache.state is CacheState.READY
+            ),
             close_failed=close_failed,
             start_fresh=start_fresh,
             backoff=Backoff(initial_s=self.config.restart_backoff_s, max_s=4.0),

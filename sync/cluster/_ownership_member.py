@@ -79,7 +79,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from sync._constants import (
     OWNERSHIP_MEMBER_CLIENT_PREFIX,
@@ -186,6 +186,11 @@ class OwnershipMember:
         #: Slots whose bundles we decide for; slots assigned but not yet activated.
         self.active: set[int] = set()
         self._pending: set[int] = set()
+        #: Slots being revoked right now: their bundles are not served here any more.
+        self._leaving: frozenset[int] = frozenset()
+        #: Told, before a revoke returns (so before another member can be given the
+        #: slots), which bundles stop being ours: the messaging engine closes their topics.
+        self.on_release: Callable[[Callable[[str], bool]], None] | None = None
         self._last_reconcile = time.monotonic()
         self.generation = -1
         #: The registry jobs of the slot-0 owner.
@@ -394,27 +399,35 @@ class OwnershipMember:
             self._mark_joined()
 
     def on_revoke(self, partitions: Sequence[int]) -> None:
-        """Slots moving away: mark our bundles there Releasing while we still may write."""
+        """Slots moving away: mark our bundles there Releasing while we still may write,
+        then stop serving them (:attr:`on_release`) before the revoke returns: the
+        cooperative protocol gives the slots to another member only after that, so no
+        two sidecars ever serve a bundle at once (Pulsar closes a bundle's topics before
+        it gives the bundle up)."""
         self.housekeeping.dirty = True
-        moving = set(partitions)
+        moving = frozenset(partitions)
+        self._leaving = moving
         self._pending.difference_update(moving)
-        if self._life.state is MemberState.FAILED or self._tx.producer is None:
-            self._forget(moving)
-            return
-        leaving = sorted(moving & self.active)
-        writes = release_writes(self._tx.view(leaving), self._decider(), int(time.time() * 1000))
-        offsets = self._tx.fence(leaving)
         try:
-            if writes or offsets:
-                self._commit(writes, offsets)
-                self.releases += len(writes)
-        except (GroupFencedError, TransportError) as exc:
-            logger.info("releasing slots %s of %s failed: %s", leaving, self.broker_id, exc)
+            if self._life.state is MemberState.FAILED or self._tx.producer is None:
+                return
+            leaving = sorted(moving & self.active)
+            now_ms = int(time.time() * 1000)
+            writes = release_writes(self._tx.view(leaving), self._decider(), now_ms)
+            offsets = self._tx.fence(leaving)
+            try:
+                if writes or offsets:
+                    self._commit(writes, offsets)
+                    self.releases += len(writes)
+            except (GroupFencedError, TransportError) as exc:
+                logger.info("releasing slots %s of %s failed: %s", leaving, self.broker_id, exc)
         finally:
             self._forget(moving)
+            self._leaving = frozenset()
+            self._released(moving)
 
     def on_lost(self, partitions: Sequence[int]) -> None:
-        """We were thrown out (session expired): stop deciding, write nothing."""
+        """We were thrown out (session expired): stop deciding and serving, write nothing."""
         self.housekeeping.dirty = True
         lost = set(partitions) | self.active | self._pending
         logger.warning(
@@ -422,6 +435,22 @@ class OwnershipMember:
         )
         self._pending.clear()
         self._forget(lost)
+        self._released(frozenset(lost))
+
+    def _released(self, slots: frozenset[int]) -> None:
+        if not slots or self.on_release is None:
+            return
+        count = self.config.slots
+        try:
+            self.on_release(lambda bundle: slot_of(bundle, count) in slots)
+        except Exception:
+            logger.exception("closing the topics of released slots %s failed", sorted(slots))
+
+    def holds(self, bundle: str) -> bool:
+        """Whether this member decides for ``bundle``'s slot now (not while it is being
+        revoked): a bundle is served here only while this holds (any thread)."""
+        slot = slot_of(bundle, self.config.slots)
+        return slot in self.active and slot not in self._leaving
 
     def _forget(self, slots: Iterable[int]) -> None:
         slots = set(slots)

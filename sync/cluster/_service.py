@@ -25,7 +25,7 @@ from typing import Any
 from sync._constants import REGISTRY_TOPIC
 from sync._errors import PolicySyncError, StateTransitionError, UnavailableError
 from sync._lifecycle import Lifecycle
-from sync._names import NamespaceName
+from sync._names import NamespaceName, TopicName
 from sync.transport import Transport
 
 from ._admin import ClusterAdmin
@@ -260,6 +260,22 @@ class ClusterService:
                 logger.error("cluster service %s failed to start: %s", self.identity.broker_id, exc)
                 self._transition(ServiceState.FAILED)
             self._ready.set()
+
+    def on_release(self, hook: Callable[[Callable[[TopicName], bool]], None]) -> None:
+        """Have ``hook`` told which topics stop being served here when bundles move away
+        (called on the ownership member's thread before the move completes; it should
+        close those topics, bounded in time)."""
+
+        def released(bundles: Callable[[str], bool]) -> None:
+            def moving(topic: TopicName) -> bool:
+                try:
+                    return bundles(self.lookups.bundle_of(topic))
+                except PolicySyncError:
+                    return True  # its namespace is gone: nothing of it is served here
+
+            hook(moving)
+
+        self.member.on_release = released
 
     def restarted(self) -> ClusterService:
         """A fresh, unstarted service with the same configuration (a new incarnation)."""

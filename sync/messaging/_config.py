@@ -46,7 +46,12 @@ class MessagingConfig:
             its connection stops being read (Pulsar's ``maxPendingMessages`` default).
         policy_check_s: how often live topics re-read their policies even without a
             change notification (and the policy service is looked up again).
-        ownership_check_s: how often live topics ask whether they are still owned here.
+        ownership_check_s: how often live topics ask whether they are still owned here
+            (a backstop: a bundle moving away closes its topics at once, see
+            :meth:`MessagingEngine.release_blocking`).
+        release_wait_s: how long a bundle moving away waits for its topics to close here
+            (their acknowledgements committed, their clients told) before the move goes
+            on regardless.
         message_expiry_check_s: how often buffered messages are checked against
             ``messageTTLInSeconds`` (they are also checked as they are dispatched;
             Pulsar's ``messageExpiryCheckIntervalInMinutes`` is 5 minutes).
@@ -86,6 +91,7 @@ class MessagingConfig:
     max_pending_per_producer: int = 1000
     policy_check_s: float = 5.0
     ownership_check_s: float = 5.0
+    release_wait_s: float = 10.0
     message_expiry_check_s: float = 5.0
     backlog_check_s: float = 2.0
     backlog_hold_timeout_s: float = 30.0

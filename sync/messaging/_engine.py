@@ -32,6 +32,7 @@ Lowering ``maxSubscriptionsPerTopic`` never deletes a subscription (neither does
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import itertools
@@ -619,9 +620,7 @@ class MessagingEngine:
                 await asyncio.to_thread(client.close)
                 client = self._clients[linger_ms]
         if self._reports_task is None:
-            self._reports_task = asyncio.create_task(
-                self._serve_reports(), name="producer-reports"
-            )
+            self._reports_task = asyncio.create_task(self._serve_reports(), name="producer-reports")
         return client
 
     async def _drain_reports(self, client: ProducerClient, timeout_s: float) -> None:
@@ -1223,6 +1222,45 @@ class MessagingEngine:
                 if reason is not None:
                     await self._unload(ts, reason, name)
 
+    def release_blocking(self, moving: Callable[[TopicName], bool]) -> None:
+        """Close, now, the connections to every name ``moving`` accepts, and wait until
+        they are closed (at most ``release_wait_s``); any thread but the loop's.
+
+        The ownership member calls this while a bundle moves away, before another sidecar
+        may claim it: the topics' acknowledgements are committed and their clients told to
+        reconnect first, so two sidecars never serve a partition of a subscription at once
+        (the newer would deliver again, with redelivery count 0, what the older delivered
+        meanwhile). The periodic ownership check is only a backstop.
+        """
+        loop = self._loop
+        if loop is None or self._closing or loop.is_closed():
+            return
+        future = asyncio.run_coroutine_threadsafe(self.release(moving), loop)
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is loop:
+                return  # called on the loop itself: it runs once this returns
+        try:
+            future.result(timeout=self.config.release_wait_s)
+        except concurrent.futures.TimeoutError:
+            logger.warning(
+                "topics of a moving bundle not closed within %.0fs; the move goes on",
+                self.config.release_wait_s,
+            )
+        except Exception:
+            logger.exception("closing the topics of a moving bundle failed")
+
+    async def release(self, moving: Callable[[TopicName], bool]) -> None:
+        """Close the connections to every name in use that ``moving`` accepts (cause
+        UNLOADED: clients look the topic up again and find its new owner)."""
+        reason = CloseReason(
+            CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
+        )
+        for ts in list(self._topics.values()):
+            for name in sorted(ts.names(), key=str):
+                if moving(name):
+                    logger.info("%s is moving away: unloading it", name)
+                    await self._unload(ts, reason, name)
+
     async def _moved(self, ts: TopicState, name: TopicName) -> CloseReason | None:
         """Why the connections to ``name`` must close now (None: they stay)."""
         try:
@@ -1439,9 +1477,7 @@ class MessagingEngine:
         if name is None:
             subs = list(ts.subscriptions.values())
             ts.subscriptions.clear()
-            results = await asyncio.gather(
-                *(s.close(reason) for s in subs), return_exceptions=True
-            )
+            results = await asyncio.gather(*(s.close(reason) for s in subs), return_exceptions=True)
             for sub, result in zip(subs, results, strict=True):
                 if isinstance(result, BaseException):
                     logger.error("closing subscription %s failed: %s", sub.label, result)

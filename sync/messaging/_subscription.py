@@ -69,8 +69,9 @@ as Pulsar:
 * **Redelivery counts** are kept per message while its partition is served and, for the
   messages it held, when it is given up and served again here; a message that may have
   reached a consumer elsewhere or before a restart comes back with at least 1.
-* Two sidecars serving one partition of a subscription at once (a split brain while
-  ownership moves, until the old owner's next ownership check) both commit; the last
+* Two sidecars serving one partition of a subscription at once (a zombie old owner that
+  has not noticed its session expired: a moving bundle's topics are otherwise closed
+  before the new owner may claim it) both commit; the last
   commit wins, which can only re-deliver messages, never skip an unacknowledged one
   (each commit covers only what a client acknowledged). Only here can a message come
   back with ``redeliveryCount`` 0: the newer owner read the dispatch mark before the

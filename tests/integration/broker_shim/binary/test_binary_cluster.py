@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 import uuid
 from collections import Counter
@@ -22,7 +23,7 @@ from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.integration._binary_harness import make_topic, not_durable, wait_acks_durable
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
-from tests.integration.broker_shim.test_lookup_http import ShimProcess, wait_agreement
+from tests.integration.broker_shim.test_lookup_http import ShimProcess, lookups, wait_agreement
 from tests.kafka_broker import free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -409,3 +410,121 @@ def test_a_message_delivered_again_is_marked_redelivered(
     assert not before_move, f"{len(before_move)} repeats while nothing moved: {before_move[:10]}"
     late = sorted(set(got.after_durable_ack()), key=int)
     assert not late, f"{len(late)} messages delivered after their ack was committed: {late}"
+
+
+class _Publisher:
+    """Sends numbered messages through one producer from a thread until stopped."""
+
+    def __init__(self, client: pulsar.Client, topic: TopicName) -> None:
+        self.producer = client.create_producer(str(topic), batching_enabled=False)
+        self.sent: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for i in itertools.count():
+            if self._stop.wait(0.005):
+                return
+            payload = b"%d" % i
+            self.producer.send(payload)
+            self.sent.append(payload)
+
+    def __enter__(self) -> _Publisher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.producer.close()
+
+
+def _moved_to(
+    joining: BinaryShim, asked: BinaryShim, names: list[str], probes: list[str], got: _Deliveries
+) -> list[str]:
+    """Receive (acknowledging) until ``joining`` owns some of ``names`` (returned), or
+    has owned some of ``probes`` for 5 s without any of ``names`` (empty: its slots hold
+    none of them; its takeover claims within a second of its first claim)."""
+    moved: list[str] = []
+    polled = [0.0, 0.0]  # the last poll; when the joiner was first seen owning a probe
+
+    def owns() -> bool:  # polled at most twice a second
+        now = time.monotonic()
+        if now - polled[0] >= 0.5:
+            polled[0] = now
+            urls = lookups(asked, names)
+            moved[:] = [n for n, u in zip(names, urls, strict=True) if u == joining.broker_url]
+            if not polled[1] and joining.broker_url in lookups(asked, probes):
+                polled[1] = now
+        return bool(moved) or bool(polled[1] and now - polled[1] > 5)
+
+    got.receive_until(owns)
+    return moved
+
+
+def test_a_consumer_joining_while_partitions_move_gets_no_unmarked_repeat(
+    kafka_bootstrap: str, shims: list[BinaryShim], tmp_path: Path
+) -> None:
+    """A third sidecar joins while messages flow: some partitions move to it, and a new
+    Shared consumer subscribes through it as soon as it owns one. The old owner must stop
+    serving a moving partition before the new owner may claim it (Pulsar closes a bundle's
+    topics before it gives the bundle up): were both to serve it, the newer one would hand
+    out again, with ``redelivery_count`` 0, what the older one delivered meanwhile."""
+    namespace = f"public/join-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"bundles": {"numBundles": 64}})
+    assert shims[0].put(f"/admin/v2/namespaces/{namespace}", body).status == 204
+    topic = TopicName.parse(f"persistent://{namespace}/t")
+    names = [str(TopicName.parse(f"{topic}-partition-{p}")) for p in range(16)]
+    probes = [f"persistent://{namespace}/probe-{i}" for i in range(32)]
+    path = "/admin/v2/" + str(topic).replace("://", "/") + "/partitions"
+    assert shims[0].put(path, "16").status == 204
+    _owners(shims, [TopicName.parse(n) for n in names])  # every partition claimed
+    consuming = pulsar.Client(shims[0].broker_url, operation_timeout_seconds=30)
+    producing = pulsar.Client(shims[1].broker_url, operation_timeout_seconds=30)
+    joiners: list[BinaryShim] = []
+    clients = [consuming, producing]
+    try:
+        got = _Deliveries(
+            [
+                consuming.subscribe(
+                    str(topic), "s", consumer_type=pulsar.ConsumerType.Shared,
+                    consumer_name=f"c{i}",
+                )
+                for i in range(2)
+            ]
+        )  # fmt: skip
+        with _Publisher(producing, topic) as publisher:
+            got.receive_until(lambda: len(got.seen()) >= 200)
+            moved: list[str] = []
+            for attempt in range(4):  # the joiner's slots may hold no partition of ours
+                joining = BinaryShim(kafka_bootstrap, shims[0].cluster, f"j{attempt}", tmp_path)
+                joiners.append(joining)
+                joining.start()
+                moved = _moved_to(joining, shims[0], names, probes, got)
+                if moved:
+                    break
+                joining.stop()
+            assert moved, "no partition moved to a joining sidecar in 4 joins"
+            late = pulsar.Client(joining.broker_url, operation_timeout_seconds=30)
+            clients.append(late)
+            got.consumers.append(
+                late.subscribe(
+                    str(topic), "s", consumer_type=pulsar.ConsumerType.Shared,
+                    consumer_name="c-late",
+                )
+            )  # fmt: skip
+            # Well past the old owners' periodic ownership check (5 s): ~1,500 messages.
+            mark = len(got.seen())
+            got.receive_until(lambda: len(got.seen()) >= mark + 1500)
+        got.receive_until(lambda: got.seen().keys() >= set(publisher.sent))
+    finally:
+        for client in clients:
+            client.close()
+        for joiner in joiners:
+            joiner.stop()
+    repeats = got.repeats()
+    unmarked = [payload for payload, count in repeats if count == 0]
+    assert not unmarked, (
+        f"{len(unmarked)} of {len(repeats)} repeated deliveries had redelivery count 0 "
+        f"({len(moved)} partitions moved), e.g. {sorted(unmarked, key=int)[:10]}"
+    )

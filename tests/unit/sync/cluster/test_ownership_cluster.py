@@ -433,3 +433,58 @@ def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() 
         }
         assert answers(victim, topics) == answers(services[1], topics)
         assert_log_invariants(transport, cluster)
+
+
+def test_a_moving_slot_stops_being_served_before_its_new_owner_claims_it() -> None:
+    """A joining sidecar takes slots: their old owner is told which topics stop being
+    served there (its messaging engine closes them) before the revoke returns, so before
+    the new owner may claim their bundles, and it no longer holds those bundles then."""
+    with memory_cluster(2) as (transport, services):
+        cluster = services[0].identity.cluster
+        topics = topics_in("public/default", 40)
+        services[0].admin.create_namespace(NamespaceName("public", "spread"), num_bundles=16)
+        topics += topics_in("public/spread", 40)
+        look_up_all(services[0], topics)
+        before = {t: services[0].ownership.get(services[0].lookups.bundle_of(t)) for t in topics}
+        #: (broker, topic) -> ownership log length when the broker let the topic go
+        released: dict[tuple[str, TopicName], int] = {}
+
+        def hook(service: ClusterService) -> Callable[[Callable[[TopicName], bool]], None]:
+            def on_release(moving: Callable[[TopicName], bool]) -> None:
+                at = len(ownership_log(transport, cluster))
+                for t in topics:
+                    if moving(t):
+                        assert not service.member.holds(service.lookups.bundle_of(t))
+                        released.setdefault((service.identity.broker_id, t), at)
+
+            return on_release
+
+        for s in services:
+            s.on_release(hook(s))
+        joining = make_service(transport, cluster, 2)
+        joining.start()
+        try:
+            joining.wait_ready(20)
+            wait_until(lambda: settled([*services, joining]), what="membership")
+            wait_until(lambda: bool(joining.member.active), what="slots for the new member")
+            look_up_all(joining, topics)
+            log = ownership_log(transport, cluster)
+            moved = 0
+            for t in topics:
+                old = before[t]
+                assert old is not None
+                bundle = services[0].lookups.bundle_of(t)
+                claims = [
+                    i
+                    for i, r in enumerate(log)
+                    if r is not None and r.bundle == bundle and r.broker == "b2"
+                ]
+                if not claims:
+                    continue
+                moved += 1
+                let_go = released.get((old.broker, t))
+                assert let_go is not None, f"{t} moved from {old.broker} without a release"
+                assert let_go <= claims[0], f"{t} claimed by b2 before {old.broker} let it go"
+            assert moved, "no bundle moved to the joining sidecar"
+        finally:
+            joining.close()

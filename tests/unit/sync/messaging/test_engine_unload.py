@@ -168,3 +168,40 @@ def test_ownership_is_asked_by_the_name_the_client_used() -> None:
             svc.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_release_closes_the_moving_names_before_it_returns() -> None:
+    """The ownership member's thread tells the engine which names move away and waits:
+    when the call returns their clients are closed (cause UNLOADED), the rest stay. The
+    periodic ownership check (an hour here) plays no part."""
+
+    async def scenario() -> None:
+        transport = MemoryTransport()
+        svc = PolicyService(transport).start(timeout_s=10)
+        moving, staying = (TopicName.parse(f"persistent://t/ns/{n}") for n in ("moving", "staying"))
+        for topic in (moving, staying):
+            transport.admin().ensure_topic(TopicSpec(kafka_topic_of(topic), 1))
+        engine = MessagingEngine(
+            transport,
+            lambda: svc,
+            ownership=_Terms(),
+            config=MessagingConfig(ownership_check_s=3600),
+        )
+        await engine.start()
+        try:
+            consumers = {
+                t: await engine.subscribe(
+                    t, "s", initial_position=InitialPosition.Earliest, pull_mode=True
+                )
+                for t in (moving, staying)
+            }
+            await asyncio.to_thread(engine.release_blocking, lambda name: name == moving)
+            assert consumers[moving].closed
+            assert consumers[moving].close_reason is not None
+            assert consumers[moving].close_reason.cause is CloseCause.UNLOADED
+            assert not consumers[staying].closed
+        finally:
+            await engine.close()
+            svc.close()
+
+    asyncio.run(scenario())
