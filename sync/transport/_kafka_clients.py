@@ -31,6 +31,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 logger = logging.getLogger(__name__)
+#: librdkafka's own log lines go through Python logging, not straight to stderr.
+RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
 
 __all__ = ["client_id", "client_threads", "created"]
 

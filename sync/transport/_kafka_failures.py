@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
+
+from .._errors import (
+    FatalClientError,
+    GroupFencedError,
+    ProducerFencedError,
+    TransportError,
+)
 
 __all__ = [
     "FENCED_CODES",
@@ -29,6 +36,7 @@ __all__ = [
     "has_code",
     "kafka_error_of",
     "timed_out",
+    "translate",
     "transient",
     "waited_for_controller",
 ]
@@ -111,3 +119,19 @@ def waited_for_controller(failure: object) -> bool:
         and err.code() == KafkaError._TIMED_OUT  # noqa: SLF001 - public constant
         and "controller" in err.str().lower()
     )
+
+
+def translate(exc: KafkaException, what: str) -> TransportError:
+    """The seam's error for a failed ``what``: fenced, fatal, group-fenced or plain."""
+    err = kafka_error_of(exc)
+    if err is None:
+        return TransportError(f"{what} failed: {exc}")
+    if err.code() in FENCED_CODES:
+        return ProducerFencedError(f"{what}: fenced by a newer writer ({err.str()})")
+    if err.fatal():
+        # Any further call on this client fails (or, in librdkafka, may misbehave): the
+        # owner must close it and create a new one, as for a fence.
+        return FatalClientError(f"{what}: the Kafka client is in a fatal state ({err.str()})")
+    if err.code() in GROUP_FENCED_CODES:
+        return GroupFencedError(f"{what}: consumer-group generation is stale ({err.str()})")
+    return TransportError(f"{what} failed: {exc}")

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from sync._errors import TransportError
 from sync.transport import KafkaConfig, KafkaTransport
-from sync.transport._kafka import KafkaAdmin
+from sync.transport._kafka_admin import KafkaAdmin
 from sync.transport._kafka_controller import FANOUT_METADATA_TOPIC, ControllerGuard
 
 

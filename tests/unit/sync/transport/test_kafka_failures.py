@@ -9,7 +9,6 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sync._errors import FatalClientError, GroupFencedError, ProducerFencedError, TransportError
-from sync.transport._kafka import _translate
 from sync.transport._kafka_failures import (
     has_code,
     kafka_error_of,
@@ -17,6 +16,7 @@ from sync.transport._kafka_failures import (
     transient,
     waited_for_controller,
 )
+from sync.transport._kafka_failures import translate as _translate
 
 TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for controller")  # noqa: SLF001
 REQUEST_TIMED_OUT = KafkaError(KafkaError.REQUEST_TIMED_OUT, "request timed out")
