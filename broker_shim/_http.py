@@ -6,7 +6,7 @@ hands them to the front ends and runs them with the app:
 * HTTP (the shell of :mod:`broker_shim._http_shell`): the lookup and admin routes with
   the live cluster service, the compaction routes with the messaging engine, Pulsar's
   topic and namespace policy routes, the sidecar's own routes;
-* WebSocket (:mod:`broker_shim._ws`) and the Pulsar binary protocol
+* WebSocket (:mod:`broker_shim.ws`) and the Pulsar binary protocol
   (:mod:`broker_shim._binary_app`), both with the one messaging engine.
 
 Start-up runs in this order (shutdown leaves the cluster first, then closes the engine,
@@ -36,7 +36,7 @@ from ._process_tuning import freeze_startup_heap, raise_gc_young_threshold
 from ._sidecar import Sidecar
 from ._sidecar_http import SidecarRoutes
 from ._topic_policy_http import PolicyRoutes
-from ._ws import add_ws_routes
+from .ws import add_ws_routes
 
 logger = logging.getLogger(__name__)
 

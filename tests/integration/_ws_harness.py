@@ -26,7 +26,7 @@ from websockets.exceptions import InvalidStatus
 from broker_shim._http import build_app
 from broker_shim._http_shell import http_app
 from broker_shim._sidecar import Sidecar, SidecarConfig
-from broker_shim._ws import add_ws_routes
+from broker_shim.ws import add_ws_routes
 from sync import CacheStateError, TopicName
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
