@@ -9,7 +9,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from sync import PolicySyncError
 from sync.errors import (
@@ -38,6 +38,7 @@ from ._frames import (
     FrameBatcher,
     encode_message_frame,
     enum_param,
+    frame_text,
     int_param,
     json_loads,
     reason_text,
@@ -175,11 +176,8 @@ class _ConsumerSession:
         writer = asyncio.create_task(self._write())
         try:
             async for msg in self.ws:
-                if msg.type is WSMsgType.TEXT:
-                    text = msg.data
-                elif msg.type is WSMsgType.BINARY:
-                    text = msg.data.decode("utf-8", "replace")
-                else:
+                text = frame_text(msg)
+                if text is None:
                     break
                 if not await self._on_frame(text):
                     break

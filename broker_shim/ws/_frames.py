@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
-from aiohttp import web
+from aiohttp import WSMessage, WSMsgType, web
 from yarl import URL
 
 from sync import TopicName, UnavailableError
@@ -69,6 +69,16 @@ def ws_response() -> web.WebSocketResponse:
     # No permessage-deflate: small JSON frames gain nothing from it, and it costs a zlib
     # call per frame on both ends.
     return web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, heartbeat=30.0, compress=False)
+
+
+def frame_text(msg: WSMessage) -> str | None:
+    """The text of a data frame from a client (a binary frame read as UTF-8); None for
+    anything else (a close or an error ends the session)."""
+    if msg.type is WSMsgType.TEXT:
+        return str(msg.data)
+    if msg.type is WSMsgType.BINARY:
+        return bytes(msg.data).decode("utf-8", "replace")
+    return None
 
 
 def text_frame(text: str) -> bytes:

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from sync import PolicySyncError
 from sync.errors import (
@@ -40,6 +40,7 @@ from ._frames import (
     FrameBatcher,
     enum_param,
     error_frame,
+    frame_text,
     int_param,
     java_long,
     json_dumps,
@@ -173,11 +174,8 @@ class _ProducerSession:
         closer = asyncio.create_task(self._close_on_eviction())
         try:
             async for msg in self.ws:
-                if msg.type is WSMsgType.TEXT:
-                    text = msg.data
-                elif msg.type is WSMsgType.BINARY:
-                    text = msg.data.decode("utf-8", "replace")
-                else:
+                text = frame_text(msg)
+                if text is None:
                     break
                 refuse = None
                 if self.handle.held and not await self.handle.wait_writable():
