@@ -188,6 +188,8 @@ class OwnershipMember:
         self._pending: set[int] = set()
         #: Slots being revoked right now: their bundles are not served here any more.
         self._leaving: frozenset[int] = frozenset()
+        #: Slots being taken over right now: their bundles are served as soon as claimed.
+        self._activating: frozenset[int] = frozenset()
         #: Told, before a revoke returns (so before another member can be given the
         #: slots), which bundles stop being ours: the messaging engine closes their topics.
         self.on_release: Callable[[Callable[[str], bool]], None] | None = None
@@ -447,10 +449,13 @@ class OwnershipMember:
             logger.exception("closing the topics of released slots %s failed", sorted(slots))
 
     def holds(self, bundle: str) -> bool:
-        """Whether this member decides for ``bundle``'s slot now (not while it is being
-        revoked): a bundle is served here only while this holds (any thread)."""
+        """Whether this member decides for ``bundle``'s slot now (from the takeover that
+        claims its bundles until a revoke begins): a bundle is served here only while this
+        holds (any thread)."""
         slot = slot_of(bundle, self.config.slots)
-        return slot in self.active and slot not in self._leaving
+        if slot in self._leaving:
+            return False
+        return slot in self.active or slot in self._activating
 
     def _forget(self, slots: Iterable[int]) -> None:
         slots = set(slots)
@@ -499,9 +504,14 @@ class OwnershipMember:
         # A slot nobody ever committed starts at 0: equivalent (every processed request
         # is committed with its decision), and it puts the slot under the fence too.
         offsets = {s: max(0, committed.get(s, OFFSET_INVALID)) for s in slots}
-        claimed = self._take_over(slots, offsets)
-        self._tx.started(offsets)
-        self.active.update(slots)
+        # Served from the moment our claims can be read, not once they all are written.
+        self._activating = frozenset(slots)
+        try:
+            claimed = self._take_over(slots, offsets)
+            self._tx.started(offsets)
+            self.active.update(slots)
+        finally:
+            self._activating = frozenset()
         self._pending.difference_update(slots)
         self._mark_joined()
         logger.info(

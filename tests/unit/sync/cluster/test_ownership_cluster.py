@@ -482,6 +482,7 @@ def test_a_moving_slot_stops_being_served_before_its_new_owner_claims_it() -> No
                 if not claims:
                     continue
                 moved += 1
+                assert joining.member.holds(bundle), f"{bundle} claimed but not held"
                 let_go = released.get((old.broker, t))
                 assert let_go is not None, f"{t} moved from {old.broker} without a release"
                 assert let_go <= claims[0], f"{t} claimed by b2 before {old.broker} let it go"
