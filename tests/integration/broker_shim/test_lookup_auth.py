@@ -25,7 +25,7 @@ from sync._names import TopicName
 from sync.cluster._ownership_model import ownership_topic, slots_topic
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimProcess
-from tests.integration.helpers import HttpResult
+from tests.support.http import HttpResult
 
 TOKENS = {"t-admin": "admin", "t-alice": "alice", "t-bob": "bob", "t-eve": "eve"}
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import Sidecar, http, run_cli
-from tests.kafka_broker import free_port
+from tests.support.http import http
+from tests.support.kafka import free_port
+from tests.support.sidecars import Sidecar, run_cli
 
 BASE = "/admin/v2/persistent/public/default/"
 LIVENESS_S = 60.0

@@ -16,8 +16,8 @@ import pytest
 from sync import TopicName, routing
 from sync._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.kafka_broker import free_port
+from tests.support.kafka import free_port, make_topic
+from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -28,8 +28,9 @@ from sync._errors import NotAllowedError
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import SubscriptionType, compacted_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import NothingHere, ThreadSidecar, path_of
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar, NothingHere, ThreadSidecar
+from tests.support.ws import path_of
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,8 +18,9 @@ from broker_shim.binary import BinaryServer
 from broker_shim.binary import PulsarApi_pb2 as api
 from broker_shim.binary._framing import MAX_FRAME_SIZE, encode_command, encode_payload_command
 from sync import TopicName
-from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration.broker_shim.binary.test_binary_client import _records
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -13,16 +13,9 @@ import pytest
 
 from sync import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, Message
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import (
-    connect,
-    consumer_url,
-    path_of,
-    produce,
-    receive,
-    run,
-    set_policy,
-)
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
+from tests.support.ws import connect, consumer_url, path_of, produce, receive, run, set_policy
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,8 +13,9 @@ import pulsar
 import pytest
 
 from sync import PolicyTarget, TopicName
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import NothingHere, ThreadSidecar, run, set_policy
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar, NothingHere, ThreadSidecar
+from tests.support.ws import run, set_policy
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -25,19 +25,18 @@ from sync.messaging import MessagingEngine, OwnerInfo
 from sync.messaging._producer import MessageId
 from sync.routing import java_string_hash, murmur3_32_hash
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    ThreadSidecar,
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ThreadSidecar, ws_app
+from tests.support.ws import (
     ack,
     connect,
     consumer_url,
-    make_topic,
     path_of,
     produce,
     receive,
     run,
     send_frame,
     silent,
-    ws_app,
 )
 
 

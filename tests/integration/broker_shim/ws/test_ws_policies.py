@@ -13,12 +13,12 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from sync import TopicName
-from tests.integration._ws_harness import (
-    ThreadSidecar,
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ThreadSidecar
+from tests.support.ws import (
     ack,
     connect,
     consumer_url,
-    make_topic,
     path_of,
     produce,
     receive,

@@ -18,16 +18,9 @@ from websockets.exceptions import InvalidStatus
 
 from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    ThreadSidecar,
-    ack,
-    connect,
-    make_topic,
-    path_of,
-    produce,
-    receive,
-    run,
-)
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ThreadSidecar
+from tests.support.ws import ack, connect, path_of, produce, receive, run
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +137,7 @@ def test_binary_readers_are_not_durable_either(
     non-durable subscription: they read from a message id and leave no Kafka group."""
     import pulsar
 
-    from tests.integration._binary_harness import BinarySidecar
+    from tests.support.sidecars import BinarySidecar
 
     topic = make_topic(kafka_bootstrap, 1)
     with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("breader")) as s:

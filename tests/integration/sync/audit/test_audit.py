@@ -59,8 +59,9 @@ from sync.audit import (
 )
 from sync.audit._rules import find_bursts
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport, TopicSpec
-from tests.integration.helpers import Sidecar, http, run_cli
-from tests.kafka_broker import free_port
+from tests.support.http import http
+from tests.support.kafka import free_port
+from tests.support.sidecars import Sidecar, run_cli
 
 _POLICY_EVENTS = ("TOPIC_POLICY", "NAMESPACE_POLICY")
 _CHANGES = {Action.INSERT.value, Action.UPDATE.value, Action.DELETE.value}

@@ -24,13 +24,12 @@ from sync._errors import InvalidPolicyError
 from sync._kafka_names import kafka_topic_of
 from sync.messaging._backlog import BacklogQuotas
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    NothingHere,
-    ThreadSidecar,
+from tests.support.kafka import make_topic
+from tests.support.sidecars import NothingHere, ThreadSidecar
+from tests.support.ws import (
     ack,
     connect,
     consumer_url,
-    make_topic,
     path_of,
     produce,
     receive,
