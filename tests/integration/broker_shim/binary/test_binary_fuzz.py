@@ -9,7 +9,6 @@ import asyncio
 import random
 import struct
 import zlib
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -26,14 +25,6 @@ pytestmark = pytest.mark.timeout(300)
 
 _T = api.BaseCommand
 FRAMES = 3000
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BinarySidecar]:
-    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("fuzz")) as s:
-        yield s
 
 
 def _connect() -> bytes:

@@ -20,23 +20,6 @@ from tests.support.ws import run, set_policy
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BinarySidecar]:
-    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("binfx")) as s:
-        yield s
-
-
-@pytest.fixture
-def client(sidecar: BinarySidecar) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 _PENDING = object()
 
 

@@ -10,7 +10,6 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -38,14 +37,6 @@ from tests.support.ws import (
     send_frame,
     silent,
 )
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ThreadSidecar]:
-    with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("sidecar")) as s:
-        yield s
 
 
 def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,14 +20,6 @@ from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.kafka import make_topic
 from tests.support.sidecars import ThreadSidecar
 from tests.support.ws import ack, connect, path_of, produce, receive, run
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ThreadSidecar]:
-    with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("reader")) as s:
-        yield s
 
 
 def reader_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
