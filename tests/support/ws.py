@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
+import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
@@ -149,3 +150,29 @@ async def set_policy(http_url: str, topic: TopicName, name: str, value: Any) -> 
             assert resp.status == 204, resp.status
 
     await asyncio.to_thread(post)
+
+
+def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
+    """A producer endpoint of ``s`` (with ``query`` as its query string, if any)."""
+    url = f"{s.ws_url}/producer/{path_of(topic)}"
+    return f"{url}?{'&'.join(f'{k}={v}' for k, v in query.items())}" if query else url
+
+
+async def closed_with(ws: ClientConnection, timeout_s: float = 10.0) -> tuple[int, str]:
+    """Read until the server closes; the close code and reason."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
+    except websockets.ConnectionClosed as exc:
+        assert exc.rcvd is not None, "closed without a close frame"
+        return exc.rcvd.code, exc.rcvd.reason
+
+
+async def refused(url: str) -> tuple[int, str]:
+    """The status and reason of a handshake the server refuses (anything else fails)."""
+    with pytest.raises(InvalidStatus) as info:
+        async with connect(url):
+            pass
+    body = json.loads(info.value.response.body or b"{}")
+    return info.value.response.status_code, str(body.get("reason"))

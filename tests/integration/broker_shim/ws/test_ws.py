@@ -10,7 +10,6 @@ import asyncio
 import base64
 import json
 import time
-from typing import Any
 
 import aiohttp
 import pytest
@@ -32,16 +31,12 @@ from tests.support.ws import (
     consumer_url,
     path_of,
     produce,
+    producer_url,
     receive,
     run,
     send_frame,
     silent,
 )
-
-
-def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
-    q = "&".join(f"{k}={v}" for k, v in query.items())
-    return f"{s.ws_url}/producer/{path_of(topic)}?{q}"
 
 
 def test_frames_round_trip_with_pulsar_fields(sidecar: ThreadSidecar, kafka_bootstrap: str) -> None:

@@ -7,48 +7,22 @@ import json
 import time
 from typing import Any
 
-import pytest
-import websockets
-from websockets.exceptions import InvalidStatus
-
-from sync import TopicName
 from tests.support.kafka import make_topic
 from tests.support.sidecars import ThreadSidecar
 from tests.support.ws import (
     ack,
+    closed_with,
     connect,
     consumer_url,
-    path_of,
     produce,
+    producer_url,
     receive,
+    refused,
     run,
     send_frame,
     set_policy,
     silent,
 )
-
-
-def producer_url(s: ThreadSidecar, topic: TopicName) -> str:
-    return f"{s.ws_url}/producer/{path_of(topic)}"
-
-
-async def closed_with(ws: websockets.ClientConnection, timeout_s: float = 10.0) -> tuple[int, str]:
-    """Read until the server closes; the close code and reason."""
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
-    except websockets.ConnectionClosed as exc:
-        assert exc.rcvd is not None, "closed without a close frame"
-        return exc.rcvd.code, exc.rcvd.reason
-
-
-async def refused(url: str) -> tuple[int, str]:
-    with pytest.raises(InvalidStatus) as info:
-        async with connect(url):
-            pass
-    body = json.loads(info.value.response.body or b"{}")
-    return info.value.response.status_code, str(body.get("reason"))
 
 
 def test_lowering_max_consumers_per_subscription_closes_the_newest(

@@ -19,16 +19,12 @@ from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.kafka import make_topic
 from tests.support.sidecars import ThreadSidecar
-from tests.support.ws import ack, connect, path_of, produce, receive, run
+from tests.support.ws import ack, connect, path_of, produce, producer_url, receive, run
 
 
 def reader_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
     q = "&".join(f"{k}={v}" for k, v in query.items())
     return f"{s.ws_url}/reader/{path_of(topic)}?{q}"
-
-
-def _producer_url(s: ThreadSidecar, topic: TopicName) -> str:
-    return f"{s.ws_url}/producer/{path_of(topic)}"
 
 
 def _groups_of(bootstrap: str, topic: TopicName) -> list[str]:
@@ -43,7 +39,7 @@ def test_reader_from_earliest_from_a_message_id_and_latest(
     topic = make_topic(kafka_bootstrap, 1)
 
     async def scenario() -> None:
-        async with connect(_producer_url(sidecar, topic)) as prod:
+        async with connect(producer_url(sidecar, topic)) as prod:
             ids = await produce(prod, [b"m0", b"m1", b"m2"])
         async with connect(reader_url(sidecar, topic, messageId="earliest", readerName="r1")) as r:
             got = await receive(r, 3)
@@ -60,7 +56,7 @@ def test_reader_from_earliest_from_a_message_id_and_latest(
         # latest (the default): only what is published from now on
         async with connect(reader_url(sidecar, topic)) as r:
             await asyncio.sleep(0.5)  # liveness only: let the reader's position be taken
-            async with connect(_producer_url(sidecar, topic)) as prod:
+            async with connect(producer_url(sidecar, topic)) as prod:
                 await produce(prod, [b"m3"])
             got = await receive(r, 1)
             assert [base64.b64decode(m["payload"]) for m in got] == [b"m3"]
@@ -78,7 +74,7 @@ def test_reader_window_follows_acks(sidecar: ThreadSidecar, kafka_bootstrap: str
     topic = make_topic(kafka_bootstrap, 1)
 
     async def scenario() -> None:
-        async with connect(_producer_url(sidecar, topic)) as prod:
+        async with connect(producer_url(sidecar, topic)) as prod:
             await produce(prod, [f"w{i}".encode() for i in range(6)])
         url = reader_url(sidecar, topic, messageId="earliest", receiverQueueSize=2)
         async with connect(url) as r:
@@ -104,7 +100,7 @@ def test_reader_partitioned_topic_and_bad_params(
 
     async def scenario() -> None:
         async with connect(
-            _producer_url(sidecar, topic) + "?messageRoutingMode=RoundRobinPartition"
+            producer_url(sidecar, topic) + "?messageRoutingMode=RoundRobinPartition"
         ) as prod:
             await produce(prod, [b"a", b"b", b"c"])
         async with connect(reader_url(sidecar, topic, messageId="earliest")) as r:

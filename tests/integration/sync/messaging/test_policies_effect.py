@@ -28,12 +28,14 @@ from tests.support.sidecars import NothingHere, ThreadSidecar, applied
 from tests.support.waits import wait_for
 from tests.support.ws import (
     ack,
+    closed_with,
     connect,
     consumer_url,
     path_of,
     produce,
     receive,
     receive_any,
+    refused,
     run,
     send_frame,
     set_policy,
@@ -343,12 +345,12 @@ def test_backlog_quota_producer_exception_then_eviction_then_removed(
                 await asyncio.to_thread(
                     svc.set, target, {"backLogQuotaMap": _quota("producer_exception")}
                 )
-                code, reason = await _closed_with(prod)
+                code, reason = await closed_with(prod, 60.0)
                 assert (code, reason) == (
                     1008,
                     "Cannot create producer on topic with backlog quota exceeded",
                 )
-            status, text = await _refused(producer)
+            status, text = await refused(producer)
             assert status == 409
             assert "Cannot create producer on topic with backlog quota exceeded" in text
             # update: evict the slowest subscription instead
@@ -421,28 +423,6 @@ def _group_prefix(topic: TopicName) -> str:
     from sync.messaging import subscription_group
 
     return subscription_group(kafka_topic_of(topic), "")
-
-
-async def _closed_with(ws: Any, timeout_s: float = 60.0) -> tuple[int, str]:
-    import websockets
-
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
-    except websockets.ConnectionClosed as exc:
-        assert exc.rcvd is not None, "closed without a close frame"
-        return exc.rcvd.code, exc.rcvd.reason
-
-
-async def _refused(url: str) -> tuple[int, str]:
-    from websockets.exceptions import InvalidStatus
-
-    with pytest.raises(InvalidStatus) as info:
-        async with connect(url):
-            pass
-    body = json.loads(info.value.response.body or b"{}")
-    return info.value.response.status_code, str(body.get("reason"))
 
 
 def test_deduplication_acks_resends_without_writing_across_sidecars(
@@ -579,7 +559,7 @@ def test_subscribe_rate_refuses_subscriptions_over_the_rate(
         await seen(rate)
         async with connect(url):
             pass
-        status, text = await _refused(url)
+        status, text = await refused(url)
         assert status == 403
         assert text.endswith("Subscribe limited by subscribe rate limit per consumer.")
         rate = {"subscribeThrottlingRatePerConsumer": 1000, "ratePeriodInSecond": 1}
