@@ -27,7 +27,9 @@ from broker_shim._sidecar import SidecarConfig
 from broker_shim._ws import add_ws_routes
 from broker_shim.binary import BinaryServer
 from sync import CacheStateError, TopicName
+from sync.cluster import ClusterSettings, LookupConfig, OwnershipConfig
 from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
+from sync.transport import MemoryTransport
 from tests.support.http import http
 from tests.support.kafka import ROOT, free_port
 
@@ -234,6 +236,26 @@ class BinarySidecar(ThreadSidecar):
     def __enter__(self) -> BinarySidecar:
         super().__enter__()
         return self
+
+
+def memory_sidecar(lookup: LookupConfig, prefix: str = "m") -> AppSidecar:
+    """The sidecar app (not started) on the in-memory transport, alone in a cluster of its
+    own (named ``prefix`` + a random suffix): for tests that need no Kafka."""
+    cluster = prefix + uuid.uuid4().hex[:8]
+    config = SidecarConfig(
+        broker_id="b0",
+        http_port=8080,
+        bootstrap_servers="unused:9092",
+        cluster=cluster,
+        topic=f"__change_events.{cluster}",
+        lookup=ClusterSettings(
+            ownership=OwnershipConfig(
+                slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
+            ),
+            lookup=lookup,
+        ),
+    )
+    return AppSidecar(config, transport=MemoryTransport())
 
 
 #: What :func:`applied` answers while the engine does not yet enforce what its cache has.
