@@ -7,7 +7,7 @@ import os
 import platform
 from collections.abc import Iterator
 
-from tests.kafka_broker import jar_broker
+from tests.support.kafka import jar_broker
 
 
 @contextlib.contextmanager

@@ -339,7 +339,7 @@ def run(bootstrap: str | None = None, *, messages: int = MESSAGES) -> dict[str, 
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap is None:
         sys.path.insert(0, str(ROOT))
-        from tests.kafka_broker import kafka_for_tests
+        from tests.support.kafka import kafka_for_tests
 
         with kafka_for_tests() as started:
             return run(started, messages=messages)

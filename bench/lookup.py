@@ -7,7 +7,7 @@ Figures (printed, and returned by :func:`run`; nothing is asserted):
   cache would hold them); ``inprocess_first_sight_per_s`` -- the same with names never seen
   before (each is parsed and validated);
 * ``http_closed_*`` -- ``GET /lookup/v2/topic/…`` on one sidecar process, load from a
-  separate process (:mod:`bench._loadgen`, 16 keep-alive connections, each sending as soon
+  separate process (:mod:`bench.loadgen`, 16 keep-alive connections, each sending as soon
   as the previous answer arrives): throughput and latency percentiles;
 * ``http_open_*`` -- the same at a fixed offered 5,000 requests/s from a pool of 32
   connections, latency measured from each request's scheduled time (no coordinated
@@ -222,7 +222,7 @@ def _load(shims: list[_Shim], paths_file: Path, port: int, rate: int, conns: int
     before, started = [_cpu_s(p) for p in pids], time.monotonic()
     done = subprocess.run(
         [
-            sys.executable, "-m", "bench._loadgen",
+            sys.executable, "-m", "bench.loadgen",
             "--port", str(port), "--paths", str(paths_file),
             "--connections", str(conns), "--duration", str(seconds), "--rate", str(rate),
         ],
@@ -285,12 +285,12 @@ def run(
     """Run every lookup benchmark, print the figures, return them.
 
     ``bootstrap`` defaults to ``$KAFKA_BOOTSTRAP_SERVERS``; without either, a broker is
-    started as the tests start one (``tests/kafka_broker.py``).
+    started as the tests start one (``tests/support/kafka.py``).
     """
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap is None:
         sys.path.insert(0, str(ROOT))
-        from tests.kafka_broker import kafka_for_tests
+        from tests.support.kafka import kafka_for_tests
 
         with kafka_for_tests() as started:
             return run(started, http_seconds=http_seconds, rounds=rounds)

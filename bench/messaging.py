@@ -283,12 +283,12 @@ def run(bootstrap: str | None = None, *, messages: int = 50_000) -> dict[str, fl
     """Run every messaging benchmark, print the figures and ratios, return them.
 
     ``bootstrap`` defaults to ``$KAFKA_BOOTSTRAP_SERVERS``; without either, a broker is
-    started as the tests start one (``tests/kafka_broker.py``).
+    started as the tests start one (``tests/support/kafka.py``).
     """
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap is None:
         sys.path.insert(0, str(ROOT))
-        from tests.kafka_broker import kafka_for_tests
+        from tests.support.kafka import kafka_for_tests
 
         with kafka_for_tests() as started:
             return run(started, messages=messages)

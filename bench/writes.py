@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.kafka_broker import free_port
+from tests.support.kafka import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/admin/v2/persistent/public/default/bench"

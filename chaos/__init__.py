@@ -7,4 +7,30 @@ brokers, SIGSTOP/SIGCONT zombies, clean restarts), records what every client was
 and checks at the end that nothing acknowledged was lost, that every cache equals a
 fresh replay, that no two sidecars named different owners at once, and how long
 failovers and recoveries took. ``python -m chaos`` exits 1 on any violation.
+
+The soak's parts have public names here (and its processes in :mod:`chaos.procs`), so the
+tests that check its verdicts need none of its private modules.
 """
+
+from ._faults import Fault
+from ._messaging import MessagingStats
+from ._observer import Failover, HealthPoller, OwnershipObserver, percentile
+from ._poison import HEADER, KINDS, PoisonFuzz
+from ._world import ChaosConfig, World
+from ._writers import Writer, lost_writes
+
+__all__ = [
+    "HEADER",
+    "KINDS",
+    "ChaosConfig",
+    "Failover",
+    "Fault",
+    "HealthPoller",
+    "MessagingStats",
+    "OwnershipObserver",
+    "PoisonFuzz",
+    "World",
+    "Writer",
+    "lost_writes",
+    "percentile",
+]

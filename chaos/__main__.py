@@ -29,9 +29,9 @@ from ._fuzz import Fuzzer
 from ._messaging import Messaging, wait_drained
 from ._observer import HealthPoller, OwnershipObserver, percentile
 from ._poison import PoisonFuzz
-from ._procs import RESTART_BUDGET_S, KafkaCluster, Restart, SidecarProc, cluster_lock, http_status
 from ._world import WRITE_NAMESPACE, ChaosConfig, World
 from ._writers import WRITERS, Writer, key_topic, lost_writes
+from .procs import RESTART_BUDGET_S, KafkaCluster, Restart, SidecarProc, cluster_lock, http_status
 
 READY_TIMEOUT_S = 180.0
 START_TIMEOUT_S = 60.0

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._observer import OwnershipObserver
-from ._procs import CLUSTER_UP_TIMEOUT_S, Exit, SidecarProc
 from ._world import World
+from .procs import CLUSTER_UP_TIMEOUT_S, Exit, SidecarProc
 
 KINDS = ("kill9_sidecar", "sigstop_sidecar", "restart_sidecar", "kill9_broker")
 

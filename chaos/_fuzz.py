@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from ._procs import SidecarProc
 from ._world import LOOKUP_NAMESPACE, WRITE_NAMESPACE, World
+from .procs import SidecarProc
 
 # names Pulsar refuses (NamedEntity: letters, digits and -_=:. ; not "." or "..")
 BAD_NAMES = (".", "..", "%00", "%FF", "%2F", "a%2Fb", "%C3%28", "%E2%82", "%0A", "%7F")

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._procs import SidecarProc, http_status
 from ._world import World
+from .procs import SidecarProc, http_status
 
 FAILOVER_GIVE_UP_S = 120.0
 

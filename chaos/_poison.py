@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ._procs import BIN
 from ._world import POISON_NAMESPACE, World
+from .procs import BIN
 
 TOPIC = "__change_events"
 HEADER = 10  # c3 01 + 8-byte fingerprint

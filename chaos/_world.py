@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._procs import KafkaCluster, SidecarProc
+from .procs import KafkaCluster, SidecarProc
 
 LOOKUP_NAMESPACE = "public/default"
 WRITE_NAMESPACE = "chaos/writes"

@@ -16,8 +16,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from ._procs import BIN
 from ._world import WRITE_NAMESPACE, World
+from .procs import BIN
 
 #: (REST policy path, TopicPolicies field) of each writer; None path: policyctl
 WRITERS: tuple[tuple[str | None, str], ...] = (

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from chaos._procs import KafkaCluster
+from chaos.procs import KafkaCluster
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, Transport
-from tests.kafka_broker import kafka_for_tests
+from tests.support.kafka import kafka_for_tests
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from chaos._procs import KafkaCluster, SidecarProc
+from chaos.procs import KafkaCluster, SidecarProc
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 INTERVAL_S = 2.0

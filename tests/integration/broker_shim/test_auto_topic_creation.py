@@ -28,8 +28,8 @@ from sync import TopicName
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import AutoTopicCreation, TopicType
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._binary_harness import BinarySidecar
-from tests.integration._ws_harness import connect, path_of, run, send_frame
+from tests.support.sidecars import BinarySidecar
+from tests.support.ws import connect, path_of, run, send_frame
 
 
 @pytest.fixture(scope="module")

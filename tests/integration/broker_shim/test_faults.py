@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from chaos._procs import KafkaCluster
+from chaos.procs import KafkaCluster
 from sync import CacheConfig, PolicyCache, PolicyService, PolicyTarget, ServiceConfig
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimProcess
-from tests.integration.helpers import Sidecar, http, run_cli
-from tests.kafka_broker import KAFKACTL, free_port, jar_broker
+from tests.support.http import http
+from tests.support.kafka import KAFKACTL, free_port, jar_broker
+from tests.support.sidecars import Sidecar, run_cli
 
 
 def _fresh_digest(bootstrap: str, topic: str) -> str:

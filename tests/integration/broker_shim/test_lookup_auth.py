@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +23,7 @@ from sync._names import TopicName
 from sync.cluster._ownership_model import ownership_topic, slots_topic
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimProcess
-from tests.integration.helpers import HttpResult
+from tests.support.http import HttpResult, http
 
 TOKENS = {"t-admin": "admin", "t-alice": "alice", "t-bob": "bob", "t-eve": "eve"}
 
@@ -33,17 +31,8 @@ TOKENS = {"t-admin": "admin", "t-alice": "alice", "t-bob": "bob", "t-eve": "eve"
 def call(
     shim: ShimProcess, method: str, path: str, token: str | None = None, body: str | None = None
 ) -> HttpResult:
-    data = None if body is None else body.encode()
-    req = urllib.request.Request(shim.url + path, data=data, method=method)  # noqa: S310
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
-            return HttpResult(resp.status, resp.read().decode())
-    except urllib.error.HTTPError as err:
-        return HttpResult(err.code, err.read().decode())
+    headers = None if token is None else {"Authorization": f"Bearer {token}"}
+    return http(method, shim.url + path, body, headers=headers)
 
 
 class AuthShim(ShimProcess):

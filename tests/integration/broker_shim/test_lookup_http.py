@@ -21,8 +21,9 @@ import pytest
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration.helpers import BIN, HttpResult, http
-from tests.kafka_broker import free_port
+from tests.support.http import HttpResult, http
+from tests.support.kafka import free_port
+from tests.support.sidecars import BIN
 
 
 class ShimProcess:

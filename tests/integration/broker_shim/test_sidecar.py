@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import Sidecar, create_topic, http, run_cli
-from tests.kafka_broker import free_port
+from tests.support.http import create_topic, http
+from tests.support.kafka import free_port
+from tests.support.sidecars import Sidecar, run_cli
 
 BASE = "/admin/v2/persistent/acme/ops/orders"
 

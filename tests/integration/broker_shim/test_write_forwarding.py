@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import Sidecar, http, run_cli
-from tests.kafka_broker import free_port
+from tests.support.http import http
+from tests.support.kafka import free_port
+from tests.support.sidecars import Sidecar, run_cli
+from tests.support.waits import wait_for
 
 BASE = "/admin/v2/persistent/public/default/"
 LIVENESS_S = 60.0
@@ -225,8 +227,9 @@ def test_policyctl_writes_through_the_holder_without_fencing_it(
 
 
 def _wait_value(shim: Sidecar, value: int) -> bool:
-    deadline = time.monotonic() + LIVENESS_S
-    while _get(shim, "orders", "maxProducers") != value:
-        assert time.monotonic() < deadline, f"{shim.url} never showed maxProducers={value}"
-        time.sleep(0.05)
+    wait_for(
+        lambda: _get(shim, "orders", "maxProducers") == value,
+        f"{shim.url} showing maxProducers={value}",
+        timeout_s=LIVENESS_S,
+    )
     return True

@@ -32,8 +32,9 @@ from tests.compat.record import (
     load_recorded,
     run_case,
 )
-from tests.integration.helpers import BIN, http
-from tests.kafka_broker import free_port, jar_broker
+from tests.support.http import http
+from tests.support.kafka import free_port, jar_broker
+from tests.support.sidecars import BIN
 
 #: Registry keys a live sidecar writes on its own (registration heartbeats, membership).
 _BACKGROUND_KEYS = ("broker/", "members/")

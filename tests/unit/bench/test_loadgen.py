@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._loadgen import _Phase, _phase, main
+from bench.loadgen import Phase, main, run_phase
 
 _BODY = b'{"brokerUrl":"pulsar://127.0.0.1:6650"}'
 _ANSWER = (
@@ -93,9 +93,11 @@ def test_open_loop_counts_a_stall_for_every_request_scheduled_during_it(server: 
     # speed or load; the time figures themselves belong to `make bench`.
     rate, seconds = 1000.0, 1.2
 
-    async def run() -> _Phase:
+    async def run() -> Phase:
         server.stall(time.perf_counter() + 0.5, 0.2)
-        phase, elapsed = await _phase("127.0.0.1", server.port, _requests(), 8, seconds, rate, True)
+        phase, elapsed = await run_phase(
+            "127.0.0.1", server.port, _requests(), 8, seconds, rate, True
+        )
         assert elapsed >= seconds - 2 / rate  # the last request is due just before the end
         return phase
 
@@ -117,9 +119,11 @@ def test_open_loop_counts_a_stall_for_every_request_scheduled_during_it(server: 
 def test_closed_loop_slows_down_with_the_server(server: _Server) -> None:
     connections = 4
 
-    async def run() -> _Phase:
+    async def run() -> Phase:
         server.stall(time.perf_counter() + 0.3, 0.2)
-        phase, _ = await _phase("127.0.0.1", server.port, _requests(), connections, 0.8, 0.0, True)
+        phase, _ = await run_phase(
+            "127.0.0.1", server.port, _requests(), connections, 0.8, 0.0, True
+        )
         return phase
 
     phase = asyncio.run(run())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker_shim._http import FREEZE_KEY, build_app
 from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
 from broker_shim._process_tuning import GC_YOUNG_THRESHOLD
-from broker_shim._sidecar import Sidecar, SidecarConfig
+from broker_shim._sidecar import Sidecar
 from sync._errors import (
     AuthenticationError,
     AuthorizationError,
@@ -33,28 +32,14 @@ from sync._errors import (
     UnavailableError,
 )
 from sync._names import TopicName
-from sync.cluster import ClusterSettings, LookupConfig, OwnershipConfig
-from sync.transport import MemoryTransport
+from sync.cluster import LookupConfig
+from tests.support.sidecars import memory_sidecar
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def _sidecar(lookup: LookupConfig) -> Sidecar:
-    cluster = "m" + uuid.uuid4().hex[:8]
-    config = SidecarConfig(
-        broker_id="b0",
-        http_port=8080,
-        bootstrap_servers="unused:9092",
-        cluster=cluster,
-        topic=f"__change_events.{cluster}",
-        lookup=ClusterSettings(
-            ownership=OwnershipConfig(
-                slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
-            ),
-            lookup=lookup,
-        ),
-    )
-    return Sidecar(config, transport=MemoryTransport())
+    return memory_sidecar(lookup, "m")
 
 
 async def _scrape(client: TestClient[Any, Any]) -> Samples:

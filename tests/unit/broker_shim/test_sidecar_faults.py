@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,9 +14,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from broker_shim._http import SIDECAR_KEY, build_app
 from broker_shim._live_cluster import LiveCluster
-from broker_shim._sidecar import Sidecar, SidecarConfig
-from sync.cluster import ClusterService, ClusterSettings, LookupConfig, OwnershipConfig
+from broker_shim._sidecar import Sidecar
+from sync.cluster import ClusterService, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
+from tests.support.sidecars import memory_sidecar
 from tests.unit.sync.cluster.test_pause_watch import pause
 
 Scenario = Callable[[TestClient[Any, Any], web.Application], Awaitable[None]]
@@ -33,21 +33,7 @@ def _break(service: ClusterService) -> None:
 
 
 def _sidecar() -> Sidecar:
-    cluster = "f" + uuid.uuid4().hex[:8]
-    config = SidecarConfig(
-        broker_id="b0",
-        http_port=8080,
-        bootstrap_servers="unused:9092",
-        cluster=cluster,
-        topic=f"__change_events.{cluster}",
-        lookup=ClusterSettings(
-            ownership=OwnershipConfig(
-                slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
-            ),
-            lookup=LookupConfig(lookup_timeout_s=5.0, request_retry_s=0.5),
-        ),
-    )
-    return Sidecar(config, transport=MemoryTransport())
+    return memory_sidecar(LookupConfig(lookup_timeout_s=5.0, request_retry_s=0.5), "f")
 
 
 async def _until_health(client: TestClient[Any, Any], status: int, limit_s: float = 60) -> Any:
@@ -259,7 +245,6 @@ def test_a_write_kafka_did_not_take_in_time_is_503_not_500() -> None:
     from sync import FenceConfig, FencedWriter
     from sync._fenced import Ticket
     from sync.errors import KafkaUnavailableError, TransportError
-    from sync.transport import MemoryTransport
 
     config = FenceConfig("tid", "topic", name="policy", timeout_s=1.0)
     writer: FencedWriter[Any] = FencedWriter(MemoryTransport(), Any, config, lambda _k: None)  # type: ignore[arg-type]

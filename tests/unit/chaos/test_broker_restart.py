@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from chaos import _procs
-from chaos._procs import KafkaCluster, port_bindable
+from chaos import procs
+from chaos.procs import KafkaCluster, port_bindable
 
 
 class _ScriptedCluster(KafkaCluster):
@@ -32,7 +32,7 @@ class _ScriptedCluster(KafkaCluster):
 
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_procs, "NODE_PORTS", {1: ()})  # no real ports to wait for
+    monkeypatch.setattr(procs, "NODE_PORTS", {1: ()})  # no real ports to wait for
 
 
 def test_a_port_held_by_any_socket_is_not_bindable_even_if_nothing_listens() -> None:

@@ -10,14 +10,23 @@ from typing import Any
 
 import pytest
 
+from chaos import (
+    HEADER,
+    KINDS,
+    ChaosConfig,
+    Failover,
+    Fault,
+    HealthPoller,
+    MessagingStats,
+    OwnershipObserver,
+    PoisonFuzz,
+    World,
+    Writer,
+    lost_writes,
+    percentile,
+)
 from chaos.__main__ import Soak, kafka_outages, overlaps
-from chaos._faults import Fault
-from chaos._messaging import MessagingStats
-from chaos._observer import Failover, HealthPoller, OwnershipObserver, percentile
-from chaos._poison import HEADER, KINDS, PoisonFuzz
-from chaos._procs import KafkaCluster, Restart, SidecarProc
-from chaos._world import ChaosConfig, World
-from chaos._writers import Writer, lost_writes
+from chaos.procs import KafkaCluster, Restart, SidecarProc
 
 
 def world() -> World:

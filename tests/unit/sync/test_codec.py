@@ -12,23 +12,13 @@ from fastavro.schema import load_schema
 
 from sync import Codec, CodecError
 from sync._codec import default_schema_dir
+from tests.support.events import change_event
 
 SCHEMAS = default_schema_dir()
 
 
 def _event(**policies: Any) -> dict[str, Any]:
-    return {
-        "eventType": "TOPIC_POLICY",
-        "actionType": "UPDATE",
-        "topicPoliciesEvent": {
-            "domain": "persistent",
-            "tenant": "t",
-            "namespace": "ns",
-            "topic": "orders",
-            "policies": policies,
-        },
-        "replicateTo": ["standalone"],
-    }
+    return change_event("t", "ns", "orders", policies, replicate_to=["standalone"])
 
 
 def test_value_is_c301_fingerprint_body() -> None:

@@ -7,30 +7,28 @@ import pytest
 
 from sync import Codec
 from sync._store import PolicyStore, squeeze, unsqueeze
+from tests.support.events import change_event
 
 CODEC = Codec()
 
 
 def _event(domain: str, tenant: str, ns: str, topic: str, action: str = "UPDATE") -> bytes:
     return CODEC.encode(
-        {
-            "eventType": "TOPIC_POLICY",
-            "actionType": action,
-            "topicPoliciesEvent": {
-                "domain": domain,
-                "tenant": tenant,
-                "namespace": ns,
-                "topic": topic,
-                "policies": {"isGlobal": False, "maxConsumerPerTopic": 3},
-            },
-            "replicateTo": ["standalone"],
-            "metadata": {
+        change_event(
+            tenant,
+            ns,
+            topic,
+            {"isGlobal": False, "maxConsumerPerTopic": 3},
+            action=action,
+            domain=domain,
+            replicate_to=["standalone"],
+            metadata={
                 "eventId": str(uuid.uuid4()),
                 "author": "ops",
                 "timestampMillis": 1_700_000_000_000,
                 "origin": "test",
             },
-        }
+        )
     )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -16,27 +15,10 @@ import pytest
 from sync import TopicName, routing
 from sync._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.kafka_broker import free_port
+from tests.support.kafka import free_port, make_topic
+from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BinarySidecar]:
-    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("binary")) as s:
-        yield s
-
-
-@pytest.fixture
-def client(sidecar: BinarySidecar) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _records(bootstrap: str, topic: TopicName) -> dict[int, int]:

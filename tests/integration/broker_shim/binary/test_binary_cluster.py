@@ -21,10 +21,9 @@ import pytest
 
 from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
-from tests.integration._binary_harness import make_topic, not_durable, wait_acks_durable
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
 from tests.integration.broker_shim.test_lookup_http import ShimProcess, lookups, wait_agreement
-from tests.kafka_broker import free_port
+from tests.support.kafka import free_port, make_topic, not_durable, wait_acks_durable
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -13,12 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import http.client
-import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pulsar
 import pytest
@@ -28,8 +23,11 @@ from sync._errors import NotAllowedError
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import SubscriptionType, compacted_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import NothingHere, ThreadSidecar, path_of
+from tests.support.http import request_json
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar, NothingHere, ThreadSidecar, cached
+from tests.support.waits import wait_for
+from tests.support.ws import path_of
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -59,30 +57,8 @@ def client(pair: tuple[ThreadSidecar, BinarySidecar]) -> Iterator[pulsar.Client]
         c.close()
 
 
-def _request(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(  # noqa: S310 - test-local URL
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
-def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.1)
-
-
-def _applied(s: ThreadSidecar, topic: TopicName) -> Any:
-    svc = s.sidecar.service
-    assert svc is not None
-    return svc.applied(topic).get("compactionThreshold")
+def _wait_for(check: Callable[[], bool], what: str) -> None:
+    wait_for(check, what, timeout_s=180.0, interval_s=0.1)
 
 
 def _set_threshold(
@@ -90,11 +66,14 @@ def _set_threshold(
 ) -> None:
     url = f"{writer.http_url}/admin/v2/{path_of(topic)}/compactionThreshold"
     if value is None:
-        status, body = _request("DELETE", url)
+        status, body = request_json("DELETE", url)
     else:
-        status, body = _request("POST", url, value)
+        status, body = request_json("POST", url, value)
     assert status == 204, body
-    _wait_for(lambda: _applied(server, topic) == value, f"threshold {value} on the owner")
+    _wait_for(
+        lambda: cached(server, topic, "compactionThreshold") == value,
+        f"threshold {value} on the owner",
+    )
 
 
 def _full_sweeps(server: BinarySidecar, count: int = 2) -> None:
@@ -225,7 +204,7 @@ def test_negative_threshold_is_refused_and_nothing_written(
     writer, _server = pair
     topic = make_topic(kafka_bootstrap, 1)
     url = f"{writer.http_url}/admin/v2/{path_of(topic)}/compactionThreshold"
-    status, body = _request("POST", url, -1)
+    status, body = request_json("POST", url, -1)
     assert status == 412, body
     assert body["reason"] == "Invalid value for compactionThreshold"
     svc = writer.sidecar.service
@@ -234,7 +213,7 @@ def test_negative_threshold_is_refused_and_nothing_written(
     ns = PolicyTarget.namespace_of(topic.tenant, topic.namespace)
     before = svc.get(ns)
     ns_url = f"{writer.http_url}/admin/v2/namespaces/{topic.tenant}/{topic.namespace}"
-    status, body = _request("POST", f"{ns_url}/compactionThreshold", -5)
+    status, body = request_json("POST", f"{ns_url}/compactionThreshold", -5)
     assert status == 412, body
     assert body["reason"] == "compactionThreshold must be 0 or more"
     assert svc.get(ns) == before
@@ -246,13 +225,13 @@ def test_manual_compaction_and_its_status_through_the_admin_api(
     _writer, server = pair
     topic = make_topic(kafka_bootstrap, 1)
     url = f"{server.http_url}/admin/v2/{path_of(topic)}/compaction"
-    assert _request("GET", url) == (200, {"status": "NOT_RUN", "lastError": ""})
+    assert request_json("GET", url) == (200, {"status": "NOT_RUN", "lastError": ""})
     producer = client.create_producer(str(topic), batching_enabled=False)
     _send(producer, [("k", b"v1"), ("k", b"v2")])
     producer.close()
-    status, body = _request("PUT", url)
+    status, body = request_json("PUT", url)
     assert status == 204, body
-    _wait_for(lambda: _request("GET", url)[1]["status"] == "SUCCESS", "compaction done")
+    _wait_for(lambda: request_json("GET", url)[1]["status"] == "SUCCESS", "compaction done")
     assert _read_all(client, topic, compacted=True, expect=1) == [("k", b"v2")]
     # Another sidecar sends the admin client to the owner (Pulsar's 307).
     other = http.client.HTTPConnection("127.0.0.1", _writer.port, timeout=30)
@@ -264,5 +243,5 @@ def test_manual_compaction_and_its_status_through_the_admin_api(
     )
     other.close()
     missing = url.replace(topic.local_name, topic.local_name + "-missing")
-    status, body = _request("PUT", missing)
+    status, body = request_json("PUT", missing)
     assert status == 404, body

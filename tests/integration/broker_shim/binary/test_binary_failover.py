@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.integration._binary_harness import BinarySidecar, make_topic
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,7 +9,6 @@ import asyncio
 import random
 import struct
 import zlib
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -18,21 +17,14 @@ from broker_shim.binary import BinaryServer
 from broker_shim.binary import PulsarApi_pb2 as api
 from broker_shim.binary._framing import MAX_FRAME_SIZE, encode_command, encode_payload_command
 from sync import TopicName
-from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration.broker_shim.binary.test_binary_client import _records
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(300)
 
 _T = api.BaseCommand
 FRAMES = 3000
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BinarySidecar]:
-    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("fuzz")) as s:
-        yield s
 
 
 def _connect() -> bytes:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration._binary_harness import BinarySidecar, make_topic
 from tests.integration.broker_shim.binary.test_binary_client import _records
-from tests.kafka_broker import ROOT
+from tests.support.kafka import ROOT, make_topic
+from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -6,42 +6,17 @@ from __future__ import annotations
 import base64
 import contextlib
 import time
-from collections.abc import Iterator
 
 import pulsar
 import pytest
 
 from sync import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, Message
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import (
-    connect,
-    consumer_url,
-    path_of,
-    produce,
-    receive,
-    run,
-    set_policy,
-)
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
+from tests.support.ws import connect, consumer_url, path_of, produce, receive, run, set_policy
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BinarySidecar]:
-    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("binpol")) as s:
-        yield s
-
-
-@pytest.fixture
-def client(sidecar: BinarySidecar) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_websocket_and_binary_read_each_others_messages(

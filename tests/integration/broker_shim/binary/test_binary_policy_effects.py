@@ -6,53 +6,18 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pulsar
 import pytest
 
-from sync import PolicyTarget, TopicName
-from tests.integration._binary_harness import BinarySidecar, make_topic
-from tests.integration._ws_harness import NothingHere, ThreadSidecar, run, set_policy
+from sync import PolicyTarget
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar, NothingHere, ThreadSidecar, applied
+from tests.support.waits import wait_for
+from tests.support.ws import run, set_policy
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BinarySidecar]:
-    with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("binfx")) as s:
-        yield s
-
-
-@pytest.fixture
-def client(sidecar: BinarySidecar) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-_PENDING = object()
-
-
-def _applied(s: BinarySidecar, topic: TopicName, field: str) -> Any:
-    """A policy field as the sidecar's cache has it, once its engine enforces it on the
-    live topic (``_PENDING`` until then)."""
-    svc = s.sidecar.service
-    assert svc is not None
-    value = svc.applied(topic).get(field)
-    return value if s.enforces_its_cache(topic) else _PENDING
-
-
-def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.05)
 
 
 def _drain(consumer: pulsar.Consumer, wait_ms: int = 1500) -> list[bytes]:
@@ -71,7 +36,7 @@ def test_deduplication_of_binary_producers(
 ) -> None:
     topic = make_topic(kafka_bootstrap, 1)
     run(set_policy(sidecar.http_url, topic, "deduplicationEnabled", True))
-    _wait_for(lambda: _applied(sidecar, topic, "deduplicationEnabled") is True, "dedup on")
+    wait_for(lambda: applied(sidecar, topic, "deduplicationEnabled") is True, "dedup on")
     producer = client.create_producer(str(topic), producer_name="bp", batching_enabled=False)
     first = producer.send(b"a", sequence_id=5)
     again = producer.send(b"a-again", sequence_id=5)  # a re-send: acked, not written
@@ -81,7 +46,7 @@ def test_deduplication_of_binary_producers(
     assert _drain(consumer) == [b"a", b"b"]
     run(set_policy(sidecar.http_url, topic, "deduplicationEnabled", None))
     # waits for the owner's engine too: before it the re-send was deduplicated (CI, 69ecab5)
-    _wait_for(lambda: _applied(sidecar, topic, "deduplicationEnabled") is None, "dedup off")
+    wait_for(lambda: applied(sidecar, topic, "deduplicationEnabled") is None, "dedup off")
     producer.send(b"b-again", sequence_id=6)
     assert _drain(consumer) == [b"b-again"]
 
@@ -107,7 +72,7 @@ def test_publish_rate_throttles_binary_producers(
     topic = make_topic(kafka_bootstrap, 1)
     rate = {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": 0}
     run(set_policy(sidecar.http_url, topic, "publishRate", rate))
-    _wait_for(lambda: _applied(sidecar, topic, "publishRate") is not None, "rate applied")
+    wait_for(lambda: applied(sidecar, topic, "publishRate") is not None, "rate applied")
     producer = client.create_producer(str(topic), batching_enabled=False)
     acked: list[float] = []
     start = time.monotonic()
@@ -161,14 +126,14 @@ def test_backlog_quota_request_hold_holds_binary_sends_until_the_backlog_drops(
     engine = sidecar.engine
 
     svc.set(target, {"backLogQuotaMap": quota})
-    _wait_for(
+    wait_for(
         lambda: (ts := engine.topic_state(topic)) is not None and not ts.writable.is_set(),
         "sends held on the owner",
     )
     # Both producers are disconnected at once (before any send), as Pulsar's check does.
     ts = engine.topic_state(topic)
     assert ts is not None
-    _wait_for(lambda: not ts.producers, "held producers disconnected")
+    wait_for(lambda: not ts.producers, "held producers disconnected")
     with pytest.raises(pulsar.Timeout):
         hasty.send(b"too-late")  # held past its send timeout
     answers: list[pulsar.Result] = []
@@ -177,13 +142,13 @@ def test_backlog_quota_request_hold_holds_binary_sends_until_the_backlog_drops(
     assert answers == []  # held: no answer while the backlog is over the quota
     for msg in backlog:
         consumer.acknowledge(msg)
-    _wait_for(lambda: bool(answers), "the held send answered after the backlog dropped")
+    wait_for(lambda: bool(answers), "the held send answered after the backlog dropped")
     assert answers == [pulsar.Result.Ok]
     assert _drain(consumer) == [b"held"]  # written once; the timed-out send never
 
     # delete: no quota, a backlog no longer holds anything
     svc.set(target, {"backLogQuotaMap": None})
-    _wait_for(lambda: _applied(sidecar, topic, "backLogQuotaMap") is None, "quota removed")
+    wait_for(lambda: applied(sidecar, topic, "backLogQuotaMap") is None, "quota removed")
     for i in range(5):
         patient.send(b"y" * 100 + str(i).encode())
     assert len([consumer.receive(timeout_millis=30_000) for _ in range(5)]) == 5

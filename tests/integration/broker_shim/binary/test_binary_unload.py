@@ -14,9 +14,9 @@ import pulsar
 import pytest
 
 from sync import TopicName
-from tests.integration._binary_harness import make_topic, wait_acks_durable
 from tests.integration.broker_shim.binary.test_binary_cluster import BinaryShim
 from tests.integration.broker_shim.test_lookup_http import wait_agreement
+from tests.support.kafka import make_topic, wait_acks_durable
 
 pytestmark = pytest.mark.timeout(300)
 

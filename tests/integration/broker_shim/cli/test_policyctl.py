@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration.helpers import run_cli
+from tests.support.sidecars import run_cli
 
 
 class Ctl:

@@ -10,8 +10,6 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import aiohttp
 import pytest
@@ -25,33 +23,20 @@ from sync.messaging import MessagingEngine, OwnerInfo
 from sync.messaging._producer import MessageId
 from sync.routing import java_string_hash, murmur3_32_hash
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    ThreadSidecar,
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ThreadSidecar, ws_app
+from tests.support.ws import (
     ack,
     connect,
     consumer_url,
-    make_topic,
     path_of,
     produce,
+    producer_url,
     receive,
     run,
     send_frame,
     silent,
-    ws_app,
 )
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ThreadSidecar]:
-    with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("sidecar")) as s:
-        yield s
-
-
-def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
-    q = "&".join(f"{k}={v}" for k, v in query.items())
-    return f"{s.ws_url}/producer/{path_of(topic)}?{q}"
 
 
 def test_frames_round_trip_with_pulsar_fields(sidecar: ThreadSidecar, kafka_bootstrap: str) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import websockets
 
-from chaos._procs import KafkaCluster
+from chaos.procs import KafkaCluster
 from tests.integration.broker_shim.test_lookup_http import ShimCluster
 
 TOPIC = "ws-broker-loss"

@@ -15,19 +15,9 @@ from sync import PolicyService, TopicName
 from sync.messaging import MessagingConfig, MessagingEngine, OwnerInfo
 from sync.messaging._producer import MessageId
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    ProcessSidecar,
-    ThreadSidecar,
-    ack,
-    connect,
-    make_topic,
-    path_of,
-    produce,
-    receive,
-    run,
-    silent,
-    ws_app,
-)
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ProcessSidecar, ThreadSidecar, ws_app
+from tests.support.ws import ack, connect, path_of, produce, receive, run, silent
 
 Msg = dict[str, Any]
 

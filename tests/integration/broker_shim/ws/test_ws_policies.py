@@ -5,59 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-import websockets
-from websockets.exceptions import InvalidStatus
-
-from sync import TopicName
-from tests.integration._ws_harness import (
-    ThreadSidecar,
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ThreadSidecar
+from tests.support.ws import (
     ack,
+    closed_with,
     connect,
     consumer_url,
-    make_topic,
-    path_of,
     produce,
+    producer_url,
     receive,
+    refused,
     run,
     send_frame,
     set_policy,
     silent,
 )
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ThreadSidecar]:
-    with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("sidecar")) as s:
-        yield s
-
-
-def producer_url(s: ThreadSidecar, topic: TopicName) -> str:
-    return f"{s.ws_url}/producer/{path_of(topic)}"
-
-
-async def closed_with(ws: websockets.ClientConnection, timeout_s: float = 10.0) -> tuple[int, str]:
-    """Read until the server closes; the close code and reason."""
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
-    except websockets.ConnectionClosed as exc:
-        assert exc.rcvd is not None, "closed without a close frame"
-        return exc.rcvd.code, exc.rcvd.reason
-
-
-async def refused(url: str) -> tuple[int, str]:
-    with pytest.raises(InvalidStatus) as info:
-        async with connect(url):
-            pass
-    body = json.loads(info.value.response.body or b"{}")
-    return info.value.response.status_code, str(body.get("reason"))
 
 
 def test_lowering_max_consumers_per_subscription_closes_the_newest(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,33 +17,14 @@ from websockets.exceptions import InvalidStatus
 
 from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    ThreadSidecar,
-    ack,
-    connect,
-    make_topic,
-    path_of,
-    produce,
-    receive,
-    run,
-)
-
-
-@pytest.fixture(scope="module")
-def sidecar(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ThreadSidecar]:
-    with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("reader")) as s:
-        yield s
+from tests.support.kafka import make_topic
+from tests.support.sidecars import ThreadSidecar
+from tests.support.ws import ack, connect, path_of, produce, producer_url, receive, run
 
 
 def reader_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
     q = "&".join(f"{k}={v}" for k, v in query.items())
     return f"{s.ws_url}/reader/{path_of(topic)}?{q}"
-
-
-def _producer_url(s: ThreadSidecar, topic: TopicName) -> str:
-    return f"{s.ws_url}/producer/{path_of(topic)}"
 
 
 def _groups_of(bootstrap: str, topic: TopicName) -> list[str]:
@@ -59,7 +39,7 @@ def test_reader_from_earliest_from_a_message_id_and_latest(
     topic = make_topic(kafka_bootstrap, 1)
 
     async def scenario() -> None:
-        async with connect(_producer_url(sidecar, topic)) as prod:
+        async with connect(producer_url(sidecar, topic)) as prod:
             ids = await produce(prod, [b"m0", b"m1", b"m2"])
         async with connect(reader_url(sidecar, topic, messageId="earliest", readerName="r1")) as r:
             got = await receive(r, 3)
@@ -76,7 +56,7 @@ def test_reader_from_earliest_from_a_message_id_and_latest(
         # latest (the default): only what is published from now on
         async with connect(reader_url(sidecar, topic)) as r:
             await asyncio.sleep(0.5)  # liveness only: let the reader's position be taken
-            async with connect(_producer_url(sidecar, topic)) as prod:
+            async with connect(producer_url(sidecar, topic)) as prod:
                 await produce(prod, [b"m3"])
             got = await receive(r, 1)
             assert [base64.b64decode(m["payload"]) for m in got] == [b"m3"]
@@ -94,7 +74,7 @@ def test_reader_window_follows_acks(sidecar: ThreadSidecar, kafka_bootstrap: str
     topic = make_topic(kafka_bootstrap, 1)
 
     async def scenario() -> None:
-        async with connect(_producer_url(sidecar, topic)) as prod:
+        async with connect(producer_url(sidecar, topic)) as prod:
             await produce(prod, [f"w{i}".encode() for i in range(6)])
         url = reader_url(sidecar, topic, messageId="earliest", receiverQueueSize=2)
         async with connect(url) as r:
@@ -120,7 +100,7 @@ def test_reader_partitioned_topic_and_bad_params(
 
     async def scenario() -> None:
         async with connect(
-            _producer_url(sidecar, topic) + "?messageRoutingMode=RoundRobinPartition"
+            producer_url(sidecar, topic) + "?messageRoutingMode=RoundRobinPartition"
         ) as prod:
             await produce(prod, [b"a", b"b", b"c"])
         async with connect(reader_url(sidecar, topic, messageId="earliest")) as r:
@@ -144,7 +124,7 @@ def test_binary_readers_are_not_durable_either(
     non-durable subscription: they read from a message id and leave no Kafka group."""
     import pulsar
 
-    from tests.integration._binary_harness import BinarySidecar
+    from tests.support.sidecars import BinarySidecar
 
     topic = make_topic(kafka_bootstrap, 1)
     with BinarySidecar(kafka_bootstrap, tmp_path_factory.mktemp("breader")) as s:

@@ -59,8 +59,10 @@ from sync.audit import (
 )
 from sync.audit._rules import find_bursts
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport, TopicSpec
-from tests.integration.helpers import Sidecar, http, run_cli
-from tests.kafka_broker import free_port
+from tests.support.events import change_event
+from tests.support.http import http
+from tests.support.kafka import free_port
+from tests.support.sidecars import Sidecar, run_cli
 
 _POLICY_EVENTS = ("TOPIC_POLICY", "NAMESPACE_POLICY")
 _CHANGES = {Action.INSERT.value, Action.UPDATE.value, Action.DELETE.value}
@@ -98,24 +100,22 @@ def _event(
     target = PolicyTarget.from_key(key)
     topic = target.topic
     return codec.encode(
-        {
-            "eventType": "TOPIC_POLICY" if topic else "NAMESPACE_POLICY",
-            "actionType": action,
-            "topicPoliciesEvent": {
-                "domain": topic.domain.value if topic else "",
-                "tenant": target.tenant,
-                "namespace": target.namespace,
-                "topic": topic.local_name if topic else "",
-                "policies": policies,
-            },
-            "replicateTo": ["standalone"],
-            "metadata": {
+        change_event(
+            target.tenant,
+            target.namespace,
+            topic.local_name if topic else "",
+            policies,
+            action=action,
+            domain=topic.domain.value if topic else "",
+            event_type="TOPIC_POLICY" if topic else "NAMESPACE_POLICY",
+            replicate_to=["standalone"],
+            metadata={
                 "eventId": event_id or str(uuid.uuid4()),
                 "author": author,
                 "timestampMillis": at_ms if at_ms is not None else int(time.time() * 1000),
                 "origin": "raw-producer",
             },
-        }
+        )
     )
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from examples._demo_audit import audit_demo
 from sync import CacheConfig, PolicyService, PolicyTarget, ServiceConfig, WriterConfig
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration.helpers import Sidecar
-from tests.kafka_broker import free_port
+from tests.support.kafka import free_port
+from tests.support.sidecars import Sidecar
 
 
 def test_demo_audit_step_reports_deletes_with_author_and_sidecars_in_sync(

@@ -11,9 +11,7 @@ import asyncio
 import base64
 import json
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,17 +22,20 @@ from sync._errors import InvalidPolicyError
 from sync._kafka_names import kafka_topic_of
 from sync.messaging._backlog import BacklogQuotas
 from sync.transport import KafkaConfig, KafkaTransport
-from tests.integration._ws_harness import (
-    NothingHere,
-    ThreadSidecar,
+from tests.support.http import request_json
+from tests.support.kafka import make_topic
+from tests.support.sidecars import NothingHere, ThreadSidecar, applied
+from tests.support.waits import wait_for
+from tests.support.ws import (
     ack,
+    closed_with,
     connect,
     consumer_url,
-    make_topic,
     path_of,
     produce,
     receive,
     receive_any,
+    refused,
     run,
     send_frame,
     set_policy,
@@ -59,41 +60,14 @@ def _overrides(bootstrap: str, topic: TopicName) -> dict[str, str]:
     return found
 
 
-def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.05)
-
-
-def _request(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(  # noqa: S310 - test-local URL
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
 def _policy_url(s: ThreadSidecar, topic: TopicName, name: str) -> str:
     return f"{s.http_url}/admin/v2/{path_of(topic)}/{name}"
 
 
-_PENDING = object()
-
-
 def _applied(s: ThreadSidecar, topic: TopicName, name: str) -> Any:
     """The effective value of a REST policy as the sidecar's own cache has it (None: unset),
-    once its engine enforces it on the live topic (``_PENDING`` until then)."""
-    svc = s.sidecar.service
-    assert svc is not None
-    value = svc.applied(topic).get(REST_POLICIES[name].field)
-    return _thaw(value) if s.enforces_its_cache(topic) else _PENDING
+    once its engine enforces it on the live topic (``PENDING`` until then)."""
+    return _thaw(applied(s, topic, REST_POLICIES[name].field))
 
 
 def _thaw(value: Any) -> Any:
@@ -116,12 +90,12 @@ def test_retention_sets_the_kafka_topic_config_on_the_owner(
 
     body = {"retentionTimeInMinutes": 5, "retentionSizeInMB": 10}
     run(set_policy(writer.http_url, topic, "retention", body))
-    _wait_for(lambda: retention() == ("300000", str(10 * 1024 * 1024)), "retention applied")
+    wait_for(lambda: retention() == ("300000", str(10 * 1024 * 1024)), "retention applied")
     body = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
     run(set_policy(writer.http_url, topic, "retention", body))
-    _wait_for(lambda: retention() == ("3600000", "-1"), "retention updated")
+    wait_for(lambda: retention() == ("3600000", "-1"), "retention updated")
     run(set_policy(writer.http_url, topic, "retention", None))
-    _wait_for(lambda: retention() == (None, None), "retention back to the broker default")
+    wait_for(lambda: retention() == (None, None), "retention back to the broker default")
 
 
 def test_namespace_retention_applies_to_its_topics_and_topic_policy_wins(
@@ -135,18 +109,18 @@ def test_namespace_retention_applies_to_its_topics_and_topic_policy_wins(
     ns_ret = {"retentionTimeInMinutes": 7, "retentionSizeInMB": 0}
     try:
         ns.set(target, {"retentionPolicies": ns_ret})
-        _wait_for(
+        wait_for(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "420000",
             "namespace retention applied",
         )
         body = {"retentionTimeInMinutes": 9, "retentionSizeInMB": 5}
         run(set_policy(writer.http_url, topic, "retention", body))
-        _wait_for(
+        wait_for(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "540000",
             "topic retention wins over the namespace",
         )
         run(set_policy(writer.http_url, topic, "retention", None))
-        _wait_for(
+        wait_for(
             lambda: _overrides(kafka_bootstrap, topic).get("retention.ms") == "420000",
             "namespace retention again",
         )
@@ -160,7 +134,7 @@ def test_max_message_size_and_persistence_set_kafka_limits(
     writer, _server = pair
     topic = make_topic(kafka_bootstrap, 1)
     run(set_policy(writer.http_url, topic, "maxMessageSize", 2_000_000))
-    _wait_for(
+    wait_for(
         lambda: _overrides(kafka_bootstrap, topic).get("max.message.bytes") == "2016384",
         "max.message.bytes raised",
     )
@@ -171,13 +145,13 @@ def test_max_message_size_and_persistence_set_kafka_limits(
         "managedLedgerMaxMarkDeleteRate": 0.0,
     }
     run(set_policy(writer.http_url, topic, "persistence", persistence))
-    _wait_for(
+    wait_for(
         lambda: _overrides(kafka_bootstrap, topic).get("min.insync.replicas") == "1",
         "min.insync.replicas set",
     )
     run(set_policy(writer.http_url, topic, "maxMessageSize", None))
     run(set_policy(writer.http_url, topic, "persistence", None))
-    _wait_for(
+    wait_for(
         lambda: (
             not {"max.message.bytes", "min.insync.replicas"}
             & set(_overrides(kafka_bootstrap, topic))
@@ -201,7 +175,7 @@ def test_policies_that_cannot_apply_are_refused_and_not_written(
 ) -> None:
     writer, _server = pair
     topic = make_topic(kafka_bootstrap, 1)
-    status, body = _request("POST", _policy_url(writer, topic, name), value)
+    status, body = request_json("POST", _policy_url(writer, topic, name), value)
     assert status == 412, body
     assert reason in body["reason"]
     svc = writer.sidecar.service
@@ -261,7 +235,7 @@ def test_backlog_quota_at_or_above_retention_is_refused(
     quota["destination_storage"]["limitTime"] = 600
     svc.set(target, {"backLogQuotaMap": quota, "retentionPolicies": None})
     bad = {"retentionTimeInMinutes": 10, "retentionSizeInMB": 1}  # 600 s >= 10 minutes
-    status, body = _request("POST", _policy_url(writer, topic, "retention"), bad)
+    status, body = request_json("POST", _policy_url(writer, topic, "retention"), bad)
     assert status == 412
     assert body["reason"] == (
         "Retention Quota must exceed configured backlog quota for topic. "
@@ -270,7 +244,7 @@ def test_backlog_quota_at_or_above_retention_is_refused(
     stored = svc.get(target)
     assert stored is not None and "retentionPolicies" not in stored
     good = {"retentionTimeInMinutes": 11, "retentionSizeInMB": 1}
-    assert _request("POST", _policy_url(writer, topic, "retention"), good)[0] == 204
+    assert request_json("POST", _policy_url(writer, topic, "retention"), good)[0] == 204
 
 
 def test_message_ttl_expires_messages_served_by_the_owner(
@@ -283,7 +257,7 @@ def test_message_ttl_expires_messages_served_by_the_owner(
     async def scenario() -> None:
         await set_policy(writer.http_url, topic, "messageTTL", 1)
         await asyncio.to_thread(
-            _wait_for, lambda: _applied(server, topic, "messageTTL") == 1, "TTL seen by server"
+            wait_for, lambda: _applied(server, topic, "messageTTL") == 1, "TTL seen by server"
         )
         async with connect(producer) as prod:
             await produce(prod, [b"old-1", b"old-2", b"old-3"])
@@ -295,14 +269,14 @@ def test_message_ttl_expires_messages_served_by_the_owner(
                 assert [_payload(m) for m in got] == [b"fresh"]
             await set_policy(writer.http_url, topic, "messageTTL", 3600)
             await asyncio.to_thread(
-                _wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
+                wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
             )
             async with connect(consumer_url(server, topic, "s2", subscriptionType="Shared")) as c:
                 got = await receive(c, 4)
                 assert [_payload(m) for m in got] == [b"old-1", b"old-2", b"old-3", b"fresh"]
             await set_policy(writer.http_url, topic, "messageTTL", None)
             await asyncio.to_thread(
-                _wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
+                wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
             )
             async with connect(consumer_url(server, topic, "s3")) as c:
                 got = await receive(c, 4)
@@ -327,7 +301,7 @@ def test_message_ttl_expires_buffered_messages_periodically(
             await set_policy(writer.http_url, topic, "messageTTL", 1)
             engine_sub = _subscription(server, topic, "p")
             await asyncio.to_thread(
-                _wait_for, lambda: engine_sub.expired >= 2, "periodic expiry", 60.0
+                wait_for, lambda: engine_sub.expired >= 2, "periodic expiry", 60.0
             )
             assert [_payload(m) for m in first] == [b"a"]
             await set_policy(writer.http_url, topic, "messageTTL", None)
@@ -371,12 +345,12 @@ def test_backlog_quota_producer_exception_then_eviction_then_removed(
                 await asyncio.to_thread(
                     svc.set, target, {"backLogQuotaMap": _quota("producer_exception")}
                 )
-                code, reason = await _closed_with(prod)
+                code, reason = await closed_with(prod, 60.0)
                 assert (code, reason) == (
                     1008,
                     "Cannot create producer on topic with backlog quota exceeded",
                 )
-            status, text = await _refused(producer)
+            status, text = await refused(producer)
             assert status == 409
             assert "Cannot create producer on topic with backlog quota exceeded" in text
             # update: evict the slowest subscription instead
@@ -388,7 +362,7 @@ def test_backlog_quota_producer_exception_then_eviction_then_removed(
                 group = f"{_group_prefix(topic)}slow"
                 return admin.group_offsets(group, kafka_topic_of(topic)).get(0, 0) >= 9
 
-            await asyncio.to_thread(_wait_for, moved, "slow subscription moved forward")
+            await asyncio.to_thread(wait_for, moved, "slow subscription moved forward")
             async with connect(producer) as prod:
                 await produce(prod, [b"after-eviction"])
         # delete: no quota at all, even with a large backlog
@@ -396,7 +370,7 @@ def test_backlog_quota_producer_exception_then_eviction_then_removed(
         server_svc = server.sidecar.service
         assert server_svc is not None
         await asyncio.to_thread(
-            _wait_for,
+            wait_for,
             lambda: "backLogQuotaMap" not in server_svc.applied(topic),
             "quota removal seen by the server",
         )
@@ -431,7 +405,7 @@ def test_backlog_quota_producer_request_hold_holds_sends_until_acknowledged(
             )
             engine = server.engine
             await asyncio.to_thread(
-                _wait_for,
+                wait_for,
                 lambda: (ts := engine.topic_state(topic)) is not None and not ts.writable.is_set(),
                 "sends held",
             )
@@ -449,28 +423,6 @@ def _group_prefix(topic: TopicName) -> str:
     from sync.messaging import subscription_group
 
     return subscription_group(kafka_topic_of(topic), "")
-
-
-async def _closed_with(ws: Any, timeout_s: float = 60.0) -> tuple[int, str]:
-    import websockets
-
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
-    except websockets.ConnectionClosed as exc:
-        assert exc.rcvd is not None, "closed without a close frame"
-        return exc.rcvd.code, exc.rcvd.reason
-
-
-async def _refused(url: str) -> tuple[int, str]:
-    from websockets.exceptions import InvalidStatus
-
-    with pytest.raises(InvalidStatus) as info:
-        async with connect(url):
-            pass
-    body = json.loads(info.value.response.body or b"{}")
-    return info.value.response.status_code, str(body.get("reason"))
 
 
 def test_deduplication_acks_resends_without_writing_across_sidecars(
@@ -499,7 +451,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         await set_policy(writer.http_url, topic, "deduplicationEnabled", True)
         await set_policy(writer.http_url, topic, "deduplicationSnapshotInterval", 1)
         await asyncio.to_thread(
-            _wait_for,
+            wait_for,
             lambda: _applied(server, topic, "deduplicationSnapshotInterval") == 1,
             "dedup policies seen by the server",
         )
@@ -512,7 +464,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         # the snapshot is in Kafka: another sidecar serving the topic knows the sequence
         group = dedup_group(kafka_topic_of(topic))
         await asyncio.to_thread(
-            _wait_for, lambda: bool(admin.group_offsets(group, kafka_topic_of(topic))), "snapshot"
+            wait_for, lambda: bool(admin.group_offsets(group, kafka_topic_of(topic))), "snapshot"
         )
         with ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("other")) as other:
             other_url = f"{other.ws_url}/producer/{path_of(topic)}?producerName=p1"
@@ -522,7 +474,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         # update: disabled, a re-send is written again
         await set_policy(writer.http_url, topic, "deduplicationEnabled", False)
         await asyncio.to_thread(
-            _wait_for,
+            wait_for,
             lambda: _applied(server, topic, "deduplicationEnabled") is False,
             "dedup disabled on the server",
         )
@@ -531,7 +483,7 @@ def test_deduplication_acks_resends_without_writing_across_sidecars(
         # delete: the default (off) applies
         await set_policy(writer.http_url, topic, "deduplicationEnabled", None)
         await asyncio.to_thread(
-            _wait_for,
+            wait_for,
             lambda: _applied(server, topic, "deduplicationEnabled") is None,
             "dedup policy removed",
         )
@@ -565,7 +517,7 @@ def test_publish_rate_throttles_producers_on_the_owner(
 
     async def seen(value: Any) -> None:
         await asyncio.to_thread(
-            _wait_for, lambda: _applied(server, topic, "publishRate") == value, "publishRate"
+            wait_for, lambda: _applied(server, topic, "publishRate") == value, "publishRate"
         )
 
     async def scenario() -> None:
@@ -598,7 +550,7 @@ def test_subscribe_rate_refuses_subscriptions_over_the_rate(
 
     async def seen(value: Any) -> None:
         await asyncio.to_thread(
-            _wait_for, lambda: _applied(server, topic, "subscribeRate") == value, "subscribeRate"
+            wait_for, lambda: _applied(server, topic, "subscribeRate") == value, "subscribeRate"
         )
 
     async def scenario() -> None:
@@ -607,7 +559,7 @@ def test_subscribe_rate_refuses_subscriptions_over_the_rate(
         await seen(rate)
         async with connect(url):
             pass
-        status, text = await _refused(url)
+        status, text = await refused(url)
         assert status == 403
         assert text.endswith("Subscribe limited by subscribe rate limit per consumer.")
         rate = {"subscribeThrottlingRatePerConsumer": 1000, "ratePeriodInSecond": 1}
@@ -634,7 +586,7 @@ def test_max_unacked_messages_on_subscription_pauses_dispatch(
     name = "maxUnackedMessagesOnSubscription"
 
     async def seen(value: Any) -> None:
-        await asyncio.to_thread(_wait_for, lambda: _applied(server, topic, name) == value, name)
+        await asyncio.to_thread(wait_for, lambda: _applied(server, topic, name) == value, name)
 
     async def scenario() -> None:
         await set_policy(writer.http_url, topic, name, 4)
@@ -679,7 +631,7 @@ def test_delayed_delivery_holds_messages_on_shared_and_refuses_beyond_the_max(
         await asyncio.to_thread(svc.set, target, patch)
         want = {k: v for k, v in patch.items() if v is not None}
         await asyncio.to_thread(
-            _wait_for,
+            wait_for,
             lambda: (
                 all(server_svc.applied(topic).get(k) == v for k, v in want.items())
                 and not any(k in server_svc.applied(topic) for k, v in patch.items() if v is None)
@@ -772,7 +724,7 @@ def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
         await set_policy(
             writer.http_url, gone, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
         )
-        await asyncio.to_thread(_wait_for, lambda: not exists(gone), "inactive topic deleted")
+        await asyncio.to_thread(wait_for, lambda: not exists(gone), "inactive topic deleted")
         # update: caught-up mode keeps a topic whose subscription has a backlog …
         kept = make_topic(kafka_bootstrap, 1)
         async with connect(consumer_url(server, kept, "s")) as c:
@@ -789,7 +741,7 @@ def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
             again = await receive(c, 1)
             assert again[0]["messageId"] == held[0]["messageId"]
             await ack(c, again)
-        await asyncio.to_thread(_wait_for, lambda: not exists(kept), "caught-up topic deleted")
+        await asyncio.to_thread(wait_for, lambda: not exists(kept), "caught-up topic deleted")
         # delete: without the policy an idle topic stays
         stays = make_topic(kafka_bootstrap, 1)
         await publish(stays)
@@ -829,18 +781,18 @@ def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
         await asyncio.to_thread(commit, 0)  # a durable subscription nobody serves now
         await asyncio.sleep(1.5)
         await set_policy(writer.http_url, topic, "messageTTL", 1)
-        await asyncio.to_thread(_wait_for, lambda: position() == 3, "cold subscription expired")
+        await asyncio.to_thread(wait_for, lambda: position() == 3, "cold subscription expired")
         check_s = server.engine.config.unloaded_expiry_check_s
         await set_policy(writer.http_url, topic, "messageTTL", 3600)
         await asyncio.to_thread(
-            _wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
+            wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
         )
         await asyncio.to_thread(commit, 0)
         await asyncio.sleep(2.5 * check_s)
         assert position() == 0  # nothing is an hour old
         await set_policy(writer.http_url, topic, "messageTTL", None)
         await asyncio.to_thread(
-            _wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
+            wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
         )
         await asyncio.sleep(2.5 * check_s)
         assert position() == 0
@@ -922,7 +874,7 @@ def test_backlog_eviction_moves_subscriptions_not_loaded_anywhere_keeping_their_
         await asyncio.to_thread(
             svc.set, target, {"backLogQuotaMap": _quota("consumer_backlog_eviction", 450)}
         )
-        await asyncio.to_thread(_wait_for, lambda: position()[0] > 0, "cold subscription evicted")
+        await asyncio.to_thread(wait_for, lambda: position()[0] > 0, "cold subscription evicted")
         offset, metadata = position()
         keep = sum(sizes[offset:])
         assert keep <= 450 < keep + sizes[offset - 1]  # just enough moved for the quota
@@ -936,7 +888,7 @@ def test_backlog_eviction_moves_subscriptions_not_loaded_anywhere_keeping_their_
             svc.set, target, {"backLogQuotaMap": _quota("consumer_backlog_eviction", 100_000)}
         )
         await asyncio.to_thread(
-            _wait_for, lambda: limit_seen() == 100_000, "quota update seen by the server"
+            wait_for, lambda: limit_seen() == 100_000, "quota update seen by the server"
         )
         await asyncio.to_thread(commit_acked_8)
         await asyncio.sleep(2.5 * check_s)
@@ -944,7 +896,7 @@ def test_backlog_eviction_moves_subscriptions_not_loaded_anywhere_keeping_their_
         # delete: no quota, nothing moves
         await asyncio.to_thread(svc.set, target, {"backLogQuotaMap": None})
         await asyncio.to_thread(
-            _wait_for, lambda: limit_seen() is None, "quota removal seen by the server"
+            wait_for, lambda: limit_seen() is None, "quota removal seen by the server"
         )
         await asyncio.sleep(2.5 * check_s)
         assert position()[0] == 0

@@ -29,6 +29,7 @@ from sync import (
 )
 from sync._constants import HEADER_POISON_REASON, HEADER_POISON_SOURCE
 from sync.transport import OFFSET_BEGINNING, DeliveryReport, Transport
+from tests.support.events import change_event
 
 ORDERS = PolicyTarget.parse("persistent://acme/ops/orders")
 
@@ -56,17 +57,9 @@ def services(transport: Transport, topic: str) -> Iterator[Callable[..., PolicyS
 
 
 def _event(action: str, event_type: str = "TOPIC_POLICY", **policies: Any) -> dict[str, Any]:
-    return {
-        "eventType": event_type,
-        "actionType": action,
-        "topicPoliciesEvent": {
-            "domain": "persistent",
-            "tenant": "acme",
-            "namespace": "ops",
-            "topic": "orders",
-            "policies": policies or None,
-        },
-    }
+    return change_event(
+        "acme", "ops", "orders", policies or None, action=action, event_type=event_type
+    )
 
 
 def _produce(

@@ -18,6 +18,7 @@ from sync import CacheConfig, CacheState, Codec, PolicyCache
 from sync._constants import HEADER_POISON_SOURCE
 from sync.table import Effect, judge
 from sync.transport import DeliveryReport, Transport
+from tests.support.events import change_event
 
 CODEC = Codec()
 ORDERS = b"persistent://acme/ops/orders"
@@ -31,17 +32,15 @@ def _event(key: bytes, action: str, event_type: str = "TOPIC_POLICY", **policies
     domain, _, rest = key.decode().partition("://")
     tenant, namespace, topic = rest.split("/")
     return CODEC.encode(
-        {
-            "eventType": event_type,
-            "actionType": action,
-            "topicPoliciesEvent": {
-                "domain": domain,
-                "tenant": tenant,
-                "namespace": namespace,
-                "topic": topic,
-                "policies": policies or None,
-            },
-        }
+        change_event(
+            tenant,
+            namespace,
+            topic,
+            policies or None,
+            action=action,
+            domain=domain,
+            event_type=event_type,
+        )
     )
 
 

@@ -18,6 +18,7 @@ from sync.cluster._ownership_table import OwnershipTable
 from sync.cluster._records import BundleState, OwnershipRecord
 from sync.table import TableReader, TableState
 from sync.transport import Transport
+from tests.support.waits import wait_for
 
 CODEC = Codec()
 BUNDLE = "public/default/0x00000000_0xffffffff"
@@ -165,7 +166,4 @@ def test_an_unreadable_record_makes_its_key_absent_live_and_replayed(
 
 
 def _wait(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 30
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert check()
+    wait_for(check, "condition", timeout_s=30)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from chaos._procs import KafkaCluster
+from chaos.procs import KafkaCluster
 from sync.cluster._ownership_model import group_id
 from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, lookups
 

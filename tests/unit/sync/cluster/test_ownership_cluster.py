@@ -31,6 +31,7 @@ from sync.cluster import (
 from sync.cluster._ownership_decisions import new_record
 from sync.cluster._ownership_model import group_id, ownership_topic, slots_topic
 from sync.transport import MemoryTransport
+from tests.support.waits import wait_for
 
 SLOTS = 8
 
@@ -67,12 +68,7 @@ def make_service(
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_for(check, what, timeout_s=timeout, interval_s=0.005)
 
 
 def settled(services: list[ClusterService]) -> bool:

@@ -13,10 +13,17 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from sync import TopicName, kafka_topic_of
+from sync.messaging import decode_ack_ranges, subscription_group
+from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
+
+ROOT = Path(__file__).resolve().parents[2]
 KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
 KAFKA_IMAGE = "apache/kafka:4.1.1"
 
@@ -89,3 +96,42 @@ def kafka_for_tests() -> Iterator[str]:
         return
     with jar_broker() as bootstrap:
         yield bootstrap
+
+
+def make_topic(bootstrap: str, partitions: int) -> TopicName:
+    """A fresh Pulsar topic backed by a new Kafka topic (what the admin API would create)."""
+    topic = TopicName.parse(f"persistent://public/default/ws-{uuid.uuid4().hex[:10]}")
+    KafkaTransport(KafkaConfig(bootstrap)).admin().ensure_topic(
+        TopicSpec(kafka_topic_of(topic), partitions)
+    )
+    return topic
+
+
+def not_durable(
+    kafka_bootstrap: str, topic: TopicName, subscription: str, acked: list[tuple[int, int]]
+) -> dict[int, tuple[int, str, int]]:
+    """Per partition, the subscription's committed position in Kafka and how many of the
+    acknowledged ``(partition, offset)`` it does not cover (neither below the committed
+    offset nor in a committed ack range); empty when it covers them all."""
+    kafka_topic = kafka_topic_of(topic)
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    positions = admin.group_positions(subscription_group(kafka_topic, subscription), kafka_topic)
+    missing: Counter[int] = Counter()
+    for partition, offset in acked:
+        committed, metadata = positions.get(partition, (0, ""))
+        if offset >= committed and not any(
+            start <= offset < end for start, end in decode_ack_ranges(committed, metadata)
+        ):
+            missing[partition] += 1
+    return {p: (*positions.get(p, (0, "")), n) for p, n in missing.items()}
+
+
+def wait_acks_durable(
+    kafka_bootstrap: str, topic: TopicName, subscription: str, acked: list[tuple[int, int]]
+) -> None:
+    """Wait until Kafka holds every acknowledged ``(partition, offset)`` (a 60 s liveness
+    bound: on a loaded machine the 100 ms commit interval can take seconds)."""
+    deadline = time.monotonic() + 60
+    while missing := not_durable(kafka_bootstrap, topic, subscription, acked):
+        assert time.monotonic() < deadline, f"acknowledgements never committed: {missing}"
+        time.sleep(0.2)

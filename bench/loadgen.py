@@ -24,7 +24,7 @@ Prints one JSON object: requests, errors, seconds, rate, latency percentiles in 
 generator's CPU time, how many CPU cores the whole machine kept busy meanwhile, and the
 load average before and after: on a shared machine, read a latency with the load beside it.
 
-    python -m bench._loadgen --port 8080 --paths FILE [--connections 16] [--duration 5]
+    python -m bench.loadgen --port 8080 --paths FILE [--connections 16] [--duration 5]
         [--rate 0] [--warmup 1]
 """
 
@@ -43,7 +43,7 @@ _HEAD_END = b"\r\n\r\n"
 _CONTENT_LENGTH = b"content-length:"
 
 
-class _Phase:
+class Phase:
     """One measured (or warm-up) run: the pool, the backlog and what was observed."""
 
     def __init__(self, requests: list[bytes], record: bool, closed_until: float | None) -> None:
@@ -108,7 +108,7 @@ class _Phase:
 class _Connection(asyncio.Protocol):
     """One keep-alive connection: at most one request outstanding."""
 
-    def __init__(self, phase: _Phase) -> None:
+    def __init__(self, phase: Phase) -> None:
         self.phase = phase
         self.transport: asyncio.Transport | None = None
         self.buffer = b""
@@ -157,7 +157,7 @@ class _Connection(asyncio.Protocol):
             self.phase.fail(ConnectionError(f"the server closed a connection: {exc}"))
 
 
-async def _pace(phase: _Phase, start: float, deadline: float, rate: float) -> None:
+async def _pace(phase: Phase, start: float, deadline: float, rate: float) -> None:
     """Submit request k at ``start + k/rate``.
 
     The loop timer is coarse (epoll waits in whole milliseconds), so each wake-up submits
@@ -177,7 +177,7 @@ async def _pace(phase: _Phase, start: float, deadline: float, rate: float) -> No
         await asyncio.sleep(scheduled - now)
 
 
-async def _phase(
+async def run_phase(
     host: str,
     port: int,
     requests: list[bytes],
@@ -185,9 +185,9 @@ async def _phase(
     seconds: float,
     rate: float,
     record: bool,
-) -> tuple[_Phase, float]:
+) -> tuple[Phase, float]:
     loop = asyncio.get_running_loop()
-    phase = _Phase(requests, record, None if rate > 0 else float("inf"))
+    phase = Phase(requests, record, None if rate > 0 else float("inf"))
     conns: list[_Connection] = []
     try:
         for _ in range(connections):
@@ -245,11 +245,11 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
         for p in paths
     ]
     if args.warmup > 0:
-        await _phase(host, args.port, requests, args.connections, args.warmup, args.rate, False)
+        await run_phase(host, args.port, requests, args.connections, args.warmup, args.rate, False)
     load_before = _loadavg()
     host_before = _host_cpu()
     cpu_before = time.process_time()
-    phase, seconds = await _phase(
+    phase, seconds = await run_phase(
         host, args.port, requests, args.connections, args.duration, args.rate, True
     )
     cpu = time.process_time() - cpu_before
@@ -288,7 +288,7 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run one measurement and print it as JSON."""
-    parser = argparse.ArgumentParser(prog="bench._loadgen")
+    parser = argparse.ArgumentParser(prog="bench.loadgen")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--paths", required=True, help="file with one request path per line")

@@ -1,0 +1,351 @@
+"""Sidecars for tests: the real app in a thread (fast), with its ``pulsar://`` listener, or
+``broker-shim run`` as a real process (to kill), and the command-line programs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from broker_shim._binary_app import BINARY_KEY
+from broker_shim._http import build_app
+from broker_shim._http_shell import http_app
+from broker_shim._sidecar import Sidecar as AppSidecar
+from broker_shim._sidecar import SidecarConfig
+from broker_shim._ws import add_ws_routes
+from broker_shim.binary import BinaryServer
+from sync import CacheStateError, TopicName
+from sync.cluster import ClusterSettings, LookupConfig, OwnershipConfig
+from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
+from sync.transport import MemoryTransport
+from tests.support.http import http
+from tests.support.kafka import ROOT, free_port
+
+BIN = Path(sys.executable).parent
+
+
+def run_cli(
+    name: str, *args: str, bootstrap: str, stdin: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap)
+    return subprocess.run(
+        [str(BIN / name), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+class NothingHere:
+    """Ownership of a sidecar that serves no topic (it only takes the admin writes), so a
+    policy is written to one sidecar and its effect observed on another."""
+
+    async def owner_of(self, topic: TopicName) -> OwnerInfo:
+        return OwnerInfo(local=False, http_url="http://127.0.0.1:1")
+
+
+def ws_app(engine: MessagingEngine) -> web.Application:
+    """An app serving only the WebSocket API with ``engine`` (and /health), for a
+    :class:`ThreadSidecar` whose engine a test builds itself."""
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = http_app()
+    add_ws_routes(app, engine)
+    app.router.add_get("/health", health)
+    app.on_startup.append(lambda _app: engine.start())
+    app.on_shutdown.append(lambda _app: engine.close())
+    return app
+
+
+def wait_healthy(http_url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{http_url}/health", timeout=2) as resp:  # noqa: S310
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sidecar at {http_url} never became healthy")
+        time.sleep(0.05)
+
+
+class ThreadSidecar:
+    """The real sidecar app (``build_app``) served from a thread with its own loop."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        state_dir: Path,
+        app_factory: Callable[[], Any] | None = None,
+        *,
+        ownership: TopicOwnership | None = None,
+    ):
+        self.port = free_port()
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/ws/v2"
+        self.sidecar = AppSidecar(
+            SidecarConfig(
+                broker_id=f"t-{uuid.uuid4().hex[:6]}",
+                http_port=self.port,
+                bootstrap_servers=bootstrap,
+                state_dir=state_dir,
+            ),
+            ownership=ownership,
+        )
+        self._app_factory = app_factory
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = self._app_factory() if self._app_factory else build_app(self.sidecar)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        self._loop.run_until_complete(site.start())
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._runner.cleanup())
+        self._loop.close()
+
+    @property
+    def engine(self) -> MessagingEngine:
+        """The sidecar's messaging engine (what the owner enforces, a moment after the cache)."""
+        return self.sidecar.engine
+
+    def enforces_its_cache(self, topic: TopicName) -> bool:
+        """Whether the engine's live limits of ``topic`` (if it serves it) are what the
+        policy cache says: it applies a cached change a moment after the cache has it."""
+        ts = self.engine.topic_state(topic)
+        try:
+            return ts is None or bool(ts.limits == self.engine.read_limits(topic))
+        except CacheStateError:  # not READY: the engine keeps its last limits
+            return False
+
+    def __enter__(self) -> ThreadSidecar:
+        self._thread.start()
+        wait_healthy(self.http_url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+
+
+class ProcessSidecar:
+    """``broker-shim run`` as a child process, so a test can SIGKILL it."""
+
+    def __init__(self, bootstrap: str, state_dir: Path) -> None:
+        self.port = free_port()
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/ws/v2"
+        self._args = [
+            sys.executable,
+            "-m",
+            "broker_shim.cli.shim",
+            "run",
+            "--broker-id",
+            f"p-{uuid.uuid4().hex[:6]}",
+            "--http-port",
+            str(self.port),
+            "--broker-port",
+            "0",
+            "--bootstrap-servers",
+            bootstrap,
+            "--state-dir",
+            str(state_dir),
+            "--log-level",
+            "warning",
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ProcessSidecar:
+        self.proc = subprocess.Popen(self._args, cwd=ROOT, env=dict(os.environ))
+        try:
+            wait_healthy(self.http_url)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.terminate()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def terminate(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class BinarySidecar(ThreadSidecar):
+    """The real sidecar app served from a thread, with its ``pulsar://`` listener."""
+
+    def __init__(self, bootstrap: str, state_dir: Path, advertised_url: str | None = None) -> None:
+        """``advertised_url``: what lookups answer (default: the listener itself)."""
+        super().__init__(bootstrap, state_dir, app_factory=self._build)
+        self.broker_port = free_port()
+        self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
+        self.sidecar = AppSidecar(
+            SidecarConfig(
+                broker_id=f"b-{uuid.uuid4().hex[:6]}",
+                http_port=self.port,
+                bootstrap_servers=bootstrap,
+                state_dir=state_dir,
+                broker_port=self.broker_port,
+                broker_url=advertised_url,
+            )
+        )
+        self.server: BinaryServer | None = None
+
+    def _build(self) -> object:
+        app = build_app(self.sidecar)
+        self.server = app[BINARY_KEY]
+        return app
+
+    def __enter__(self) -> BinarySidecar:
+        super().__enter__()
+        return self
+
+
+def memory_sidecar(lookup: LookupConfig, prefix: str = "m") -> AppSidecar:
+    """The sidecar app (not started) on the in-memory transport, alone in a cluster of its
+    own (named ``prefix`` + a random suffix): for tests that need no Kafka."""
+    cluster = prefix + uuid.uuid4().hex[:8]
+    config = SidecarConfig(
+        broker_id="b0",
+        http_port=8080,
+        bootstrap_servers="unused:9092",
+        cluster=cluster,
+        topic=f"__change_events.{cluster}",
+        lookup=ClusterSettings(
+            ownership=OwnershipConfig(
+                slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
+            ),
+            lookup=lookup,
+        ),
+    )
+    return AppSidecar(config, transport=MemoryTransport())
+
+
+#: What :func:`applied` answers while the engine does not yet enforce what its cache has.
+PENDING = object()
+
+
+def cached(s: ThreadSidecar, topic: TopicName, field: str) -> Any:
+    """A policy field of ``topic`` as the sidecar's own policy cache has it (None: unset)."""
+    svc = s.sidecar.service
+    assert svc is not None
+    return svc.applied(topic).get(field)
+
+
+def applied(s: ThreadSidecar, topic: TopicName, field: str) -> Any:
+    """A policy field as the sidecar's cache has it, once its engine enforces it on the
+    live topic (:data:`PENDING` until then)."""
+    value = cached(s, topic, field)
+    return value if s.enforces_its_cache(topic) else PENDING
+
+
+class Sidecar:
+    """A real ``broker-shim run`` process."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        port: int,
+        state_dir: Path,
+        broker_id: str = "1",
+        extra: list[str] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = state_dir / f"shim-{broker_id}.log"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self._logfile = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                str(BIN / "broker-shim"),
+                "run",
+                "--broker-id",
+                broker_id,
+                "--http-port",
+                str(port),
+                "--broker-port",
+                "0",
+                "--bootstrap-servers",
+                bootstrap,
+                "--topic",
+                topic,
+                "--state-dir",
+                str(state_dir / f"state-{broker_id}"),
+                *(extra or []),
+            ],
+            stdout=self._logfile,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"sidecar exited {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if http("GET", self.url + "/health", timeout=2).status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"sidecar not ready in {timeout}s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def digest(self) -> dict[str, Any]:
+        result = http("GET", self.url + "/policy-sync/v1/digest")
+        assert result.status == 200, result.body
+        return dict(result.json())
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Never leak a process into the next test: a sidecar that ignored the signal
+            # is killed, and its exit code (-9) tells a caller that checks it.
+            self.proc.kill()
+            code = self.proc.wait()
+        self._logfile.close()
+        return code
