@@ -2,7 +2,11 @@
 
 One file per behaviour:
 
-* ``_engine.py`` – topics served here, admission checks, live policy enforcement;
+* ``_engine.py`` – the facade: topics served here, admission checks, live policy enforcement;
+* ``_topic_state.py`` – one topic served here (Pulsar's ``PersistentTopic``);
+* ``_publish.py`` – the publish path: the producer handle and the shared Kafka producers;
+* ``_monitors.py`` – the scheduler that runs the engine's table of periodic jobs;
+* ``_compaction_jobs.py`` – compaction orchestration: threshold checks, admin compactions;
 * ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
 * ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;

@@ -35,45 +35,30 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import itertools
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sync import CacheState, PolicyService, PolicyTarget
-from sync._constants import GLOBAL_KEY_PREFIX, HEADER_SEQUENCE, NAMESPACE_KEY_PREFIX
+from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
 from sync._errors import (
     CacheStateError,
-    ConflictError,
     ConsumerBusyError,
-    DuplicateInFlightError,
     InvalidInputError,
     NotAllowedError,
-    PolicySyncError,
     ProducerBlockedQuotaExceededError,
     ProducerBlockedQuotaExceededException,
     ProducerBusyError,
     SubscriptionBusyError,
     TopicNotFoundError,
-    TransportError,
     UnavailableError,
 )
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync._policies import Policies
-from sync.messaging._producer import (
-    MessageId,
-    OutboundMessage,
-    PartitionedProducer,
-    ProducerClient,
-    ProducerConfig,
-    SendCallback,
-    origin_headers,
-)
-from sync.transport import Admin, Header, TopicDescription, Transport
+from sync.transport import Admin, TopicDescription, Transport
 
 from ._autocreate import AutoTopicCreation, TopicCreator
 from ._backlog import (
@@ -86,24 +71,24 @@ from ._backlog import (
     moved_position,
 )
 from ._compaction import (
-    CompactedView,
-    CompactionState,
     CompactionStatus,
-    Compactor,
-    over_threshold,
 )
+from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._cursor import decode_ack_ranges
-from ._dedup import DUPLICATE_IN_FLIGHT, Deduplicator, Verdict
-from ._delayed import HEADER_DELIVER_AT, max_delay_refusal
+from ._dedup import Deduplicator
 from ._inactive import InactivePolicy, delete_topic, inactive_verdict
+from ._monitors import PeriodicJob, Scheduler, every_tick
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
+from ._producer import MessageId, PartitionedProducer, ProducerConfig
+from ._publish import ProducerHandle, ProducerPool
 from ._ratelimit import RateLimiter
 from ._subscription import Subscription, subscription_group
 from ._topic_config import TopicConfigReconciler
-from ._types import InitialPosition, ProducerState, SubscriptionType, transition
+from ._topic_state import TopicProducer, TopicState, partitions_of, start_offsets
+from ._types import InitialPosition, SubscriptionType
 
 logger = logging.getLogger(__name__)
 
@@ -116,376 +101,8 @@ __all__ = [
 #: WebSocket close codes the engine asks connections to close with.
 
 PolicySource = Callable[[], PolicyService | None]
-
-
-class ProducerHandle:
-    """A producer connection on a topic served here."""
-
-    def __init__(
-        self,
-        topic_state: TopicState,
-        producer: PartitionedProducer,
-        partitions: frozenset[int],
-        on_queued: Callable[[], None] = lambda: None,
-        hold_timeout_s: float = 30.0,
-    ) -> None:
-        self.seq = next(_SEQ)
-        self.hold_timeout_s = hold_timeout_s
-        self.topic_state = topic_state
-        self.producer = producer
-        self.partitions = partitions
-        self._on_queued = on_queued
-        self.state = ProducerState.ACTIVE
-        self.close_reason: CloseReason | None = None
-        self._closed = asyncio.Event()
-        name = producer.config.producer_name
-        #: The producer-name header every message of a named producer carries (encoded once).
-        self._origin: Header | None = None if not name else origin_headers(name, 0)[0]
-
-    @property
-    def closed(self) -> bool:
-        """True once closed by the client or evicted."""
-        return self.state is ProducerState.CLOSED
-
-    @property
-    def max_message_size(self) -> int:
-        """The topic's ``maxMessageSize`` right now."""
-        return self.topic_state.limits.max_message_size
-
-    def send(
-        self,
-        payload: bytes,
-        callback: SendCallback,
-        *,
-        key: str | None = None,
-        properties: dict[str, str] | None = None,
-        event_time_ms: int | None = None,
-        sequence_id: int | None = None,
-        deliver_at_ms: int | None = None,
-    ) -> None:
-        """Route and queue one message under the topic's live ``maxMessageSize``.
-
-        ``callback`` runs on the engine's event loop once Kafka acknowledged the message
-        (or refused it). With ``deduplicationEnabled``, a named producer and a
-        ``sequence_id``, a duplicate is answered at once with the message id of the
-        producer's last persisted message and not written (see ``_dedup``).
-
-        ``deliver_at_ms`` (epoch ms) asks for delayed delivery (see ``_delayed``).
-
-        Raises:
-            MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
-            DuplicateInFlightError: the same sequence id is still being persisted.
-            NotAllowedError: delayed beyond ``delayedDeliveryMaxDelayInMillis``.
-        """
-        ts = self.topic_state
-        reserved = _deliver_at_header(ts, deliver_at_ms)
-        dedup = ts.dedup if ts.limits.dedup_enabled else None
-        name = self.producer.config.producer_name
-        if dedup is not None and name and sequence_id is not None:
-            if len(payload) > ts.limits.max_message_size:
-                dedup = None  # refused below, before the sequence counts as sent
-            else:
-                verdict, last = dedup.check(name, sequence_id)
-                if verdict is Verdict.DUPLICATE:
-                    if last is None:
-                        raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
-                    asyncio.get_running_loop().call_soon(callback, last, None)
-                    return
-                if verdict is Verdict.IN_FLIGHT:
-                    raise DuplicateInFlightError(DUPLICATE_IN_FLIGHT, topic=str(ts.topic))
-                callback = functools.partial(_dedup_report, dedup, name, sequence_id, callback)
-        origin = self._origin
-        if origin is not None and sequence_id is not None:
-            # Who sent it, kept for consumers (and deduplication's replay).
-            sequence = (HEADER_SEQUENCE, str(sequence_id).encode("ascii"))
-            if reserved is None:
-                reserved = [origin, sequence]
-            else:
-                reserved += (origin, sequence)
-        partition = self.producer.send_callback(
-            payload,
-            callback,
-            key=key,
-            properties=properties,
-            event_time_ms=event_time_ms,
-            max_message_size=ts.limits.max_message_size,
-            reserved_headers=reserved,
-        )
-        limiter = ts.publish_limiters[partition] if ts.publish_limiters else None
-        if limiter is not None and not limiter.spec.unlimited:
-            limiter.wait_s(0)  # refill first
-            limiter.consume(len(payload))
-        ts.published_msgs += 1
-        ts.published_bytes += len(payload)
-        self._on_queued()
-
-    def send_batch(
-        self,
-        messages: list[OutboundMessage],
-        callback: SendCallback,
-        *,
-        deliver_at_ms: int | None = None,
-    ) -> None:
-        """Route and queue a producer's batch (one SEND frame); ``callback`` runs ONCE, on
-        the engine's loop, when the last message is answered: the lowest message id
-        stored, or the first error.
-
-        The same rules as :meth:`send`, checked once per batch where they are the same for
-        every message (``maxMessageSize``, the delayed-delivery limit, ``publishRate``
-        accounting): every message is checked before the first is queued, so a refusal
-        raises and writes nothing. With deduplication on for a named producer each
-        message goes through :meth:`send` (its own verdict), answered together.
-
-        Raises:
-            MessageTooLargeError, InvalidInputError, RoutingError, NotAllowedError:
-                nothing was queued.
-        """
-        if not messages:
-            asyncio.get_running_loop().call_soon(callback, None, None)
-            return
-        ts = self.topic_state
-        limits = ts.limits
-        if limits.dedup_enabled and self.producer.config.producer_name:
-            gather = _Gather(len(messages), callback)
-            for payload, key, properties, event_time_ms, sequence_id in messages:
-                try:
-                    self.send(
-                        payload,
-                        gather,
-                        key=key,
-                        properties=dict(properties) if properties else None,
-                        event_time_ms=event_time_ms,
-                        sequence_id=sequence_id,
-                        deliver_at_ms=deliver_at_ms,
-                    )
-                except PolicySyncError as exc:
-                    gather(None, exc)
-            return
-        reserved = _deliver_at_header(ts, deliver_at_ms)
-        routed = self.producer.send_batch(
-            messages,
-            callback,
-            max_message_size=limits.max_message_size,
-            reserved_headers=reserved,
-            origin=self._origin,
-        )
-        total = 0
-        for message in messages:
-            total += len(message[0])
-        limiters = ts.publish_limiters
-        if limiters:
-            if isinstance(routed, int):
-                _take(limiters[routed], total, len(messages))
-            else:
-                for message, partition in zip(messages, routed, strict=True):
-                    _take(limiters[partition], len(message[0]), 1)
-        ts.published_msgs += len(messages)
-        ts.published_bytes += total
-        self._on_queued()
-
-    def publish_wait_s(self) -> float:
-        """How long the front end should stop reading this producer (``publishRate``):
-        0.0 unless a partition it writes to is over its rate (Pulsar pauses the
-        connection's reads the same way)."""
-        limiters = self.topic_state.publish_limiters
-        wait = 0.0
-        for p in self.partitions:
-            lim = limiters[p] if p < len(limiters) else None
-            if lim is not None and not lim.spec.unlimited:
-                wait = max(wait, lim.wait_s(0))
-        return wait
-
-    @property
-    def held(self) -> bool:
-        """Sends must wait: the topic is over a ``producer_request_hold`` backlog quota."""
-        return not self.topic_state.writable.is_set()
-
-    async def wait_held(self) -> None:
-        """Return once a ``producer_request_hold`` backlog quota holds this topic's sends
-        (the binary front end then disconnects the producer, as Pulsar's broker does)."""
-        await self.topic_state.holding.wait()
-
-    async def wait_writable(self, timeout_s: float | None = None) -> bool:
-        """Wait while sends are held by a backlog quota (at most ``timeout_s``, default the
-        engine's ``backlog_hold_timeout_s``); False if still held at the end."""
-        if not self.held:
-            return True
-        timeout = self.hold_timeout_s if timeout_s is None else timeout_s
-        try:
-            async with asyncio.timeout(timeout):
-                await self.topic_state.writable.wait()
-        except TimeoutError:
-            return False
-        return True
-
-    def mark_closed(self, reason: CloseReason | None) -> None:
-        """Enter CLOSED (idempotent) and wake whoever waits for it."""
-        if self.state is ProducerState.CLOSED:
-            return
-        self.state = transition(
-            self.state, ProducerState.CLOSED, f"producer on {self.producer.topic}"
-        )
-        self.close_reason = reason
-        self.producer.close()
-        self._closed.set()
-
-    async def wait_closed(self) -> None:
-        """Return once the producer is closed (e.g. evicted by a policy change)."""
-        await self._closed.wait()
-
-    def __repr__(self) -> str:
-        return f"ProducerHandle({self.producer.topic}, {self.state.value})"
-
-
-def _deliver_at_header(ts: TopicState, deliver_at_ms: int | None) -> list[Header] | None:
-    """The header a delayed message carries (None: deliver at once); refuses a delay over
-    the topic's delayedDeliveryMaxDelayInMillis, as Pulsar does (one rule for every send)."""
-    if deliver_at_ms is None:
-        return None
-    limits = ts.limits
-    delay = deliver_at_ms - int(time.time() * 1000)
-    if limits.delayed_enabled and limits.delayed_max_ms > 0 and delay > limits.delayed_max_ms:
-        raise NotAllowedError(max_delay_refusal(limits.delayed_max_ms), topic=str(ts.topic))
-    return [(HEADER_DELIVER_AT, str(deliver_at_ms).encode("ascii"))] if delay > 0 else None
-
-
-def _take(limiter: RateLimiter | None, nbytes: int, msgs: int) -> None:
-    """Account sent messages against a ``publishRate`` bucket (refilled first)."""
-    if limiter is not None and not limiter.spec.unlimited:
-        limiter.wait_s(0)
-        limiter.consume(nbytes, msgs)
-
-
-class _Gather:
-    """Answers a batch sent message by message once: the lowest id, or the first error."""
-
-    __slots__ = ("callback", "error", "first", "remaining")
-
-    def __init__(self, count: int, callback: SendCallback) -> None:
-        self.remaining = count
-        self.callback = callback
-        self.first: MessageId | None = None
-        self.error: PolicySyncError | None = None
-
-    def __call__(self, message_id: MessageId | None, error: PolicySyncError | None) -> None:
-        if error is not None:
-            if self.error is None:
-                self.error = error
-        elif message_id is not None and (self.first is None or message_id < self.first):
-            self.first = message_id
-        self.remaining -= 1
-        if self.remaining == 0:
-            if self.error is not None:
-                self.callback(None, self.error)
-            else:
-                self.callback(self.first, None)
-
-
-def _dedup_report(
-    dedup: Deduplicator,
-    name: str,
-    sequence_id: int,
-    callback: SendCallback,
-    message_id: MessageId | None,
-    error: PolicySyncError | None,
-) -> None:
-    if message_id is not None and error is None:
-        dedup.persisted(name, sequence_id, message_id)
-    else:
-        dedup.failed(name, sequence_id)
-    callback(message_id, error)
-
-
-_SEQ = itertools.count(1)
 _T = TypeVar("_T")
 _P = TypeVar("_P")
-
-
-@dataclass(eq=False)
-class TopicState:
-    """A base topic served here: partitions, live limits, producers and subscriptions."""
-
-    topic: TopicName
-    kafka_topic: str
-    num_partitions: int
-    limits: TopicLimits
-    dispatch_limiters: list[RateLimiter]
-    #: ``publishRate``, one bucket per partition (every partition is a topic in Pulsar).
-    publish_limiters: list[RateLimiter] = field(default_factory=list)
-    #: ``subscribeRate``: one bucket per consumer name.
-    subscribe_limiters: dict[str, RateLimiter] = field(default_factory=dict)
-    subscriptions: dict[str, Subscription] = field(default_factory=dict)
-    producers: dict[int, ProducerHandle] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: Clear while a ``producer_request_hold`` backlog quota holds the sends.
-    writable: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Set while a ``producer_request_hold`` backlog quota holds the sends (``writable``'s
-    #: complement, to wait on).
-    holding: asyncio.Event = field(default_factory=asyncio.Event)
-    #: The backlog action in force (None: within every quota).
-    backlog_state: BacklogAction | None = None
-    backlog: BacklogMeasure | None = None
-    backlog_checking: bool = False
-    published_msgs: int = 0
-    published_bytes: int = 0
-    #: Deduplication state, loaded while ``deduplicationEnabled`` applies.
-    dedup: Deduplicator | None = None
-    #: The ownership term each name in use is served under (:attr:`OwnerInfo.bundle` and
-    #: ``claim``), by the name the clients used (absent: unknown).
-    owner_claims: dict[TopicName, tuple[str | None, str]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.writable.set()
-
-    @property
-    def partitioned(self) -> bool:
-        """More than one partition: message ids carry the partition index."""
-        return self.num_partitions > 1
-
-    def consumers(self) -> list[Consumer]:
-        """Every attached (not closed) consumer, oldest first."""
-        return sorted(
-            (c for s in self.subscriptions.values() for c in s.consumers.values() if not c.closed),
-            key=lambda c: c.seq,
-        )
-
-    def names(self) -> set[TopicName]:
-        """The names the live connections used: the base topic and/or its partitions."""
-        names = {c.topic for c in self.consumers()}
-        names.update(h.producer.topic for h in self.producers.values())
-        return names
-
-    def consumers_on(self, partition: int) -> list[Consumer]:
-        """Consumers of every subscription attached to ``partition``, oldest first."""
-        return [c for c in self.consumers() if partition in c.partitions]
-
-    def producers_on(self, partition: int) -> list[ProducerHandle]:
-        """Producers writing to ``partition``, oldest first."""
-        return sorted(
-            (h for h in self.producers.values() if partition in h.partitions),
-            key=lambda h: h.seq,
-        )
-
-
-def _start_offsets(message_id: MessageId | None, count: int) -> dict[int, int]:
-    """A reader's first offset: right after ``message_id`` on its partition."""
-    if message_id is None:
-        return {}
-    partition = message_id.kafka_partition
-    if partition >= count:
-        raise InvalidInputError(f"messageId names partition {partition}; the topic has {count}")
-    return {partition: message_id.offset + 1}
-
-
-def _partitions_of(topic: TopicName, count: int) -> frozenset[int]:
-    if topic.partition_index >= 0:
-        if topic.partition_index >= count:
-            raise TopicNotFoundError(
-                f"Topic {topic} does not exist: {topic.base} has {count} partition(s)",
-                topic=str(topic),
-            )
-        return frozenset({topic.partition_index})
-    return frozenset(range(count))
 
 
 class MessagingEngine:
@@ -522,10 +139,8 @@ class MessagingEngine:
         self._topics: dict[TopicName, TopicState] = {}
         self._topic_loading: dict[TopicName, asyncio.Future[TopicState]] = {}
         self._admin: Admin | None = None
-        #: The shared Kafka producers, one per ``linger.ms`` (see ProducerConfig.linger_ms).
-        self._clients: dict[int, ProducerClient] = {}
-        self._reports_due = asyncio.Event()
-        self._reports_task: asyncio.Task[None] | None = None
+        #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
+        self._pool = ProducerPool(transport, self.config.report_poll_interval_s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -540,16 +155,14 @@ class MessagingEngine:
         #: Record sizes of the backlogs of topics with a ``limitSize`` quota.
         self._record_sizes: dict[str, RecordSizes] = {}
         self._sizes_locks: dict[str, asyncio.Lock] = {}
-        #: Topic compaction (``compactionThreshold``): one compactor (and its view of the
-        #: companion topic) per Kafka topic, each used under its own lock.
-        self._compactors: dict[str, Compactor] = {}
-        self._compaction_locks: dict[str, asyncio.Lock] = {}
-        #: Completed compaction sweeps (tests wait for one to have run after a change).
-        self.compaction_sweeps = 0
         self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
             transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
+        )
+        #: Topic compaction (``compactionThreshold`` and the admin's ``topics compact``).
+        self._compaction = CompactionJobs(
+            transport, self._admin_client, policies, self.ownership, self.topic_configs, self._track
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -557,7 +170,9 @@ class MessagingEngine:
         """Start watching policies and ownership (call on the serving event loop)."""
         self._loop = asyncio.get_running_loop()
         if self._watcher is None:
-            self._watcher = asyncio.create_task(self._watch(), name="messaging-watch")
+            self._watcher = asyncio.create_task(
+                Scheduler(self.config, self._jobs()).run(), name="messaging-watch"
+            )
         await self.topic_configs.start()
 
     async def close(self) -> None:
@@ -573,64 +188,15 @@ class MessagingEngine:
         if self._remove_listener is not None:
             self._remove_listener()
             self._remove_listener = None
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await self._drain_reports(client, timeout_s=10.0)
-        if self._reports_task is not None:
-            self._reports_task.cancel()
-            self._reports_task = None
-        for client in clients:
-            await asyncio.to_thread(client.close)
+        await self._pool.close()
         for task in list(self._tasks):
             task.cancel()
 
-    # -- delivery reports --------------------------------------------------------------
-    # The shared Kafka producer's reports are served here, on the loop, rather than by a
-    # thread of the client: a report thread takes the GIL once per message and fights the
-    # loop for it, which cost more than half of the producing throughput. Callbacks (the
-    # WebSocket acks) then run on the loop and need no hand-off.
-
-    def _reports_queued(self) -> None:
-        if not self._reports_due.is_set():
-            self._reports_due.set()
-
-    async def _serve_reports(self) -> None:
-        """Poll the shared producers while sends are in flight; sleep while none are."""
-        due = self._reports_due
-        interval = self.config.report_poll_interval_s
-        while True:
-            await due.wait()
-            due.clear()
-            while busy := [c for c in self._clients.values() if c.in_flight]:
-                for client in busy:
-                    try:
-                        client.poll(0)
-                    except Exception:
-                        logger.exception("serving Kafka delivery reports failed; continuing")
-                await asyncio.sleep(interval)
-
-    async def _shared_client(self, linger_ms: int) -> ProducerClient:
-        """The shared Kafka producer whose ``linger.ms`` is ``linger_ms`` (made on first use)."""
-        client = self._clients.get(linger_ms)
-        if client is None:
-            client = await asyncio.to_thread(
-                ProducerClient, self.transport, linger_ms=linger_ms, serve_reports=False
-            )
-            if self._clients.setdefault(linger_ms, client) is not client:  # made meanwhile
-                await asyncio.to_thread(client.close)
-                client = self._clients[linger_ms]
-        if self._reports_task is None:
-            self._reports_task = asyncio.create_task(self._serve_reports(), name="producer-reports")
-        return client
-
-    async def _drain_reports(self, client: ProducerClient, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while client.in_flight and time.monotonic() < deadline:
-            client.poll(0)
-            await asyncio.sleep(0.005)
-
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
+        self._track(asyncio.create_task(coro, name=name))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` until it ends (cancelled on close)."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -761,60 +327,72 @@ class MessagingEngine:
         # What it leaves unserved is committed by the subscription (on a task).
         consumer.subscription.detach(consumer, CloseReason(CloseCause.POLICY, reason))
 
-    # -- watching ----------------------------------------------------------------------
-    async def _watch(self) -> None:
-        last_policy = last_owner = last_expiry = last_backlog = time.monotonic()
-        last_inactive = last_cold_expiry = last_compaction = time.monotonic()
-        while True:
-            try:
-                svc = self._policies()
-                if svc is not self._service:
-                    if self._remove_listener is not None:
-                        self._remove_listener()
-                        self._remove_listener = None
-                    self._service = svc
-                    if svc is not None:
-                        self._remove_listener = svc.cache.add_listener(self._listener)
-                    for ts in list(self._topics.values()):
-                        self.refresh_policies(ts)
-                now = time.monotonic()
-                if now - last_policy >= self.config.policy_check_s:
-                    last_policy = now
-                    for ts in list(self._topics.values()):
-                        self.refresh_policies(ts)
-                for ts in list(self._topics.values()):
-                    if ts.dedup is not None:
-                        self._spawn(self._snapshot_dedup(ts), "dedup-snapshot")
-                if now - last_expiry >= self.config.message_expiry_check_s:
-                    last_expiry = now
-                    for ts in list(self._topics.values()):
-                        for sub in list(ts.subscriptions.values()):
-                            sub.expire_messages()
-                if now - last_backlog >= self.config.backlog_check_s:
-                    last_backlog = now
-                    for ts in list(self._topics.values()):
-                        if (ts.limits.backlog.active or ts.backlog_state) and not (
-                            ts.backlog_checking
-                        ):
-                            self._spawn(self._check_backlog_quietly(ts), "backlog-check")
-                    self._spawn_sweep("backlog-unloaded", self.enforce_unloaded_backlogs)
-                if now - last_inactive >= self.config.inactive_topic_check_s:
-                    last_inactive = now
-                    self._spawn_sweep("inactive-topics", self.reap_inactive)
-                if now - last_cold_expiry >= self.config.unloaded_expiry_check_s:
-                    last_cold_expiry = now
-                    self._spawn_sweep("expire-unloaded", self.expire_unloaded)
-                if now - last_compaction >= self.config.compaction_check_s:
-                    last_compaction = now
-                    self._spawn_sweep("compaction", self.compact_due)
-                if now - last_owner >= self.config.ownership_check_s:
-                    last_owner = now
-                    await self._check_ownership()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("messaging watch loop failed; continuing")
-            await asyncio.sleep(min(0.5, self.config.policy_check_s))
+    # -- periodic jobs -----------------------------------------------------------------
+    def _jobs(self) -> list[PeriodicJob]:
+        """The scheduler's table: what runs periodically, how often, in this order."""
+
+        def sweep(name: str, run: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+            async def spawn() -> None:
+                self._spawn_sweep(name, run)
+
+            return spawn
+
+        return [
+            PeriodicJob("policy-service", every_tick, self._follow_policy_service),
+            PeriodicJob("policy-refresh", lambda c: c.policy_check_s, self._refresh_all),
+            PeriodicJob("dedup-snapshots", every_tick, self._snapshot_dedups),
+            PeriodicJob(
+                "message-expiry", lambda c: c.message_expiry_check_s, self._expire_messages
+            ),
+            PeriodicJob("backlog-check", lambda c: c.backlog_check_s, self._check_backlogs),
+            PeriodicJob(
+                "inactive-topics",
+                lambda c: c.inactive_topic_check_s,
+                sweep("inactive-topics", self.reap_inactive),
+            ),
+            PeriodicJob(
+                "expire-unloaded",
+                lambda c: c.unloaded_expiry_check_s,
+                sweep("expire-unloaded", self.expire_unloaded),
+            ),
+            PeriodicJob(
+                "compaction", lambda c: c.compaction_check_s, sweep("compaction", self.compact_due)
+            ),
+            PeriodicJob("ownership", lambda c: c.ownership_check_s, self._check_ownership),
+        ]
+
+    async def _follow_policy_service(self) -> None:
+        """Listen to the current policy service (the sidecar may have restarted it)."""
+        svc = self._policies()
+        if svc is self._service:
+            return
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+        self._service = svc
+        if svc is not None:
+            self._remove_listener = svc.cache.add_listener(self._listener)
+        await self._refresh_all()
+
+    async def _refresh_all(self) -> None:
+        for ts in list(self._topics.values()):
+            self.refresh_policies(ts)
+
+    async def _snapshot_dedups(self) -> None:
+        for ts in list(self._topics.values()):
+            if ts.dedup is not None:
+                self._spawn(self._snapshot_dedup(ts), "dedup-snapshot")
+
+    async def _expire_messages(self) -> None:
+        for ts in list(self._topics.values()):
+            for sub in list(ts.subscriptions.values()):
+                sub.expire_messages()
+
+    async def _check_backlogs(self) -> None:
+        for ts in list(self._topics.values()):
+            if (ts.limits.backlog.active or ts.backlog_state) and not ts.backlog_checking:
+                self._spawn(self._check_backlog_quietly(ts), "backlog-check")
+        self._spawn_sweep("backlog-unloaded", self.enforce_unloaded_backlogs)
 
     # -- backlog quotas ----------------------------------------------------------------
     async def _check_backlog_quietly(self, ts: TopicState) -> None:
@@ -1043,104 +621,25 @@ class MessagingEngine:
                 deleted.append(topic)
         return deleted
 
-    # -- topic compaction --------------------------------------------------------------
-    def _compactor(self, kafka_topic: str) -> tuple[Compactor, asyncio.Lock]:
-        compactor = self._compactors.get(kafka_topic)
-        if compactor is None:
-            compactor = self._compactors[kafka_topic] = Compactor(kafka_topic)
-        lock = self._compaction_locks.setdefault(kafka_topic, asyncio.Lock())
-        return compactor, lock
+    # -- topic compaction (see _compaction_jobs) ----------------------------------------
+    @property
+    def compaction_sweeps(self) -> int:
+        """Completed periodic compaction sweeps (tests wait for one after a change)."""
+        return self._compaction.sweeps
 
     async def compact_due(self) -> int:
-        """Compact the partitions of owned topics whose bytes since the last compaction
-        exceed their ``compactionThreshold`` (Pulsar's ``checkCompaction``, every
-        ``compaction_check_s``). Returns how many topics were compacted."""
-        svc = self._policies()
-        if svc is None or svc.cache.state is not CacheState.READY:
-            return 0
-        admin = self._admin_client()
-        compacted = 0
-        for topic in await self.topic_configs.mapped_topics():
-            threshold = int(svc.applied(topic).get("compactionThreshold") or 0)
-            if threshold <= 0 or not (await self.ownership.owner_of(topic)).local:
-                continue
-            kafka_topic = kafka_topic_of(topic)
-            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is None:
-                continue
-            compactor, lock = self._compactor(kafka_topic)
-            if lock.locked():
-                continue  # a compaction of this topic is running
-            async with lock:
-                sizes = await asyncio.to_thread(
-                    compactor.bytes_since_horizon, self.transport, admin, desc.partitions
-                )
-                # Decide on the policy as it is now, not as it was before the awaits
-                # above: a threshold removed (or raised) meanwhile must not compact
-                # messages that were sent after the change was applied.
-                threshold = int(svc.applied(topic).get("compactionThreshold") or 0)
-                due = over_threshold(sizes, threshold)
-                if not due:
-                    continue
-                logger.info(
-                    "%s: %s bytes since the last compaction exceed compactionThreshold %d "
-                    "on partitions %s",
-                    topic,
-                    {p: sizes[p] for p in due},
-                    threshold,
-                    due,
-                )
-                await self._run_compaction(compactor, admin, desc.partitions, due)
-                compacted += 1
-        self.compaction_sweeps += 1
-        return compacted
-
-    async def _run_compaction(
-        self, compactor: Compactor, admin: Admin, num_partitions: int, partitions: list[int] | None
-    ) -> None:
-        status = compactor.status
-        status.status, status.last_error = CompactionState.RUNNING, ""
-        try:
-            await asyncio.to_thread(
-                compactor.compact, self.transport, admin, num_partitions, partitions
-            )
-        except Exception as exc:
-            status.status, status.last_error = CompactionState.ERROR, str(exc)
-            raise
-        status.status = CompactionState.SUCCESS
-        status.runs += 1
-        status.horizons = compactor.view.horizons
+        """Compact the owned topics over their ``compactionThreshold`` (see
+        :meth:`CompactionJobs.compact_due`); returns how many were compacted."""
+        return await self._compaction.compact_due()
 
     async def start_compaction(self, topic: TopicName) -> asyncio.Task[None]:
-        """Start compacting every partition of ``topic`` now, whatever the threshold
-        (Pulsar's ``topics compact``); the returned task ends when it is written (its
-        outcome is in :meth:`compaction_status`).
+        """Start compacting ``topic`` now (see :meth:`CompactionJobs.start_compaction`).
 
         Raises:
             TopicNotFoundError: no such topic.
             ConflictError: a compaction of the topic is running (Pulsar: 409).
         """
-        kafka_topic = kafka_topic_of(topic)
-        admin = self._admin_client()
-        desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-        if desc is None:
-            raise TopicNotFoundError(f"Topic {topic.base} not found", topic=str(topic))
-        compactor, lock = self._compactor(kafka_topic)
-        if lock.locked() or compactor.status.status is CompactionState.RUNNING:
-            raise ConflictError("Compaction already in progress")
-        compactor.status.status = CompactionState.RUNNING
-
-        async def run() -> None:
-            try:
-                async with lock:
-                    await self._run_compaction(compactor, admin, desc.partitions, None)
-            except Exception:
-                logger.exception("compaction of %s failed", topic)
-
-        task = asyncio.create_task(run(), name=f"compact:{topic}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return await self._compaction.start_compaction(topic)
 
     async def compact(self, topic: TopicName) -> None:
         """:meth:`start_compaction` and wait for it.
@@ -1149,23 +648,11 @@ class MessagingEngine:
             TopicNotFoundError, ConflictError: as :meth:`start_compaction`.
             TransportError: Kafka failed; nothing of this compaction is visible.
         """
-        await (await self.start_compaction(topic))
-        status = self.compaction_status(topic)
-        if status.status is CompactionState.ERROR:
-            raise TransportError(f"compaction of {topic} failed: {status.last_error}")
+        await self._compaction.compact(topic)
 
     def compaction_status(self, topic: TopicName) -> CompactionStatus:
         """The last compaction of ``topic`` started by this sidecar (NOT_RUN: none)."""
-        compactor = self._compactors.get(kafka_topic_of(topic))
-        return CompactionStatus() if compactor is None else compactor.status
-
-    async def _compacted_view(self, ts: TopicState) -> CompactedView | None:
-        """The topic's compacted view for a ``readCompacted`` subscription (None: the
-        topic was never compacted)."""
-        compactor, lock = self._compactor(ts.kafka_topic)
-        async with lock:
-            await asyncio.to_thread(compactor.view.refresh, self.transport, self._admin_client())
-            return compactor.view.snapshot() if compactor.view.horizons else None
+        return self._compaction.compaction_status(topic)
 
     # -- deduplication -----------------------------------------------------------------
     async def _load_dedup(self, ts: TopicState) -> None:
@@ -1471,8 +958,7 @@ class MessagingEngine:
             handle.mark_closed(reason)
             ts.producers.pop(handle.seq, None)
         if ts.dedup is not None and (handles or name is None):
-            for client in list(self._clients.values()):
-                await self._drain_reports(client, timeout_s=10.0)
+            await self._pool.drain(timeout_s=10.0)
             await self._snapshot_dedup(ts, force=True)
         if name is None:
             subs = list(ts.subscriptions.values())
@@ -1582,7 +1068,7 @@ class MessagingEngine:
             )
         missing = f"Topic {topic} does not exist" if self._create_topic else None
         async with self._locked(topic, limits, missing) as ts:
-            parts = _partitions_of(topic, ts.num_partitions)
+            parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             if not limits.type_enabled(sub_type):
                 raise NotAllowedError(
@@ -1635,7 +1121,7 @@ class MessagingEngine:
                         "Subscription reached max consumers limit", topic=str(topic)
                     )
             if sub is None:
-                compacted = await self._compacted_view(ts) if read_compacted else None
+                compacted = await self._compaction.compacted_view(ts) if read_compacted else None
                 sub = Subscription(
                     topic=ts.topic,
                     kafka_topic=ts.kafka_topic,
@@ -1648,7 +1134,7 @@ class MessagingEngine:
                     limits=lambda: ts.limits,
                     on_idle=lambda s: self._spawn(self._close_idle(ts, s), "close-idle-sub"),
                     durable=durable,
-                    start_offsets=_start_offsets(start_message_id, ts.num_partitions),
+                    start_offsets=start_offsets(start_message_id, ts.num_partitions),
                     compacted=compacted,
                 )
                 ts.subscriptions[subscription] = sub
@@ -1796,7 +1282,7 @@ class MessagingEngine:
         # Pulsar's producer refusal (ServerCnx: the topic future completes empty).
         missing = "Topic Not Found." if self._create_topic else None
         async with self._locked(topic, limits, missing) as ts:
-            parts = _partitions_of(topic, ts.num_partitions)
+            parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             if limits.max_producers_per_topic > 0 and any(
                 len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
@@ -1815,13 +1301,13 @@ class MessagingEngine:
             if linger is None:
                 linger = self.config.producer_linger_ms
             producer = PartitionedProducer(
-                await self._shared_client(linger), topic, config, num_partitions=ts.num_partitions
+                await self._pool.client(linger), topic, config, num_partitions=ts.num_partitions
             )
             handle = ProducerHandle(
                 ts,
                 producer,
                 parts,
-                self._reports_queued,
+                self._pool.reports_queued,
                 hold_timeout_s=self.config.backlog_hold_timeout_s,
             )
             ts.producers[handle.seq] = handle
@@ -1833,7 +1319,7 @@ class MessagingEngine:
         self._close_producer(handle.topic_state, handle, None)
 
     def _close_producer(
-        self, ts: TopicState, handle: ProducerHandle, reason: CloseReason | None
+        self, ts: TopicState, handle: TopicProducer, reason: CloseReason | None
     ) -> None:
         if reason is not None:
             logger.info("closing producer %d on %s: %s", handle.seq, ts.topic, reason.reason)
