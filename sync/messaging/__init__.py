@@ -7,6 +7,7 @@ One file per behaviour:
 * ``_publish.py`` – the publish path: the producer handle and the shared Kafka producers;
 * ``_monitors.py`` – the scheduler that runs the engine's table of periodic jobs;
 * ``_compaction_jobs.py`` – compaction orchestration: threshold checks, admin compactions;
+* ``_dedup_loader.py`` – deduplication orchestration: loading and snapshotting the state;
 * ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
 * ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;

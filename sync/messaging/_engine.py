@@ -77,7 +77,7 @@ from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._cursor import decode_ack_ranges
-from ._dedup import Deduplicator
+from ._dedup_loader import DedupLoader
 from ._inactive import InactivePolicy, delete_topic, inactive_verdict
 from ._monitors import PeriodicJob, Scheduler, every_tick
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
@@ -140,7 +140,7 @@ class MessagingEngine:
         self._topic_loading: dict[TopicName, asyncio.Future[TopicState]] = {}
         self._admin: Admin | None = None
         #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
-        self._pool = ProducerPool(transport, self.config.report_poll_interval_s)
+        self._pool = ProducerPool(transport, lambda: self.config.report_poll_interval_s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -160,6 +160,8 @@ class MessagingEngine:
         self.topic_configs = TopicConfigReconciler(
             transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
         )
+        #: Deduplication state: loading and snapshots.
+        self._dedup = DedupLoader(transport, lambda: self.config.dedup_snapshot_s)
         #: Topic compaction (``compactionThreshold`` and the admin's ``topics compact``).
         self._compaction = CompactionJobs(
             transport, self._admin_client, policies, self.ownership, self.topic_configs, self._track
@@ -171,7 +173,7 @@ class MessagingEngine:
         self._loop = asyncio.get_running_loop()
         if self._watcher is None:
             self._watcher = asyncio.create_task(
-                Scheduler(self.config, self._jobs()).run(), name="messaging-watch"
+                Scheduler(lambda: self.config, self._jobs()).run(), name="messaging-watch"
             )
         await self.topic_configs.start()
 
@@ -315,10 +317,10 @@ class MessagingEngine:
         for sub in ts.subscriptions.values():
             sub.apply_limits(limits)
         if limits.dedup_enabled and ts.dedup is None and ts.producers:
-            self._spawn(self._load_dedup_quietly(ts), "dedup-load")
+            self._spawn(self._dedup.load_quietly(ts), "dedup-load")
         elif not limits.dedup_enabled and ts.dedup is not None:
             dedup, ts.dedup = ts.dedup, None  # Pulsar forgets the state when disabled
-            self._spawn(self._snapshot_dedup_of(dedup), "dedup-final-snapshot")
+            self._spawn(self._dedup.snapshot_of(dedup), "dedup-final-snapshot")
 
     def _evict(self, consumer: Consumer, reason: str) -> None:
         logger.info(
@@ -381,7 +383,7 @@ class MessagingEngine:
     async def _snapshot_dedups(self) -> None:
         for ts in list(self._topics.values()):
             if ts.dedup is not None:
-                self._spawn(self._snapshot_dedup(ts), "dedup-snapshot")
+                self._spawn(self._dedup.snapshot(ts), "dedup-snapshot")
 
     async def _expire_messages(self) -> None:
         for ts in list(self._topics.values()):
@@ -654,40 +656,6 @@ class MessagingEngine:
         """The last compaction of ``topic`` started by this sidecar (NOT_RUN: none)."""
         return self._compaction.compaction_status(topic)
 
-    # -- deduplication -----------------------------------------------------------------
-    async def _load_dedup(self, ts: TopicState) -> None:
-        dedup = Deduplicator(ts.kafka_topic, ts.num_partitions, ts.partitioned)
-        await asyncio.to_thread(dedup.load, self.transport)
-        if ts.dedup is None:
-            ts.dedup = dedup
-
-    async def _load_dedup_quietly(self, ts: TopicState) -> None:
-        async with ts.lock:
-            if ts.dedup is not None or not ts.limits.dedup_enabled:
-                return
-            try:
-                await self._load_dedup(ts)
-            except Exception:
-                logger.exception("loading the deduplication state of %s failed", ts.topic)
-
-    async def _snapshot_dedup(self, ts: TopicState, *, force: bool = False) -> None:
-        dedup = ts.dedup
-        if dedup is None:
-            return
-        period = ts.limits.dedup_snapshot_s or self.config.dedup_snapshot_s
-        if not force and time.monotonic() - dedup.last_snapshot < period:
-            return
-        try:
-            await asyncio.to_thread(dedup.snapshot, self.transport)
-        except Exception:
-            logger.exception("deduplication snapshot of %s failed; retried later", ts.topic)
-
-    async def _snapshot_dedup_of(self, dedup: Deduplicator) -> None:
-        try:
-            await asyncio.to_thread(dedup.snapshot, self.transport)
-        except Exception:
-            logger.exception("final deduplication snapshot of %s failed", dedup.kafka_topic)
-
     def _admin_client(self) -> Admin:
         if self._admin is None:
             self._admin = self.transport.admin()
@@ -923,7 +891,7 @@ class MessagingEngine:
             self._update_live_keys()
             self._idle_since[ts.topic] = time.time()
             if ts.dedup is not None:
-                self._spawn(self._snapshot_dedup_of(ts.dedup), "dedup-final-snapshot")
+                self._spawn(self._dedup.snapshot_of(ts.dedup), "dedup-final-snapshot")
 
     @contextlib.asynccontextmanager
     async def _locked(
@@ -959,7 +927,7 @@ class MessagingEngine:
             ts.producers.pop(handle.seq, None)
         if ts.dedup is not None and (handles or name is None):
             await self._pool.drain(timeout_s=10.0)
-            await self._snapshot_dedup(ts, force=True)
+            await self._dedup.snapshot(ts, force=True)
         if name is None:
             subs = list(ts.subscriptions.values())
             ts.subscriptions.clear()
@@ -1289,7 +1257,7 @@ class MessagingEngine:
             ):
                 raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
             if limits.dedup_enabled and ts.dedup is None:
-                await self._load_dedup(ts)
+                await self._dedup.load(ts)
             if limits.backlog.active or ts.backlog_state is not None:
                 await self.check_backlog(ts)
                 if ts.backlog_state is BacklogAction.producer_exception:

@@ -40,7 +40,8 @@ def every_tick(_config: MessagingConfig) -> float:
 class Scheduler:
     """Runs a table of :class:`PeriodicJob` until cancelled."""
 
-    def __init__(self, config: MessagingConfig, jobs: Sequence[PeriodicJob]) -> None:
+    def __init__(self, config: Callable[[], MessagingConfig], jobs: Sequence[PeriodicJob]) -> None:
+        #: The settings, read on every tick (an owner may replace them while running).
         self.config = config
         self.jobs = tuple(jobs)
 
@@ -50,8 +51,9 @@ class Scheduler:
         last = {job.name: start for job in self.jobs}
         while True:
             now = time.monotonic()
+            config = self.config()
             for job in self.jobs:
-                if now - last[job.name] < job.interval(self.config):
+                if now - last[job.name] < job.interval(config):
                     continue
                 last[job.name] = now
                 try:
@@ -60,4 +62,4 @@ class Scheduler:
                     raise
                 except Exception:
                     logger.exception("messaging job %s failed; continuing", job.name)
-            await asyncio.sleep(min(0.5, self.config.policy_check_s))
+            await asyncio.sleep(min(0.5, self.config().policy_check_s))

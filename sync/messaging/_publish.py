@@ -327,7 +327,7 @@ class ProducerPool:
     then run on the loop and need no hand-off.
     """
 
-    def __init__(self, transport: Transport, report_poll_interval_s: float) -> None:
+    def __init__(self, transport: Transport, report_poll_interval_s: Callable[[], float]) -> None:
         self.transport = transport
         self.report_poll_interval_s = report_poll_interval_s
         self._clients: dict[int, ProducerClient] = {}
@@ -342,7 +342,7 @@ class ProducerPool:
     async def _serve_reports(self) -> None:
         """Poll the shared producers while sends are in flight; sleep while none are."""
         due = self._reports_due
-        interval = self.report_poll_interval_s
+        interval = self.report_poll_interval_s()
         while True:
             await due.wait()
             due.clear()
