@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import logging
 import time
 import uuid
@@ -58,17 +57,13 @@ from sync._errors import (
 from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync._policies import Policies
-from sync.transport import Admin, TopicDescription, Transport
+from sync.transport import Admin, Transport
 
 from ._autocreate import AutoTopicCreation, TopicCreator
 from ._backlog import (
     BACKLOG_EXCEEDED,
     BacklogAction,
     BacklogMeasure,
-    BacklogQuotas,
-    RecordSizes,
-    measure_backlog,
-    moved_position,
 )
 from ._compaction import (
     CompactionStatus,
@@ -76,14 +71,14 @@ from ._compaction import (
 from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
-from ._cursor import decode_ack_ranges
 from ._dedup_loader import DedupLoader
-from ._inactive import InactivePolicy, delete_topic, inactive_verdict
 from ._monitors import PeriodicJob, Scheduler, every_tick
+from ._owned_sweeps import OwnedTopicSweeps
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import TopicLimits
 from ._producer import MessageId, PartitionedProducer, ProducerConfig
 from ._publish import ProducerHandle, ProducerPool
+from ._quota_monitor import BacklogQuotaMonitor
 from ._ratelimit import RateLimiter
 from ._subscription import Subscription, subscription_group
 from ._topic_config import TopicConfigReconciler
@@ -148,17 +143,31 @@ class MessagingEngine:
         self._remove_listener: Callable[[], None] | None = None
         self._live_keys: frozenset[str] = frozenset()
         self._closing = False
-        #: Wall-clock time since when a topic has had no connection here (dropped).
-        self._idle_since: dict[TopicName, float] = {}
         #: Periodic sweeps running now (each runs once at a time).
         self._sweeping: set[str] = set()
-        #: Record sizes of the backlogs of topics with a ``limitSize`` quota.
-        self._record_sizes: dict[str, RecordSizes] = {}
-        self._sizes_locks: dict[str, asyncio.Lock] = {}
-        self._started_wall = time.time()
         #: Keeps the Kafka topic config of owned topics equal to their policies.
         self.topic_configs = TopicConfigReconciler(
             transport, policies, self.ownership, sweep_s=self.config.topic_config_sweep_s
+        )
+        #: TTL and inactive-topic sweeps over owned topics not loaded here.
+        self._owned = OwnedTopicSweeps(
+            self._admin_client,
+            policies,
+            self.ownership,
+            self.topic_configs,
+            self._topics,
+            self._topic_loading,
+            lambda: self.config,
+        )
+        #: Backlog quotas (Pulsar's BacklogQuotaManager).
+        self._quotas = BacklogQuotaMonitor(
+            transport,
+            self._admin_client,
+            policies,
+            self._topics,
+            self._owned,
+            lambda: self.config,
+            self._close_producer,
         )
         #: Deduplication state: loading and snapshots.
         self._dedup = DedupLoader(transport, lambda: self.config.dedup_snapshot_s)
@@ -393,235 +402,28 @@ class MessagingEngine:
     async def _check_backlogs(self) -> None:
         for ts in list(self._topics.values()):
             if (ts.limits.backlog.active or ts.backlog_state) and not ts.backlog_checking:
-                self._spawn(self._check_backlog_quietly(ts), "backlog-check")
+                self._spawn(self._quotas.check_quietly(ts), "backlog-check")
         self._spawn_sweep("backlog-unloaded", self.enforce_unloaded_backlogs)
 
-    # -- backlog quotas ----------------------------------------------------------------
-    async def _check_backlog_quietly(self, ts: TopicState) -> None:
-        try:
-            await self.check_backlog(ts)
-        except Exception:
-            logger.exception("backlog check of %s failed; keeping its state", ts.topic)
-
+    # -- backlog quotas (see _quota_monitor) ------------------------------------------
     async def check_backlog(self, ts: TopicState) -> BacklogMeasure | None:
         """Measure the topic's backlog and apply its backlog quotas (see ``_backlog``)."""
-        quotas = ts.limits.backlog
-        if not quotas.active:
-            self._set_backlog_state(ts, None)
-            return None
-        ts.backlog_checking = True
-        try:
-            avg = ts.published_bytes / ts.published_msgs if ts.published_msgs else 0.0
-            measure = await self._measure_and_evict(
-                ts.topic, ts.kafka_topic, ts.num_partitions, quotas, avg, ts
-            )
-        finally:
-            ts.backlog_checking = False
-        ts.backlog = measure
-        state: BacklogAction | None = None
-        for over, action in (
-            (measure.over_size(quotas), quotas.size_action),
-            (measure.over_time(quotas), quotas.time_action),
-        ):
-            if over and action is not BacklogAction.consumer_backlog_eviction:
-                if state is not BacklogAction.producer_exception:
-                    state = action
-        self._set_backlog_state(ts, state)
-        return measure
-
-    async def _measure_and_evict(
-        self,
-        topic: TopicName,
-        kafka_topic: str,
-        partitions: int,
-        quotas: BacklogQuotas,
-        avg_bytes: float,
-        ts: TopicState | None,
-    ) -> BacklogMeasure:
-        """Measure the backlog of every durable subscription (connected or not) and move
-        the ones a ``consumer_backlog_eviction`` quota evicts: a subscription loaded here
-        moves its cursor, the others have their Kafka group positions moved (keeping their
-        individual acknowledgements above the new position)."""
-        prefix = subscription_group(kafka_topic, "")
-        admin = self._admin_client()
-        groups = await asyncio.to_thread(admin.list_groups, prefix)
-        loaded = {} if ts is None else {s.group_id: s for s in ts.subscriptions.values()}
-        groups = sorted(set(groups) | set(loaded))
-        sizes = None
-        if quotas.limit_bytes > 0:
-            sizes = self._record_sizes.get(kafka_topic)
-            if sizes is None:
-                sizes = self._record_sizes[kafka_topic] = RecordSizes(kafka_topic)
-        else:
-            self._record_sizes.pop(kafka_topic, None)
-        lock = self._sizes_locks.setdefault(kafka_topic, asyncio.Lock())
-        async with lock:
-            measure = await asyncio.to_thread(
-                functools.partial(
-                    measure_backlog,
-                    admin,
-                    kafka_topic,
-                    partitions,
-                    groups,
-                    quotas,
-                    avg_bytes,
-                    transport=self.transport,
-                    sizes=sizes,
-                )
-            )
-        for group, offsets in measure.eviction_targets(quotas).items():
-            sub = loaded.get(group)
-            if sub is not None and sub.attached:
-                sub.skip_to(offsets)  # the partitions it serves
-                offsets = {p: o for p, o in offsets.items() if p not in sub.served}
-                if not offsets:
-                    continue
-                # The others are not served here: their positions move in Kafka.
-            if ts is None and self._topics.get(topic) is not None:
-                continue  # loaded meanwhile: its own check evicts
-            positions = {
-                p: moved_position(
-                    o, measure.acked.get(p, {}).get(group) or [], self.config.ack_metadata_max_bytes
-                )
-                for p, o in offsets.items()
-            }
-            await asyncio.to_thread(admin.alter_group_positions, group, kafka_topic, positions)
-            logger.info("%s: group %s moved to %s (backlog eviction)", topic, group, offsets)
-        return measure
-
-    async def _unloaded_owned(
-        self, svc: PolicyService, pick: Callable[[Policies], _P | None]
-    ) -> AsyncIterator[tuple[TopicName, str, TopicDescription, _P]]:
-        """The owned topics not loaded here whose applied policies ``pick`` something
-        from, with their Kafka topic's description (periodic sweeps; a loaded topic is
-        checked with its live state instead)."""
-        admin = self._admin_client()
-        for topic in await self.topic_configs.mapped_topics():
-            if topic in self._topics or topic in self._topic_loading:
-                continue
-            picked = pick(svc.applied(topic))
-            if picked is None or not (await self.ownership.owner_of(topic)).local:
-                continue
-            kafka_topic = kafka_topic_of(topic)
-            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is not None:
-                yield topic, kafka_topic, desc, picked
+        return await self._quotas.check(ts)
 
     async def enforce_unloaded_backlogs(self) -> int:
-        """Apply ``consumer_backlog_eviction`` quotas to the owned topics that are not
-        loaded here (no connection), as Pulsar's periodic ``BacklogQuotaManager`` check
-        does for every topic of the broker. Returns how many topics were measured."""
-        svc = self._policies()
-        if svc is None or svc.cache.state is not CacheState.READY:
-            return 0
-        measured = 0
-        sized: set[str] = set()
-        evicting = BacklogAction.consumer_backlog_eviction
+        """Apply ``consumer_backlog_eviction`` quotas to the owned topics not loaded here;
+        returns how many topics were measured."""
+        return await self._quotas.enforce_unloaded()
 
-        def evicting_quotas(policies: Policies) -> BacklogQuotas | None:
-            quotas = BacklogQuotas.from_policy(policies.get("backLogQuotaMap"))
-            if (quotas.limit_bytes > 0 and quotas.size_action is evicting) or (
-                quotas.limit_time_s > 0 and quotas.time_action is evicting
-            ):
-                return quotas
-            return None
-
-        async for topic, kafka_topic, desc, quotas in self._unloaded_owned(svc, evicting_quotas):
-            await self._measure_and_evict(topic, kafka_topic, desc.partitions, quotas, 0.0, None)
-            measured += 1
-            sized.add(kafka_topic)
-        # Forget the record sizes of topics no longer measured (quota gone, not owned).
-        sized |= {ts.kafka_topic for ts in self._topics.values()}
-        for kafka_topic in set(self._record_sizes) - sized:
-            del self._record_sizes[kafka_topic]
-        for kafka_topic in set(self._sizes_locks) - sized:
-            if not self._sizes_locks[kafka_topic].locked():
-                del self._sizes_locks[kafka_topic]
-        return measured
-
-    def _set_backlog_state(self, ts: TopicState, state: BacklogAction | None) -> None:
-        if state is not ts.backlog_state:
-            logger.info("%s: backlog quota state %s -> %s", ts.topic, ts.backlog_state, state)
-        ts.backlog_state = state
-        if state is BacklogAction.producer_request_hold:
-            ts.writable.clear()
-            ts.holding.set()
-        else:
-            ts.writable.set()
-            ts.holding.clear()
-        if state is BacklogAction.producer_exception:
-            for handle in list(ts.producers.values()):
-                self._close_producer(ts, handle, CloseReason(CloseCause.POLICY, BACKLOG_EXCEEDED))
-
-    # -- message TTL of subscriptions not loaded here -----------------------------------
+    # -- sweeps of owned topics not loaded here (see _owned_sweeps) ---------------------
     async def expire_unloaded(self) -> int:
-        """Move every durable subscription of an owned topic with ``messageTTLInSeconds``
-        that is not loaded here past its expired messages (Kafka group positions; what is
-        individually acknowledged above the new position is kept). Returns how many
-        subscriptions moved."""
-        svc = self._policies()
-        if svc is None or svc.cache.state is not CacheState.READY:
-            return 0
-        moved = 0
-        admin = self._admin_client()
-        for topic in await self.topic_configs.mapped_topics():
-            ttl = int(svc.applied(topic).get("messageTTLInSeconds") or 0)
-            if ttl <= 0 or not (await self.ownership.owner_of(topic)).local:
-                continue
-            kafka_topic = kafka_topic_of(topic)
-            prefix = subscription_group(kafka_topic, "")
-            groups = await asyncio.to_thread(admin.list_groups, prefix)
-            ts = self._topics.get(topic)
-            loaded = set() if ts is None else {s.group_id for s in ts.subscriptions.values()}
-            groups = [g for g in groups if g not in loaded]
-            if not groups:
-                continue
-            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is None:
-                continue
-            parts = list(range(desc.partitions))
-            cutoff_ms = int(time.time() * 1000) - ttl * 1000
-            floor = await asyncio.to_thread(admin.list_offsets, kafka_topic, parts, cutoff_ms)
-            for group in groups:
-                committed = await asyncio.to_thread(admin.group_positions, group, kafka_topic)
-                ahead: dict[int, tuple[int, str]] = {}
-                for p, o in floor.items():
-                    offset, metadata = committed.get(p, (0, ""))
-                    if offset < o:
-                        ranges = decode_ack_ranges(offset, metadata)
-                        ahead[p] = moved_position(o, ranges, self.config.ack_metadata_max_bytes)
-                ts = self._topics.get(topic)
-                if ts is not None and group[len(prefix) :] in ts.subscriptions:
-                    continue  # loaded meanwhile: its own dispatch expires the messages
-                if ahead:
-                    await asyncio.to_thread(admin.alter_group_positions, group, kafka_topic, ahead)
-                    logger.info("%s: expired messages of %s skipped to %s", topic, group, ahead)
-                    moved += 1
-        return moved
+        """Move the subscriptions of owned topics not loaded here past their expired
+        messages (``messageTTLInSeconds``); returns how many subscriptions moved."""
+        return await self._owned.expire_unloaded()
 
-    # -- inactive topics ---------------------------------------------------------------
     async def reap_inactive(self) -> list[TopicName]:
         """Delete the owned topics that ``inactiveTopicPolicies`` says are inactive."""
-        svc = self._policies()
-        if svc is None or svc.cache.state is not CacheState.READY:
-            return []
-        deleted: list[TopicName] = []
-        admin = self._admin_client()
-
-        def inactive_policy(policies: Policies) -> InactivePolicy | None:
-            return InactivePolicy.from_policy(policies.get("inactiveTopicPolicies"))
-
-        async for topic, kafka_topic, desc, policy in self._unloaded_owned(svc, inactive_policy):
-            idle = self._idle_since.get(topic, self._started_wall)
-            prefix = subscription_group(kafka_topic, "")
-            ok, groups = await asyncio.to_thread(
-                inactive_verdict, admin, kafka_topic, desc.partitions, policy, idle, prefix
-            )
-            if ok and topic not in self._topics:
-                await asyncio.to_thread(delete_topic, admin, kafka_topic, groups)
-                self._idle_since.pop(topic, None)
-                deleted.append(topic)
-        return deleted
+        return await self._owned.reap_inactive()
 
     # -- topic compaction (see _compaction_jobs) ----------------------------------------
     @property
@@ -889,7 +691,7 @@ class MessagingEngine:
         ):
             del self._topics[ts.topic]
             self._update_live_keys()
-            self._idle_since[ts.topic] = time.time()
+            self._owned.idle_since[ts.topic] = time.time()
             if ts.dedup is not None:
                 self._spawn(self._dedup.snapshot_of(ts.dedup), "dedup-final-snapshot")
 
