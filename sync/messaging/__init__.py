@@ -10,6 +10,7 @@ One file per behaviour:
 * ``_dedup_loader.py`` – deduplication orchestration: loading and snapshotting the state;
 * ``_quota_monitor.py`` – backlog quotas enforced (Pulsar's ``BacklogQuotaManager``);
 * ``_owned_sweeps.py`` – TTL and inactive-topic sweeps over owned topics not loaded here;
+* ``_ownership_watch.py`` – closes the connections to names no longer served here;
 * ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
 * ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;

@@ -32,7 +32,6 @@ Lowering ``maxSubscriptionsPerTopic`` never deletes a subscription (neither does
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import time
@@ -75,6 +74,7 @@ from ._dedup_loader import DedupLoader
 from ._monitors import PeriodicJob, Scheduler, every_tick
 from ._owned_sweeps import OwnedTopicSweeps
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
+from ._ownership_watch import OwnershipWatch
 from ._policy import TopicLimits
 from ._producer import MessageId, PartitionedProducer, ProducerConfig
 from ._publish import ProducerHandle, ProducerPool
@@ -168,6 +168,15 @@ class MessagingEngine:
             self._owned,
             lambda: self.config,
             self._close_producer,
+        )
+        #: Closes the connections to names no longer served here.
+        self._watch_owner = OwnershipWatch(
+            self.ownership,
+            self._topics,
+            self._unload,
+            lambda: self._closing,
+            lambda: self._loop,
+            lambda: self.config.release_wait_s,
         )
         #: Deduplication state: loading and snapshots.
         self._dedup = DedupLoader(transport, lambda: self.config.dedup_snapshot_s)
@@ -369,7 +378,7 @@ class MessagingEngine:
             PeriodicJob(
                 "compaction", lambda c: c.compaction_check_s, sweep("compaction", self.compact_due)
             ),
-            PeriodicJob("ownership", lambda c: c.ownership_check_s, self._check_ownership),
+            PeriodicJob("ownership", lambda c: c.ownership_check_s, self._watch_owner.check),
         ]
 
     async def _follow_policy_service(self) -> None:
@@ -463,113 +472,16 @@ class MessagingEngine:
             self._admin = self.transport.admin()
         return self._admin
 
-    async def _check_ownership(self) -> None:
-        """Close the connections to names served elsewhere now, or unloaded meanwhile.
-
-        Ownership is asked by the name each client used: a base topic, or one partition
-        of it (Pulsar clients look each partition up on its own, and the partitions of
-        one topic may be owned by different sidecars).
-        """
-        for ts in list(self._topics.values()):
-            names = ts.names()
-            for gone in set(ts.owner_claims) - names:
-                del ts.owner_claims[gone]
-            for name in sorted(names, key=str):
-                reason = await self._moved(ts, name)
-                if reason is not None:
-                    await self._unload(ts, reason, name)
-
     def release_blocking(self, moving: Callable[[TopicName], bool]) -> None:
         """Close, now, the connections to every name ``moving`` accepts, and wait until
-        they are closed (at most ``release_wait_s``); any thread but the loop's.
-
-        The ownership member calls this while a bundle moves away, before another sidecar
-        may claim it: the topics' acknowledgements are committed and their clients told to
-        reconnect first, so two sidecars never serve a partition of a subscription at once
-        (the newer would deliver again, with redelivery count 0, what the older delivered
-        meanwhile). The periodic ownership check is only a backstop.
-        """
-        loop = self._loop
-        if loop is None or self._closing or loop.is_closed():
-            return
-        future = asyncio.run_coroutine_threadsafe(self.release(moving), loop)
-        with contextlib.suppress(RuntimeError):
-            if asyncio.get_running_loop() is loop:
-                return  # called on the loop itself: it runs once this returns
-        try:
-            future.result(timeout=self.config.release_wait_s)
-        except concurrent.futures.TimeoutError:
-            logger.warning(
-                "topics of a moving bundle not closed within %.0fs; the move goes on",
-                self.config.release_wait_s,
-            )
-        except Exception:
-            logger.exception("closing the topics of a moving bundle failed")
+        they are closed (at most ``release_wait_s``); any thread but the loop's (see
+        :meth:`OwnershipWatch.release_blocking`)."""
+        self._watch_owner.release_blocking(moving)
 
     async def release(self, moving: Callable[[TopicName], bool]) -> None:
-        """Close the connections to every name in use that ``moving`` accepts (cause
-        UNLOADED: clients look the topic up again and find its new owner)."""
-        reason = CloseReason(
-            CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
-        )
-        for ts in list(self._topics.values()):
-            for name in sorted(ts.names(), key=str):
-                if moving(name):
-                    logger.info("%s is moving away: unloading it", name)
-                    await self._unload(ts, reason, name)
-
-    async def _moved(self, ts: TopicState, name: TopicName) -> CloseReason | None:
-        """Why the connections to ``name`` must close now (None: they stay)."""
-        try:
-            owner = await self.ownership.owner_of(name)
-        except UnavailableError as exc:
-            # The lookup service is starting, recovering or stopping: an expected
-            # state (no traceback); asked again at the next check.
-            level = logging.DEBUG if self._closing else logging.WARNING
-            logger.log(level, "owner of %s unknown (%s); keeping it", name, exc)
-            return None
-        except Exception:
-            logger.exception("ownership lookup of %s failed; keeping it", name)
-            return None
-        if not owner.local:
-            logger.info("%s is now owned by %s: unloading", name, owner.http_url)
-            return CloseReason(
-                CloseCause.UNLOADED, "Topic ownership moved; reconnect to be redirected"
-            )
-        if owner.claim is None:
-            return None
-        seen = ts.owner_claims.get(name)
-        ts.owner_claims[name] = (owner.bundle, owner.claim)
-        if seen is None or seen == (owner.bundle, owner.claim) or seen[0] != owner.bundle:
-            return None  # first seen, the same term, or split into a bundle owned here too
-        logger.info(
-            "%s was unloaded (ownership of %s: term %s, now %s): closing its clients",
-            name,
-            owner.bundle,
-            seen[1],
-            owner.claim,
-        )
-        return CloseReason(CloseCause.UNLOADED, "Topic was unloaded; reconnect")
-
-    async def _note_claim(self, ts: TopicState, name: TopicName) -> None:
-        """Remember the ownership term ``name`` is served under when first used, so that
-        an unload between now and the next check is noticed too."""
-        if name not in ts.owner_claims:
-            claim = await self._claim_of(name)
-            if claim is not None:
-                ts.owner_claims.setdefault(name, claim)
-
-    async def _claim_of(self, topic: TopicName) -> tuple[str | None, str] | None:
-        """The ownership term a topic is loaded under (None if unknown right now: the
-        first ownership check records it)."""
-        try:
-            owner = await self.ownership.owner_of(topic)
-        except Exception as exc:  # noqa: BLE001 - best effort; the periodic check retries
-            logger.debug("ownership term of %s unknown: %s", topic, exc)
-            return None
-        if not owner.local or owner.claim is None:
-            return None
-        return owner.bundle, owner.claim
+        """Close the connections to every name in use that ``moving`` accepts (see
+        :meth:`OwnershipWatch.release`)."""
+        await self._watch_owner.release(moving)
 
     async def owner_of(self, topic: TopicName) -> OwnerInfo:
         """Ask the ownership seam who serves ``topic``."""
@@ -917,7 +829,7 @@ class MessagingEngine:
                     raise
             else:
                 await sub.serve(parts)
-            await self._note_claim(ts, topic)
+            await self._watch_owner.note_claim(ts, topic)
             queue = receiver_queue_size or self.config.default_receiver_queue_size
             consumer = Consumer(
                 sub,
@@ -1066,7 +978,7 @@ class MessagingEngine:
                     raise ProducerBlockedQuotaExceededException(BACKLOG_EXCEEDED, topic=str(topic))
                 if ts.backlog_state is not None:
                     raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
-            await self._note_claim(ts, topic)
+            await self._watch_owner.note_claim(ts, topic)
             linger = None if config is None else config.linger_ms
             if linger is None:
                 linger = self.config.producer_linger_ms
