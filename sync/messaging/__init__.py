@@ -11,6 +11,7 @@ One file per behaviour:
 * ``_quota_monitor.py`` – backlog quotas enforced (Pulsar's ``BacklogQuotaManager``);
 * ``_owned_sweeps.py`` – TTL and inactive-topic sweeps over owned topics not loaded here;
 * ``_ownership_watch.py`` – closes the connections to names no longer served here;
+* ``_live_limits.py`` – policies applied to live connections (rates, evictions);
 * ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
 * ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;

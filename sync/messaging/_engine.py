@@ -37,7 +37,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from sync import CacheState, PolicyService, PolicyTarget
 from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
@@ -71,6 +71,7 @@ from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup_loader import DedupLoader
+from ._live_limits import apply_live_limits
 from ._monitors import PeriodicJob, Scheduler, every_tick
 from ._owned_sweeps import OwnedTopicSweeps
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
@@ -96,8 +97,6 @@ __all__ = [
 #: WebSocket close codes the engine asks connections to close with.
 
 PolicySource = Callable[[], PolicyService | None]
-_T = TypeVar("_T")
-_P = TypeVar("_P")
 
 
 class MessagingEngine:
@@ -296,42 +295,7 @@ class MessagingEngine:
         self._apply_limits(ts, limits)
 
     def _apply_limits(self, ts: TopicState, limits: TopicLimits) -> None:
-        old, ts.limits = ts.limits, limits
-        if old != limits:
-            logger.info("%s: applying changed policies %s", ts.topic, limits)
-        for limiter in ts.dispatch_limiters:
-            limiter.update(limits.dispatch_rate)
-        for limiter in ts.publish_limiters:
-            limiter.update(limits.publish_rate)
-        if limits.subscribe_rate != old.subscribe_rate:
-            ts.subscribe_limiters.clear()
-        evicted: set[int] = set()
-        topic = ts.topic
-        for c in ts.consumers():
-            if not limits.type_enabled(c.sub_type):
-                self._evict(c, f"Topic[{{{topic}}}] doesn't support {c.sub_type.value} sub type!")
-                evicted.add(c.seq)
-        if limits.max_consumers_per_subscription > 0:
-            for sub in ts.subscriptions.values():
-                for p in range(ts.num_partitions):
-                    live = [c for c in sub.consumers_on(p) if c.seq not in evicted]
-                    for c in _newest(live, len(live) - limits.max_consumers_per_subscription):
-                        self._evict(c, "Subscription reached max consumers limit")
-                        evicted.add(c.seq)
-        if limits.max_consumers_per_topic > 0:
-            for p in range(ts.num_partitions):
-                live = [c for c in ts.consumers_on(p) if c.seq not in evicted]
-                for c in _newest(live, len(live) - limits.max_consumers_per_topic):
-                    self._evict(c, "Topic reached max consumers limit")
-                    evicted.add(c.seq)
-        if limits.max_producers_per_topic > 0:
-            gone: set[int] = set()
-            for p in range(ts.num_partitions):
-                live_p = [h for h in ts.producers_on(p) if h.seq not in gone]
-                for h in _newest(live_p, len(live_p) - limits.max_producers_per_topic):
-                    reason = CloseReason(CloseCause.POLICY, "Topic reached max producers limit")
-                    self._close_producer(ts, h, reason)
-                    gone.add(h.seq)
+        apply_live_limits(ts, limits, self._close_producer)
         for sub in ts.subscriptions.values():
             sub.apply_limits(limits)
         if limits.dedup_enabled and ts.dedup is None and ts.producers:
@@ -339,13 +303,6 @@ class MessagingEngine:
         elif not limits.dedup_enabled and ts.dedup is not None:
             dedup, ts.dedup = ts.dedup, None  # Pulsar forgets the state when disabled
             self._spawn(self._dedup.snapshot_of(dedup), "dedup-final-snapshot")
-
-    def _evict(self, consumer: Consumer, reason: str) -> None:
-        logger.info(
-            "closing consumer %s on %s: %s", consumer.name, consumer.subscription.label, reason
-        )
-        # What it leaves unserved is committed by the subscription (on a task).
-        consumer.subscription.detach(consumer, CloseReason(CloseCause.POLICY, reason))
 
     # -- periodic jobs -----------------------------------------------------------------
     def _jobs(self) -> list[PeriodicJob]:
@@ -1008,10 +965,3 @@ class MessagingEngine:
         handle.mark_closed(reason)
         ts.producers.pop(handle.seq, None)
         self._maybe_drop(ts)
-
-
-def _newest(items: list[_T], excess: int) -> list[_T]:
-    """The ``excess`` newest of ``items`` (which are oldest first)."""
-    if excess <= 0:
-        return []
-    return items[-excess:]
