@@ -12,6 +12,7 @@ One file per behaviour:
 * ``_owned_sweeps.py`` – TTL and inactive-topic sweeps over owned topics not loaded here;
 * ``_ownership_watch.py`` – closes the connections to names no longer served here;
 * ``_live_limits.py`` – policies applied to live connections (rates, evictions);
+* ``_admission.py`` – admission of consumers and producers: Pulsar's refusals, one table;
 * ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
 * ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;

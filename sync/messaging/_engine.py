@@ -1,25 +1,7 @@
 """The messaging engine: topics served by this sidecar, their producers and subscriptions,
 and the live enforcement of their policies.
 
-Admission (on connect), with Pulsar's refusals:
-
-=============================== ================================================ ==========
-check                           refusal (``reason``)                              error
-=============================== ================================================ ==========
-subscriptionTypesEnabled        ``Topic[{<topic>}] doesn't support <T> sub type!`` NotAllowed
-maxSubscriptionsPerTopic        ``Exceed the maximum number of subscriptions of   NotAllowed
-                                the topic: <topic>``
-maxConsumerPerTopic             ``Topic reached max consumers limit``             ConsumerBusy
-other type on the subscription  ``Subscription is of different type``             SubscriptionBusy
-Exclusive already taken         ``Exclusive consumer is already connected``       ConsumerBusy
-maxConsumersPerSubscription     ``Subscription reached max consumers limit``      ConsumerBusy
-maxProducerPerTopic             ``Topic reached max producers limit``             ProducerBusy
-=============================== ================================================ ==========
-
-Counts are per partition, as in Pulsar where every partition is a topic: a connection to
-the base topic counts on every partition, one to ``…-partition-N`` on partition N only.
-``maxSubscriptionsPerTopic`` counts durable subscriptions (Kafka consumer groups), not
-just connected ones.
+Admission (on connect) is checked by ``_admission`` (Pulsar's refusals, in one table).
 
 Live changes (a policy listener on the cache, plus a periodic re-read): connections that
 a new policy forbids are closed, newest first, with cause POLICY and the same
@@ -45,11 +27,6 @@ from sync._errors import (
     CacheStateError,
     ConsumerBusyError,
     InvalidInputError,
-    NotAllowedError,
-    ProducerBlockedQuotaExceededError,
-    ProducerBlockedQuotaExceededException,
-    ProducerBusyError,
-    SubscriptionBusyError,
     TopicNotFoundError,
     UnavailableError,
 )
@@ -58,10 +35,9 @@ from sync._names import TopicName
 from sync._policies import Policies
 from sync.transport import Admin, Transport
 
+from . import _admission as admission
 from ._autocreate import AutoTopicCreation, TopicCreator
 from ._backlog import (
-    BACKLOG_EXCEEDED,
-    BacklogAction,
     BacklogMeasure,
 )
 from ._compaction import (
@@ -700,65 +676,21 @@ class MessagingEngine:
         start_message_id: MessageId | None = None,
         read_compacted: bool = False,
     ) -> Consumer:
-        if read_compacted and not sub_type.single_active:
-            raise NotAllowedError(
-                "readCompacted only allowed on failover or exclusive subscriptions",
-                topic=str(topic),
-            )
+        if read_compacted:
+            admission.admit_read_compacted(topic, sub_type)
         missing = f"Topic {topic} does not exist" if self._create_topic else None
         async with self._locked(topic, limits, missing) as ts:
             parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
-            if not limits.type_enabled(sub_type):
-                raise NotAllowedError(
-                    f"Topic[{{{topic}}}] doesn't support {sub_type.value} sub type!",
-                    topic=str(topic),
-                )
-            if not limits.subscribe_rate.unlimited:
-                who = consumer_name or ""
-                limiter = ts.subscribe_limiters.get(who)
-                if limiter is None:
-                    limiter = ts.subscribe_limiters[who] = RateLimiter(limits.subscribe_rate)
-                if limiter.wait_s(0) > 0.0:
-                    raise NotAllowedError(
-                        "Subscribe limited by subscribe rate limit per consumer.",
-                        topic=str(topic),
-                    )
-                limiter.consume(0)
+            admission.admit_sub_type(topic, limits, sub_type)
+            admission.take_subscribe_permit(ts, topic, limits, consumer_name)
             sub = ts.subscriptions.get(subscription)
             if sub is not None and not sub.attached:
                 sub = None
             if sub is None and durable and limits.max_subscriptions_per_topic > 0:
                 existing = await self._durable_subscriptions(ts)
-                if (
-                    subscription not in existing
-                    and len(existing) >= limits.max_subscriptions_per_topic
-                ):
-                    raise NotAllowedError(
-                        f"Exceed the maximum number of subscriptions of the topic: {topic.base}",
-                        topic=str(topic),
-                    )
-            if limits.max_consumers_per_topic > 0 and any(
-                len(ts.consumers_on(p)) >= limits.max_consumers_per_topic for p in parts
-            ):
-                raise ConsumerBusyError("Topic reached max consumers limit", topic=str(topic))
-            if sub is not None and sub.consumers:
-                if sub.sub_type is not sub_type:
-                    raise SubscriptionBusyError(
-                        "Subscription is of different type", topic=str(topic)
-                    )
-                if sub_type is SubscriptionType.Exclusive and any(
-                    sub.consumers_on(p) for p in parts
-                ):
-                    raise ConsumerBusyError(
-                        "Exclusive consumer is already connected", topic=str(topic)
-                    )
-                if limits.max_consumers_per_subscription > 0 and any(
-                    len(sub.consumers_on(p)) >= limits.max_consumers_per_subscription for p in parts
-                ):
-                    raise ConsumerBusyError(
-                        "Subscription reached max consumers limit", topic=str(topic)
-                    )
+                admission.admit_new_subscription(topic, limits, subscription, existing)
+            admission.admit_consumer(ts, topic, limits, parts, sub, sub_type)
             if sub is None:
                 compacted = await self._compaction.compacted_view(ts) if read_compacted else None
                 sub = Subscription(
@@ -923,18 +855,12 @@ class MessagingEngine:
         async with self._locked(topic, limits, missing) as ts:
             parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
-            if limits.max_producers_per_topic > 0 and any(
-                len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
-            ):
-                raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
+            admission.admit_producer(ts, topic, limits, parts)
             if limits.dedup_enabled and ts.dedup is None:
                 await self._dedup.load(ts)
             if limits.backlog.active or ts.backlog_state is not None:
                 await self.check_backlog(ts)
-                if ts.backlog_state is BacklogAction.producer_exception:
-                    raise ProducerBlockedQuotaExceededException(BACKLOG_EXCEEDED, topic=str(topic))
-                if ts.backlog_state is not None:
-                    raise ProducerBlockedQuotaExceededError(BACKLOG_EXCEEDED, topic=str(topic))
+                admission.admit_producer_backlog(ts, topic)
             await self._watch_owner.note_claim(ts, topic)
             linger = None if config is None else config.linger_ms
             if linger is None:
