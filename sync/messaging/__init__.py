@@ -56,11 +56,7 @@ from ._compaction import (
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
-from ._engine import (
-    MessagingEngine,
-    ProducerHandle,
-    TopicState,
-)
+from ._engine import MessagingEngine
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
 from ._producer import (
@@ -72,7 +68,9 @@ from ._producer import (
     decode_origin,
     decode_properties,
 )
+from ._publish import ProducerHandle
 from ._subscription import Subscription, subscription_group
+from ._topic_state import TopicState
 from ._types import (
     ConsumerState,
     InitialPosition,

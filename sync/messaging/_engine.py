@@ -9,6 +9,15 @@ reason text (a disabled subscription type; more consumers or producers than a lo
 maximum). Rates and ``maxUnackedMessagesOnConsumer`` apply to the next dispatch.
 Lowering ``maxSubscriptionsPerTopic`` never deletes a subscription (neither does Pulsar);
 ``maxMessageSize`` is read on every send.
+
+This class is the facade over the roles in their own modules: ``_topic_state`` (a topic
+served here), ``_publish`` (producer handles, the shared Kafka producers), ``_monitors``
+(the periodic jobs' scheduler; the table is :meth:`MessagingEngine._jobs`),
+``_quota_monitor``, ``_owned_sweeps``, ``_compaction_jobs``, ``_dedup_loader``,
+``_ownership_watch``, ``_live_limits`` and ``_admission``. It is still past ~600 lines
+because the topic lifecycle (load, lock, unload, drop) and the subscription operations
+(subscribe, seek, unsubscribe) live here; they share the topic table and its locks and are
+the next to move out.
 """
 
 from __future__ import annotations
@@ -64,11 +73,7 @@ from ._types import InitialPosition, SubscriptionType
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "MessagingEngine",
-    "ProducerHandle",
-    "TopicState",
-]
+__all__ = ["MessagingEngine"]
 
 #: WebSocket close codes the engine asks connections to close with.
 
