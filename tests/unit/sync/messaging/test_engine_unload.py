@@ -196,9 +196,9 @@ def test_a_release_closes_the_moving_names_before_it_returns() -> None:
                 for t in (moving, staying)
             }
             await asyncio.to_thread(engine.release_blocking, lambda name: name == moving)
+            reason = consumers[moving].close_reason
             assert consumers[moving].closed
-            assert consumers[moving].close_reason is not None
-            assert consumers[moving].close_reason.cause is CloseCause.UNLOADED
+            assert reason is not None and reason.cause is CloseCause.UNLOADED
             assert not consumers[staying].closed
         finally:
             await engine.close()
