@@ -14,10 +14,11 @@ This class is the facade over the roles in their own modules: ``_topic_state`` (
 served here), ``_publish`` (producer handles, the shared Kafka producers), ``_monitors``
 (the periodic jobs' scheduler; the table is :meth:`MessagingEngine._jobs`),
 ``_quota_monitor``, ``_owned_sweeps``, ``_compaction_jobs``, ``_dedup_loader``,
-``_ownership_watch``, ``_live_limits`` and ``_admission``. It is still past ~600 lines
-because the topic lifecycle (load, lock, unload, drop) and the subscription operations
-(subscribe, seek, unsubscribe) live here; they share the topic table and its locks and are
-the next to move out.
+``_ownership_watch``, ``_live_limits``, ``_admission`` and ``_topic_table`` (the topics
+served here: loaded on first use, locked, dropped when unused). It is still past ~600
+lines: opening and closing subscriptions and producers (subscribe, seek, unsubscribe,
+create and close a producer) wires every role above under one topic lock, and stays with
+the facade that owns them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from sync import CacheState, PolicyService, PolicyTarget
@@ -39,7 +40,6 @@ from sync._errors import (
     TopicNotFoundError,
     UnavailableError,
 )
-from sync._kafka_names import kafka_topic_of
 from sync._names import TopicName
 from sync._policies import Policies
 from sync.transport import Admin, Transport
@@ -65,10 +65,10 @@ from ._policy import TopicLimits
 from ._producer import MessageId, PartitionedProducer, ProducerConfig
 from ._publish import ProducerHandle, ProducerPool
 from ._quota_monitor import BacklogQuotaMonitor
-from ._ratelimit import RateLimiter
 from ._subscription import Subscription, subscription_group
 from ._topic_config import TopicConfigReconciler
 from ._topic_state import TopicProducer, TopicState, partitions_of, start_offsets
+from ._topic_table import TopicTable
 from ._types import InitialPosition, SubscriptionType
 
 logger = logging.getLogger(__name__)
@@ -111,8 +111,16 @@ class MessagingEngine:
         self.config = config or MessagingConfig()
         self.ownership: TopicOwnership = ownership or LocalOwnership()
         self._policies = policies
-        self._topics: dict[TopicName, TopicState] = {}
-        self._topic_loading: dict[TopicName, asyncio.Future[TopicState]] = {}
+        #: The topics served here (loaded on first use, dropped when unused).
+        self._table = TopicTable(
+            self._admin_client,
+            self.auto_creation_for,
+            create_topic,
+            self._update_live_keys,
+            self._dropped,
+        )
+        self._topics = self._table.topics
+        self._topic_loading = self._table.loading
         self._admin: Admin | None = None
         #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
         self._pool = ProducerPool(transport, lambda: self.config.report_poll_interval_s)
@@ -439,34 +447,6 @@ class MessagingEngine:
         override = None if found is None else found.get("autoTopicCreationOverride")
         return self.auto_creation.with_override(override)
 
-    async def _exists(self, topic: TopicName) -> bool:
-        if topic.base in self._topics:
-            return True
-        if self._admin is None:
-            self._admin = self.transport.admin()
-        admin = self._admin
-        return await asyncio.to_thread(admin.describe_topic, kafka_topic_of(topic.base)) is not None
-
-    async def _auto_create(self, topic: TopicName, *, partitioned_only: bool = False) -> bool:
-        """Create the missing base topic of ``topic`` if its rule allows (True: created).
-
-        ``partitioned_only``: only a partitioned type creates now (Pulsar's partitioned
-        metadata request; a non-partitioned topic is created by its first producer or
-        consumer).
-        """
-        if self._create_topic is None:
-            return False
-        rule = self.auto_creation_for(topic)
-        if not rule.allow:
-            return False
-        if partitioned_only and rule.partitions == 0:
-            return True
-        if topic.is_partition and rule.partitions <= topic.partition_index:
-            return False  # Pulsar: a partition beyond the partitioned default is not created
-        logger.info("auto-creating %s with %d partition(s)", topic.base, rule.partitions)
-        await self._create_topic(topic.base, rule.partitions)
-        return True
-
     async def prepare_metadata(self, topic: TopicName) -> None:
         """Pulsar's partitioned-metadata request on a topic that may not exist: a missing
         topic is created when its rule is the partitioned type, left to its first producer
@@ -476,90 +456,16 @@ class MessagingEngine:
             TopicNotFoundError: missing, and not allowed to be created (Pulsar's
                 ``TopicNotFound`` with an empty message).
         """
-        if await self._exists(topic):
+        if await self._table.exists(topic):
             return
-        if not await self._auto_create(topic, partitioned_only=True):
+        if not await self._table.auto_create(topic, partitioned_only=True):
             raise TopicNotFoundError("", topic=str(topic))
 
-    async def _topic_state(
-        self, topic: TopicName, limits: TopicLimits, missing: str | None = None
-    ) -> TopicState:
-        base = topic.base
-        ts = self._topics.get(base)
-        if ts is not None:
-            return ts
-        loading = self._topic_loading.get(base)
-        if loading is not None:
-            return await asyncio.shield(loading)
-        future: asyncio.Future[TopicState] = asyncio.get_running_loop().create_future()
-        self._topic_loading[base] = future
-        try:
-            kafka_topic = kafka_topic_of(base)
-            if self._admin is None:
-                self._admin = self.transport.admin()
-            admin = self._admin
-            desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is None and await self._auto_create(topic):
-                desc = await asyncio.to_thread(admin.describe_topic, kafka_topic)
-            if desc is None:
-                raise TopicNotFoundError(
-                    missing
-                    or (
-                        f"Topic {base} does not exist (no Kafka topic {kafka_topic!r}); "
-                        "create it with the admin API"
-                    ),
-                    topic=str(base),
-                )
-            ts = TopicState(
-                topic=base,
-                kafka_topic=kafka_topic,
-                num_partitions=desc.partitions,
-                limits=limits,
-                dispatch_limiters=[
-                    RateLimiter(limits.dispatch_rate) for _ in range(desc.partitions)
-                ],
-                publish_limiters=[RateLimiter(limits.publish_rate) for _ in range(desc.partitions)],
-            )
-            self._topics[base] = ts
-            self._update_live_keys()
-            future.set_result(ts)
-            return ts
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: no "never retrieved" warning if nobody waits
-            raise
-        finally:
-            del self._topic_loading[base]
-
-    def _maybe_drop(self, ts: TopicState) -> None:
-        # Never while someone holds the lock: they may be about to add to this state.
-        if (
-            not ts.subscriptions
-            and not ts.producers
-            and not ts.lock.locked()
-            and self._topics.get(ts.topic) is ts
-        ):
-            del self._topics[ts.topic]
-            self._update_live_keys()
-            self._owned.idle_since[ts.topic] = time.time()
-            if ts.dedup is not None:
-                self._spawn(self._dedup.snapshot_of(ts.dedup), "dedup-final-snapshot")
-
-    @contextlib.asynccontextmanager
-    async def _locked(
-        self, topic: TopicName, limits: TopicLimits, missing: str | None = None
-    ) -> AsyncIterator[TopicState]:
-        """The topic's live state, locked; retried if it was dropped while we waited.
-
-        ``missing``: the refusal text when the topic does not exist and is not created.
-        """
-        while True:
-            ts = await self._topic_state(topic, limits, missing)
-            async with ts.lock:
-                if self._topics.get(ts.topic) is not ts:
-                    continue  # dropped (or unloaded) meanwhile: take the current one
-                yield ts
-                return
+    def _dropped(self, ts: TopicState) -> None:
+        """An unused topic was dropped from the table."""
+        self._owned.idle_since[ts.topic] = time.time()
+        if ts.dedup is not None:
+            self._spawn(self._dedup.snapshot_of(ts.dedup), "dedup-final-snapshot")
 
     async def _unload(
         self, ts: TopicState, reason: CloseReason, name: TopicName | None = None
@@ -570,9 +476,8 @@ class MessagingEngine:
         close, so that where they reconnect (after a move, on the new owner) nothing they
         acknowledged here comes again.
         """
-        if name is None and self._topics.get(ts.topic) is ts:
-            del self._topics[ts.topic]
-            self._update_live_keys()
+        if name is None:
+            self._table.forget(ts)
         handles = [h for h in ts.producers.values() if name is None or h.producer.topic == name]
         for handle in handles:
             handle.mark_closed(reason)
@@ -597,7 +502,7 @@ class MessagingEngine:
                 if not sub.consumers and ts.subscriptions.get(sub.name) is sub:
                     del ts.subscriptions[sub.name]
                     await sub.close(reason)
-        self._maybe_drop(ts)
+        self._table.maybe_drop(ts)
 
     # -- consumers ---------------------------------------------------------------------
     async def subscribe(
@@ -662,7 +567,7 @@ class MessagingEngine:
         except BaseException:
             ts = self._topics.get(topic.base)
             if ts is not None:
-                self._maybe_drop(ts)
+                self._table.maybe_drop(ts)
             raise
 
     async def _subscribe(
@@ -684,7 +589,7 @@ class MessagingEngine:
         if read_compacted:
             admission.admit_read_compacted(topic, sub_type)
         missing = f"Topic {topic} does not exist" if self._create_topic else None
-        async with self._locked(topic, limits, missing) as ts:
+        async with self._table.locked(topic, limits, missing) as ts:
             parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             admission.admit_sub_type(topic, limits, sub_type)
@@ -781,7 +686,7 @@ class MessagingEngine:
             TopicNotFoundError: no such topic.
             TransportError: Kafka refused the new position.
         """
-        async with self._locked(topic, self.read_limits(topic)) as ts:
+        async with self._table.locked(topic, self.read_limits(topic)) as ts:
             sub = ts.subscriptions.pop(name, None)
             if sub is not None:
                 # Under the lock: a consumer reconnecting now loads the new position.
@@ -800,7 +705,7 @@ class MessagingEngine:
 
             await asyncio.to_thread(commit)
         logger.info("subscription %s of %s reset to %s", name, ts.topic, offsets)
-        self._maybe_drop(ts)
+        self._table.maybe_drop(ts)
 
     async def unsubscribe(self, consumer: Consumer) -> None:
         """Delete the consumer's subscription (its Kafka group too); closes the consumer.
@@ -825,7 +730,7 @@ class MessagingEngine:
                 self._admin = self.transport.admin()
             await asyncio.to_thread(self._admin.delete_group, sub.group_id)
         logger.info("subscription %s deleted", sub.label)
-        self._maybe_drop(ts)
+        self._table.maybe_drop(ts)
 
     async def _close_idle(self, ts: TopicState, sub: Subscription) -> None:
         async with ts.lock:
@@ -834,7 +739,7 @@ class MessagingEngine:
             del ts.subscriptions[sub.name]
             # Under the lock: a consumer arriving now loads the position after this commit.
             await sub.close()
-        self._maybe_drop(ts)
+        self._table.maybe_drop(ts)
 
     # -- producers ---------------------------------------------------------------------
     async def create_producer(
@@ -857,7 +762,7 @@ class MessagingEngine:
     ) -> ProducerHandle:
         # Pulsar's producer refusal (ServerCnx: the topic future completes empty).
         missing = "Topic Not Found." if self._create_topic else None
-        async with self._locked(topic, limits, missing) as ts:
+        async with self._table.locked(topic, limits, missing) as ts:
             parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             admission.admit_producer(ts, topic, limits, parts)
@@ -895,4 +800,4 @@ class MessagingEngine:
             logger.info("closing producer %d on %s: %s", handle.seq, ts.topic, reason.reason)
         handle.mark_closed(reason)
         ts.producers.pop(handle.seq, None)
-        self._maybe_drop(ts)
+        self._table.maybe_drop(ts)
