@@ -14,8 +14,9 @@ This class is the facade over the roles in their own modules: ``_topic_state`` (
 served here), ``_publish`` (producer handles, the shared Kafka producers), ``_monitors``
 (the periodic jobs' scheduler; the table is :meth:`MessagingEngine._jobs`),
 ``_quota_monitor``, ``_owned_sweeps``, ``_compaction_jobs``, ``_dedup_loader``,
-``_ownership_watch``, ``_live_limits``, ``_admission`` and ``_topic_table`` (the topics
-served here: loaded on first use, locked, dropped when unused). It is still past ~600
+``_ownership_watch``, ``_live_limits``, ``_admission``, ``_topic_table`` (the topics
+served here: loaded on first use, locked, dropped when unused) and ``_policy_follow``
+(when the topics' policies are read again). It is still past ~600
 lines: opening and closing subscriptions and producers (subscribe, seek, unsubscribe,
 create and close a producer) wires every role above under one topic lock, and stays with
 the facade that owns them.
@@ -31,17 +32,14 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
-from sync import CacheState, PolicyService, PolicyTarget
-from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
+from sync import PolicyService, PolicyTarget
 from sync._errors import (
-    CacheStateError,
     ConsumerBusyError,
     InvalidInputError,
     TopicNotFoundError,
     UnavailableError,
 )
 from sync._names import TopicName
-from sync._policies import Policies
 from sync.transport import Admin, Transport
 
 from . import _admission as admission
@@ -62,6 +60,7 @@ from ._owned_sweeps import OwnedTopicSweeps
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._ownership_watch import OwnershipWatch
 from ._policy import TopicLimits
+from ._policy_follow import PolicyFollower
 from ._producer import MessageId, PartitionedProducer, ProducerConfig
 from ._publish import ProducerHandle, ProducerPool
 from ._quota_monitor import BacklogQuotaMonitor
@@ -116,20 +115,21 @@ class MessagingEngine:
             self._admin_client,
             self.auto_creation_for,
             create_topic,
-            self._update_live_keys,
+            lambda: self._follow.update_live_keys(),
             self._dropped,
         )
         self._topics = self._table.topics
         self._topic_loading = self._table.loading
+        #: The topics' limits, re-applied when their policies change.
+        self._follow = PolicyFollower(
+            policies, self._topics, lambda: self.config, lambda: self._loop, self._apply_limits
+        )
         self._admin: Admin | None = None
         #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
         self._pool = ProducerPool(transport, lambda: self.config.report_poll_interval_s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._service: PolicyService | None = None
-        self._remove_listener: Callable[[], None] | None = None
-        self._live_keys: frozenset[str] = frozenset()
         self._closing = False
         #: Periodic sweeps running now (each runs once at a time).
         self._sweeping: set[str] = set()
@@ -193,9 +193,7 @@ class MessagingEngine:
         reason = CloseReason(CloseCause.SHUTDOWN, "Broker is shutting down")
         for ts in list(self._topics.values()):
             await self._unload(ts, reason)
-        if self._remove_listener is not None:
-            self._remove_listener()
-            self._remove_listener = None
+        self._follow.stop()
         await self._pool.close()
         for task in list(self._tasks):
             task.cancel()
@@ -232,56 +230,11 @@ class MessagingEngine:
         Raises:
             CacheStateError: no policy service, or its cache is not READY (fail closed).
         """
-        svc = self._policies()
-        if svc is None:
-            raise CacheStateError("policy cache is STARTING, not READY; retry shortly")
-        state = svc.cache.state
-        if state is not CacheState.READY:
-            raise CacheStateError(f"policy cache is {state.value}, not READY; retry shortly")
-        policies: Policies = svc.applied(topic.base)
-        return TopicLimits.from_policies(
-            policies, default_max_message_size=self.config.default_max_message_size
-        )
-
-    def _listener(self, key: str, _value: Policies | None) -> None:
-        # Cache listener thread: forward only keys that concern a live topic.
-        if key in self._live_keys and self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._policy_key_changed, key)
-            except RuntimeError:  # the loop is closed
-                pass
-
-    def _update_live_keys(self) -> None:
-        keys: set[str] = set()
-        for topic in self._topics:
-            keys.add(topic.canonical)
-            keys.add(GLOBAL_KEY_PREFIX + topic.canonical)
-            keys.add(f"{NAMESPACE_KEY_PREFIX}{topic.tenant}/{topic.namespace}")
-        self._live_keys = frozenset(keys)
-
-    def _policy_key_changed(self, key: str) -> None:
-        try:
-            target = PolicyTarget.from_key(key)
-        except Exception:
-            return
-        for ts in list(self._topics.values()):
-            if target.topic is None:
-                hit = (ts.topic.tenant, ts.topic.namespace) == (target.tenant, target.namespace)
-            else:
-                hit = ts.topic == target.topic
-            if hit:
-                self.refresh_policies(ts)
+        return self._follow.read_limits(topic)
 
     def refresh_policies(self, ts: TopicState) -> None:
         """Re-read the topic's policies and apply them to its live connections."""
-        try:
-            limits = self.read_limits(ts.topic)
-        except CacheStateError:
-            return  # keep enforcing the last known policies
-        except Exception:
-            logger.exception("reading policies of %s failed", ts.topic)
-            return
-        self._apply_limits(ts, limits)
+        self._follow.refresh(ts)
 
     def _apply_limits(self, ts: TopicState, limits: TopicLimits) -> None:
         apply_live_limits(ts, limits, self._close_producer)
@@ -304,8 +257,8 @@ class MessagingEngine:
             return spawn
 
         return [
-            PeriodicJob("policy-service", every_tick, self._follow_policy_service),
-            PeriodicJob("policy-refresh", lambda c: c.policy_check_s, self._refresh_all),
+            PeriodicJob("policy-service", every_tick, self._follow.follow_service),
+            PeriodicJob("policy-refresh", lambda c: c.policy_check_s, self._follow.refresh_all),
             PeriodicJob("dedup-snapshots", every_tick, self._snapshot_dedups),
             PeriodicJob(
                 "message-expiry", lambda c: c.message_expiry_check_s, self._expire_messages
@@ -326,23 +279,6 @@ class MessagingEngine:
             ),
             PeriodicJob("ownership", lambda c: c.ownership_check_s, self._watch_owner.check),
         ]
-
-    async def _follow_policy_service(self) -> None:
-        """Listen to the current policy service (the sidecar may have restarted it)."""
-        svc = self._policies()
-        if svc is self._service:
-            return
-        if self._remove_listener is not None:
-            self._remove_listener()
-            self._remove_listener = None
-        self._service = svc
-        if svc is not None:
-            self._remove_listener = svc.cache.add_listener(self._listener)
-        await self._refresh_all()
-
-    async def _refresh_all(self) -> None:
-        for ts in list(self._topics.values()):
-            self.refresh_policies(ts)
 
     async def _snapshot_dedups(self) -> None:
         for ts in list(self._topics.values()):
