@@ -15,11 +15,12 @@ served here), ``_publish`` (producer handles, the shared Kafka producers), ``_mo
 (the periodic jobs' scheduler; the table is :meth:`MessagingEngine._jobs`),
 ``_quota_monitor``, ``_owned_sweeps``, ``_compaction_jobs``, ``_dedup_loader``,
 ``_ownership_watch``, ``_live_limits``, ``_admission``, ``_topic_table`` (the topics
-served here: loaded on first use, locked, dropped when unused) and ``_policy_follow``
-(when the topics' policies are read again). It is still past ~600
-lines: opening and closing subscriptions and producers (subscribe, seek, unsubscribe,
-create and close a producer) wires every role above under one topic lock, and stays with
-the facade that owns them.
+served here: loaded on first use, locked, dropped when unused), ``_policy_follow``
+(when the topics' policies are read again) and ``_subscriptions`` (opening, resetting and
+deleting subscriptions). What stays here is the public surface the front ends call (its
+docstrings are the contract), the wiring of the roles, the periodic jobs' table, unloading
+a topic and opening producers (which ties the pool, deduplication, backlog quotas and
+admission together under one topic lock).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
@@ -64,9 +64,9 @@ from ._policy_follow import PolicyFollower
 from ._producer import MessageId, PartitionedProducer, ProducerConfig
 from ._publish import ProducerHandle, ProducerPool
 from ._quota_monitor import BacklogQuotaMonitor
-from ._subscription import Subscription, subscription_group
+from ._subscriptions import SubscriptionOps
 from ._topic_config import TopicConfigReconciler
-from ._topic_state import TopicProducer, TopicState, partitions_of, start_offsets
+from ._topic_state import TopicProducer, TopicState, partitions_of
 from ._topic_table import TopicTable
 from ._types import InitialPosition, SubscriptionType
 
@@ -171,6 +171,18 @@ class MessagingEngine:
         #: Topic compaction (``compactionThreshold`` and the admin's ``topics compact``).
         self._compaction = CompactionJobs(
             transport, self._admin_client, policies, self.ownership, self.topic_configs, self._track
+        )
+        #: Opening, resetting and deleting subscriptions.
+        self._subs = SubscriptionOps(
+            transport,
+            self._table,
+            lambda: self.config,
+            self._admin_client,
+            self._apply_limits,
+            self._compaction,
+            self._watch_owner,
+            self._spawn,
+            creates_topics=create_topic is not None,
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -480,7 +492,7 @@ class MessagingEngine:
             raise UnavailableError("the sidecar is shutting down; retry on another broker")
         limits = self.read_limits(topic)
         with self._drop_if_unused(topic):
-            return await self._subscribe(
+            return await self._subs.open(
                 topic,
                 subscription,
                 limits,
@@ -505,90 +517,6 @@ class MessagingEngine:
             if ts is not None:
                 self._table.maybe_drop(ts)
             raise
-
-    async def _subscribe(
-        self,
-        topic: TopicName,
-        subscription: str,
-        limits: TopicLimits,
-        *,
-        sub_type: SubscriptionType,
-        consumer_name: str | None,
-        receiver_queue_size: int | None,
-        pull_mode: bool,
-        initial_position: InitialPosition,
-        negative_ack_delay_s: float | None,
-        durable: bool = True,
-        start_message_id: MessageId | None = None,
-        read_compacted: bool = False,
-    ) -> Consumer:
-        if read_compacted:
-            admission.admit_read_compacted(topic, sub_type)
-        missing = f"Topic {topic} does not exist" if self._create_topic else None
-        async with self._table.locked(topic, limits, missing) as ts:
-            parts = partitions_of(topic, ts.num_partitions)
-            self._apply_limits(ts, limits)
-            admission.admit_sub_type(topic, limits, sub_type)
-            admission.take_subscribe_permit(ts, topic, limits, consumer_name)
-            sub = ts.subscriptions.get(subscription)
-            if sub is not None and not sub.attached:
-                sub = None
-            if sub is None and durable and limits.max_subscriptions_per_topic > 0:
-                existing = await self._durable_subscriptions(ts)
-                admission.admit_new_subscription(topic, limits, subscription, existing)
-            admission.admit_consumer(ts, topic, limits, parts, sub, sub_type)
-            if sub is None:
-                compacted = await self._compaction.compacted_view(ts) if read_compacted else None
-                sub = Subscription(
-                    topic=ts.topic,
-                    kafka_topic=ts.kafka_topic,
-                    name=subscription,
-                    num_partitions=ts.num_partitions,
-                    partitioned=ts.partitioned,
-                    transport=self.transport,
-                    config=self.config,
-                    topic_limiters=ts.dispatch_limiters,
-                    limits=lambda: ts.limits,
-                    on_idle=lambda s: self._spawn(self._close_idle(ts, s), "close-idle-sub"),
-                    durable=durable,
-                    start_offsets=start_offsets(start_message_id, ts.num_partitions),
-                    compacted=compacted,
-                )
-                ts.subscriptions[subscription] = sub
-                try:
-                    await sub.load(initial_position, parts)
-                except BaseException:
-                    if ts.subscriptions.get(subscription) is sub:
-                        del ts.subscriptions[subscription]
-                    await sub.close()
-                    raise
-            else:
-                await sub.serve(parts)
-            await self._watch_owner.note_claim(ts, topic)
-            queue = receiver_queue_size or self.config.default_receiver_queue_size
-            consumer = Consumer(
-                sub,
-                topic=topic,
-                name=consumer_name or uuid.uuid4().hex[:10],
-                sub_type=sub_type,
-                partitions=parts,
-                receiver_queue_size=max(1, min(queue, self.config.max_receiver_queue_size)),
-                pull_mode=pull_mode,
-                negative_ack_delay_s=(
-                    self.config.default_negative_ack_delay_s
-                    if negative_ack_delay_s is None
-                    else negative_ack_delay_s
-                ),
-            )
-            sub.add_consumer(consumer)
-            return consumer
-
-    async def _durable_subscriptions(self, ts: TopicState) -> set[str]:
-        prefix = subscription_group(ts.kafka_topic, "")
-        if self._admin is None:
-            self._admin = self.transport.admin()
-        groups = await asyncio.to_thread(self._admin.list_groups, prefix)
-        return {g[len(prefix) :] for g in groups} | set(ts.subscriptions)
 
     async def reset_cursor(self, consumer: Consumer, offsets: dict[int, int]) -> None:
         """Move the consumer's subscription to ``offsets`` (Kafka partition → the offset
@@ -622,26 +550,7 @@ class MessagingEngine:
             TopicNotFoundError: no such topic.
             TransportError: Kafka refused the new position.
         """
-        async with self._table.locked(topic, self.read_limits(topic)) as ts:
-            sub = ts.subscriptions.pop(name, None)
-            if sub is not None:
-                # Under the lock: a consumer reconnecting now loads the new position.
-                await sub.close(
-                    CloseReason(CloseCause.UNLOADED, "Subscription was reset by a seek; reconnect")
-                )
-            positions = {p: (o, "") for p, o in offsets.items()}
-            group = subscription_group(ts.kafka_topic, name)
-
-            def commit() -> None:
-                kafka = self.transport.consumer(group_id=group)
-                try:
-                    kafka.commit(ts.kafka_topic, positions)
-                finally:
-                    kafka.close()
-
-            await asyncio.to_thread(commit)
-        logger.info("subscription %s of %s reset to %s", name, ts.topic, offsets)
-        self._table.maybe_drop(ts)
+        await self._subs.reset(topic, name, offsets, self.read_limits(topic))
 
     async def unsubscribe(self, consumer: Consumer) -> None:
         """Delete the consumer's subscription (its Kafka group too); closes the consumer.
@@ -649,33 +558,7 @@ class MessagingEngine:
         Raises:
             ConsumerBusyError: other consumers are still attached (as Pulsar refuses).
         """
-        sub = consumer.subscription
-        ts = self._topics.get(sub.topic)
-        if ts is None or ts.subscriptions.get(sub.name) is not sub:
-            return
-        async with ts.lock:
-            others = [c for c in sub.consumers.values() if c is not consumer and not c.closed]
-            if others:
-                raise ConsumerBusyError(
-                    "Unconnected or shared consumer attempting to unsubscribe", topic=str(ts.topic)
-                )
-            del ts.subscriptions[sub.name]
-            # Under the lock: a new subscription of that name waits until the group is gone.
-            await sub.close(CloseReason(CloseCause.NORMAL, "Unsubscribed"))
-            if self._admin is None:
-                self._admin = self.transport.admin()
-            await asyncio.to_thread(self._admin.delete_group, sub.group_id)
-        logger.info("subscription %s deleted", sub.label)
-        self._table.maybe_drop(ts)
-
-    async def _close_idle(self, ts: TopicState, sub: Subscription) -> None:
-        async with ts.lock:
-            if sub.consumers or ts.subscriptions.get(sub.name) is not sub:
-                return
-            del ts.subscriptions[sub.name]
-            # Under the lock: a consumer arriving now loads the position after this commit.
-            await sub.close()
-        self._table.maybe_drop(ts)
+        await self._subs.unsubscribe(consumer)
 
     # -- producers ---------------------------------------------------------------------
     async def create_producer(
