@@ -4,6 +4,9 @@ One file per behaviour:
 
 * ``_engine.py`` – the facade: topics served here, admission checks, live policy enforcement;
 * ``_topic_state.py`` – one topic served here (Pulsar's ``PersistentTopic``);
+* ``_topic_table.py`` – the topics served here: loaded on first use, locked, dropped;
+* ``_policy_follow.py`` – when the live topics' policies are read again and applied;
+* ``_subscriptions.py`` – opening, resetting and deleting subscriptions under the topic lock;
 * ``_publish.py`` – the publish path: the producer handle and the shared Kafka producers;
 * ``_monitors.py`` – the scheduler that runs the engine's table of periodic jobs;
 * ``_compaction_jobs.py`` – compaction orchestration: threshold checks, admin compactions;
