@@ -2,7 +2,20 @@
 
 One file per behaviour:
 
-* ``_engine.py`` – topics served here, admission checks, live policy enforcement;
+* ``_engine.py`` – the facade: topics served here, admission checks, live policy enforcement;
+* ``_topic_state.py`` – one topic served here (Pulsar's ``PersistentTopic``);
+* ``_topic_table.py`` – the topics served here: loaded on first use, locked, dropped;
+* ``_policy_follow.py`` – when the live topics' policies are read again and applied;
+* ``_subscriptions.py`` – opening, resetting and deleting subscriptions under the topic lock;
+* ``_publish.py`` – the publish path: the producer handle and the shared Kafka producers;
+* ``_monitors.py`` – the scheduler that runs the engine's table of periodic jobs;
+* ``_compaction_jobs.py`` – compaction orchestration: threshold checks, admin compactions;
+* ``_dedup_loader.py`` – deduplication orchestration: loading and snapshotting the state;
+* ``_quota_monitor.py`` – backlog quotas enforced (Pulsar's ``BacklogQuotaManager``);
+* ``_owned_sweeps.py`` – TTL and inactive-topic sweeps over owned topics not loaded here;
+* ``_ownership_watch.py`` – closes the connections to names no longer served here;
+* ``_live_limits.py`` – policies applied to live connections (rates, evictions);
+* ``_admission.py`` – admission of consumers and producers: Pulsar's refusals, one table;
 * ``_subscription.py`` – one subscription: reading, the four dispatch modes, acks, commits;
 * ``_cursor.py`` – acknowledgement state per partition and its durable encoding;
 * ``_consumer.py`` – one consumer connection: flow control and its outbox;
@@ -46,11 +59,7 @@ from ._compaction import (
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
-from ._engine import (
-    MessagingEngine,
-    ProducerHandle,
-    TopicState,
-)
+from ._engine import MessagingEngine
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
 from ._producer import (
@@ -62,7 +71,9 @@ from ._producer import (
     decode_origin,
     decode_properties,
 )
+from ._publish import ProducerHandle
 from ._subscription import Subscription, subscription_group
+from ._topic_state import TopicState
 from ._types import (
     ConsumerState,
     InitialPosition,
