@@ -24,8 +24,8 @@ from broker_shim._http import build_app
 from broker_shim._http_shell import http_app
 from broker_shim._sidecar import Sidecar as AppSidecar
 from broker_shim._sidecar import SidecarConfig
-from broker_shim._ws import add_ws_routes
 from broker_shim.binary import BinaryServer
+from broker_shim.ws import add_ws_routes
 from sync import CacheStateError, TopicName
 from sync.cluster import ClusterSettings, LookupConfig, OwnershipConfig
 from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
