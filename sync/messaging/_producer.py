@@ -14,8 +14,10 @@ How a message is stored (the wire contract other tools may read):
 * Kafka key: the Pulsar message key, UTF-8 (none if the message has no key);
 * Kafka value: the payload bytes;
 * Kafka headers: each Pulsar property ``name=value`` as header ``name`` with the UTF-8
-  value; the event time, if any, as ``__pulsar.eventTime`` (decimal epoch ms). Property
-  names starting with ``__pulsar.`` are reserved and refused;
+  value; the event time, if any, as ``__pulsar.eventTime`` (decimal epoch ms); other
+  reserved headers a message carries (:attr:`OutboundMessage.headers`: the rest of a
+  binary producer's metadata, see docs/messaging.md) as given. Property names starting
+  with ``__pulsar.`` are reserved and refused;
 * Kafka timestamp (CreateTime): the publish time.
 
 Message ids are Pulsar's own format: base64 of a serialized ``MessageIdData`` protobuf
