@@ -82,6 +82,41 @@ HEADER_EVENT_TIME: Final = "__pulsar.eventTime"
 #: (deduplication replays them; consumers get them back as Pulsar's message metadata).
 HEADER_PRODUCER: Final = "__pulsar.producer"
 HEADER_SEQUENCE: Final = "__pulsar.seq"
+# The rest of Pulsar's message metadata, written by the binary front end and given back to
+# its consumers (broker_shim.binary._metadata_headers maps them both ways); a record
+# without them is a plain message.
+#: ``nullValue``: the message was sent with a null value (the record's value is empty).
+HEADER_NULL_VALUE: Final = "__pulsar.nullValue"
+#: ``partition_key_b64_encoded``: the record's key is the base64 text of a binary key.
+HEADER_KEY_B64: Final = "__pulsar.keyB64"
+#: ``ordering_key``: the message's ordering key, raw bytes.
+HEADER_ORDERING_KEY: Final = "__pulsar.orderingKey"
+#: ``publish_time`` the producer set (decimal epoch ms); the Kafka timestamp is Kafka's.
+HEADER_PUBLISH_TIME: Final = "__pulsar.publishTime"
+#: ``schema_version``: raw bytes, as the producer sent them.
+HEADER_SCHEMA_VERSION: Final = "__pulsar.schemaVersion"
+#: A chunk of a large message (one record per chunk): ``uuid`` (UTF-8), ``chunk_id``,
+#: ``num_chunks_from_msg`` and ``total_chunk_msg_size`` (decimal).
+HEADER_CHUNK_UUID: Final = "__pulsar.chunk.uuid"
+HEADER_CHUNK_ID: Final = "__pulsar.chunk.id"
+HEADER_CHUNK_COUNT: Final = "__pulsar.chunk.count"
+HEADER_CHUNK_TOTAL_SIZE: Final = "__pulsar.chunk.totalSize"
+#: The sequence id of a chunk before the last one (decimal): kept apart from
+#: ``__pulsar.seq`` so that deduplication counts a chunked message once, at its last chunk.
+HEADER_CHUNK_SEQUENCE: Final = "__pulsar.chunk.seq"
+#: End-to-end encryption: one header per ``EncryptionKeys`` entry (its serialized protobuf,
+#: in order), ``encryption_algo`` (UTF-8) and ``encryption_param`` (raw bytes). The record's
+#: value is the payload as sent: compressed, then encrypted.
+HEADER_ENCRYPTION_KEY: Final = "__pulsar.encryption.key"
+HEADER_ENCRYPTION_ALGO: Final = "__pulsar.encryption.algo"
+HEADER_ENCRYPTION_PARAM: Final = "__pulsar.encryption.param"
+#: ``compression`` (the CompressionType number) and ``uncompressed_size`` (decimal) of a
+#: value stored as sent, still compressed (encrypted messages and chunks).
+HEADER_COMPRESSION: Final = "__pulsar.compression"
+HEADER_UNCOMPRESSED_SIZE: Final = "__pulsar.uncompressedSize"
+#: ``num_messages_in_batch`` of a batch stored whole, as one record (an encrypted batch,
+#: which the sidecar cannot split): dispatched as one entry of that many messages.
+HEADER_BATCH_SIZE: Final = "__pulsar.batchSize"
 #: Kafka consumer group of a Pulsar subscription: ``<prefix><kafka topic>/<subscription>``.
 #: A Kafka topic name has no ``/``, so the subscription is everything after the second one.
 SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sync.messaging import Delivery, MessageId, decode_origin, decode_properties
+from sync.messaging import Delivery, MessageId
 
 from . import PulsarApi_pb2 as api
 from ._errors import server_error_of
 from ._framing import encode_payload_command
+from ._metadata_headers import restore
 
 __all__ = [
     "EARLIEST_LEDGER",
@@ -250,7 +251,8 @@ def last_message_id_response(
 
 
 def message_frame(consumer_id: int, delivery: Delivery) -> bytes:
-    """A MESSAGE: one Kafka record as one (unbatched) Pulsar message, encoded."""
+    """A MESSAGE: one Kafka record as one (unbatched) Pulsar message, encoded (a record
+    holding an encrypted batch is one entry of its messages)."""
     entry = delivery.entry
     cmd = _T(type=_T.MESSAGE)
     msg = cmd.message
@@ -267,18 +269,8 @@ def message_frame(consumer_id: int, delivery: Delivery) -> bytes:
     meta.sequence_id = entry.offset
     meta.publish_time = entry.publish_ms
     if entry.headers:
-        producer, sequence = decode_origin(entry.headers)
-        if producer is not None:
-            meta.producer_name = producer
-        if sequence is not None:
-            meta.sequence_id = sequence
-        properties, event_time = decode_properties(entry.headers)
-        for k, v in properties.items():
-            kv = meta.properties.add()
-            kv.key = k
-            kv.value = v
-        if event_time:
-            meta.event_time = event_time
+        # Properties, and what else of the sender's metadata the record keeps.
+        restore(meta, entry.headers)
     if entry.key is not None:
         meta.partition_key = entry.key
     return encode_payload_command(cmd, meta, entry.payload)

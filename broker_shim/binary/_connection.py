@@ -256,10 +256,11 @@ class Connection:
         self.protocol_version = min(c.protocol_version, self.ctx.config.protocol_version)
         self._move(ConnectionState.CONNECTED)
         config = self.ctx.config
+        # Clients split larger messages into chunks of this size (chunking) or refuse
+        # them: never more than a topic takes by default, so that every chunk fits Kafka.
+        max_size = min(config.max_message_size, self.ctx.engine.config.default_max_message_size)
         self.write_command(
-            commands.connected(
-                config.server_version, self.protocol_version, config.max_message_size
-            )
+            commands.connected(config.server_version, self.protocol_version, max_size)
         )
         logger.debug("binary connection %s: CONNECTED (%s)", self.peer, c.client_version)
 

@@ -50,7 +50,8 @@ class BinaryConfig:
         server_version: the CONNECTED ``server_version``.
         protocol_version: the highest protocol version served (negotiated down to the
             client's).
-        max_message_size: announced in CONNECTED (Pulsar's ``maxMessageSize``).
+        max_message_size: announced in CONNECTED (Pulsar's ``maxMessageSize``), at most
+            the engine's ``default_max_message_size``.
         close_drain_s: how long closing a producer waits for its sends in flight.
     """
 

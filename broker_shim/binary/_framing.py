@@ -17,7 +17,9 @@ A frame larger than :data:`MAX_FRAME_SIZE` (Pulsar's ``maxMessageSize``, 5 MiB, 
 
 The payload of a SEND is decompressed and unpacked by :func:`unpack_messages` into one
 :class:`SingleMessage` per message of the batch: Kafka stores one record per Pulsar
-message (see :mod:`broker_shim.binary`).
+message (see :mod:`broker_shim.binary`), with the metadata fields it has no place for in
+reserved headers (:mod:`._metadata_headers`). A chunk or an encrypted payload is kept as
+sent, in one record.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ from sync.errors import InvalidInputError
 from sync.messaging import OutboundMessage
 
 from . import PulsarApi_pb2 as api
+from ._metadata_headers import (
+    MetadataError,
+    chunk_origin,
+    message_headers,
+    send_headers,
+    stored_whole,
+    whole_headers,
+)
 
 __all__ = [
     "CHECKSUM_MAGIC",
@@ -209,17 +219,44 @@ def _props(pairs: object) -> dict[str, str]:
     return {kv.key: kv.value for kv in pairs}  # type: ignore[attr-defined]
 
 
-def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[SingleMessage]:
-    """The messages of one SEND: one, or each message of a batch.
+def unpack_messages(
+    metadata: api.MessageMetadata, payload: bytes, *, is_chunk: bool = False
+) -> list[SingleMessage]:
+    """The messages of one SEND: one, or each message of a batch; a chunk (``is_chunk``,
+    or chunk metadata) or an encrypted payload is one message, its payload as sent.
 
     Raises:
-        FrameError: the payload does not decompress or its batch does not parse.
+        FrameError: the payload does not decompress, its batch does not parse, or its chunk
+            or encryption metadata does not add up.
     """
-    data = decompress(metadata, payload)
     event = metadata.event_time or None
+    shared = send_headers(metadata)
+    if stored_whole(metadata, is_chunk=is_chunk):
+        try:
+            whole = whole_headers(metadata, len(payload))
+        except MetadataError as exc:
+            raise FrameError(str(exc)) from None
+        headers = message_headers(metadata, shared) + whole
+        origin = chunk_origin(metadata)
+        if origin is not None:
+            headers += origin
+        key = metadata.partition_key if metadata.HasField("partition_key") else None
+        sequence = None if origin is not None else metadata.sequence_id
+        properties = _props(metadata.properties)
+        return [SingleMessage(payload, key, properties, event, sequence, headers)]
+    data = decompress(metadata, payload)
     if not metadata.HasField("num_messages_in_batch"):
         key = metadata.partition_key if metadata.HasField("partition_key") else None
-        return [SingleMessage(data, key, _props(metadata.properties), event, metadata.sequence_id)]
+        return [
+            SingleMessage(
+                data,
+                key,
+                _props(metadata.properties),
+                event,
+                metadata.sequence_id,
+                message_headers(metadata, shared),
+            )
+        ]
     count = metadata.num_messages_in_batch
     if count < 1:
         raise FrameError(f"num_messages_in_batch is {count}")
@@ -261,6 +298,12 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
         sequence = single.sequence_id or (
             0 if single.HasField("sequence_id") else first_seq + index
         )
+        # Most messages set none of these: the SEND's shared list, not a copy.
+        headers = (
+            message_headers(single, shared)
+            if single.null_value or single.partition_key_b64_encoded or single.ordering_key
+            else shared
+        )
         # tuple.__new__: the NamedTuple's own __new__ is a Python frame per message.
         append(
             new(
@@ -271,6 +314,7 @@ def unpack_messages(metadata: api.MessageMetadata, payload: bytes) -> list[Singl
                     {kv.key: kv.value for kv in props} if props else {},
                     single.event_time or event,
                     sequence,
+                    headers,
                 ),
             )
         )

@@ -123,8 +123,6 @@ class Producers:
             topic = parse_topic(m.topic)
             self.session.check_lookup(topic)
             await self.session.require_owned(topic)
-            if m.encrypted:
-                raise InvalidInputError("Encrypted messages are not supported by policy-sync")
             name = (
                 m.producer_name
                 if m.HasField("producer_name") and m.producer_name
@@ -199,11 +197,7 @@ class Producers:
         if metadata is None:
             raise ProtocolViolation("SEND without message metadata")
         try:
-            if send.is_chunk or metadata.HasField("chunk_id"):
-                raise InvalidInputError("Chunked messages are not supported by policy-sync")
-            if metadata.encryption_keys:
-                raise InvalidInputError("Encrypted messages are not supported by policy-sync")
-            messages = unpack_messages(metadata, payload)
+            messages = unpack_messages(metadata, payload, is_chunk=send.is_chunk)
         except FrameError as exc:
             raise ProtocolViolation(f"producer {prod.name}: {exc}") from None
         except InvalidInputError as exc:

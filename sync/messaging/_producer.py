@@ -14,8 +14,10 @@ How a message is stored (the wire contract other tools may read):
 * Kafka key: the Pulsar message key, UTF-8 (none if the message has no key);
 * Kafka value: the payload bytes;
 * Kafka headers: each Pulsar property ``name=value`` as header ``name`` with the UTF-8
-  value; the event time, if any, as ``__pulsar.eventTime`` (decimal epoch ms). Property
-  names starting with ``__pulsar.`` are reserved and refused;
+  value; the event time, if any, as ``__pulsar.eventTime`` (decimal epoch ms); other
+  reserved headers a message carries (:attr:`OutboundMessage.headers`: the rest of a
+  binary producer's metadata, see docs/messaging.md) as given. Property names starting
+  with ``__pulsar.`` are reserved and refused;
 * Kafka timestamp (CreateTime): the publish time.
 
 Message ids are Pulsar's own format: base64 of a serialized ``MessageIdData`` protobuf
@@ -117,6 +119,8 @@ class OutboundMessage(NamedTuple):
     properties: Mapping[str, str] | None = None
     event_time_ms: int | None = None
     sequence_id: int | None = None
+    #: Reserved (``__pulsar.``) headers of this message, written after the others as given.
+    headers: list[Header] | None = None
 
 
 _UINT64 = (1 << 64) - 1
@@ -741,8 +745,9 @@ class PartitionedProducer:
         Every message is checked (size, properties) and routed before the first one is
         queued, so a refusal writes nothing. The headers each message carries are those of
         :meth:`send_callback`: its properties and event time, then ``reserved_headers``
-        (shared by all), then, with ``origin`` (the producer-name header), the origin
-        pair ``origin, (HEADER_SEQUENCE, sequence_id)`` for messages with a sequence id.
+        (shared by all), then its own reserved ``headers``, then, with ``origin`` (the
+        producer-name header), the pair ``origin, (HEADER_SEQUENCE, sequence_id)`` for
+        messages with a sequence id.
         A producer writing to one partition routes once for the whole batch.
 
         Returns the partition every message went to, or one partition per message when
@@ -769,12 +774,14 @@ class PartitionedProducer:
         records: list[Record] = []
         append = records.append
         routed: list[int] = []
-        for payload, key, properties, event_time_ms, sequence_id in messages:
+        for payload, key, properties, event_time_ms, sequence_id, extra in messages:
             if properties or event_time_ms is not None:
                 headers = encode_headers(properties, event_time_ms) or []
                 headers += shared
             else:
                 headers = shared[:] if shared else []
+            if extra:
+                headers += extra
             if origin is not None and sequence_id is not None:
                 headers.append(origin)
                 headers.append((HEADER_SEQUENCE, b"%d" % sequence_id))

@@ -84,6 +84,7 @@ class ProducerHandle:
         event_time_ms: int | None = None,
         sequence_id: int | None = None,
         deliver_at_ms: int | None = None,
+        headers: list[Header] | None = None,
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
@@ -92,7 +93,8 @@ class ProducerHandle:
         ``sequence_id``, a duplicate is answered at once with the message id of the
         producer's last persisted message and not written (see ``_dedup``).
 
-        ``deliver_at_ms`` (epoch ms) asks for delayed delivery (see ``_delayed``).
+        ``deliver_at_ms`` (epoch ms) asks for delayed delivery (see ``_delayed``);
+        ``headers`` are reserved (``__pulsar.``) headers the message carries as given.
 
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
@@ -101,6 +103,8 @@ class ProducerHandle:
         """
         ts = self.topic_state
         reserved = _deliver_at_header(ts, deliver_at_ms)
+        if headers:
+            reserved = [*headers] if reserved is None else reserved + headers
         dedup = ts.dedup if ts.limits.dedup_enabled else None
         name = self.producer.config.producer_name
         if dedup is not None and name and sequence_id is not None:
@@ -169,7 +173,7 @@ class ProducerHandle:
         limits = ts.limits
         if limits.dedup_enabled and self.producer.config.producer_name:
             gather = _Gather(len(messages), callback)
-            for payload, key, properties, event_time_ms, sequence_id in messages:
+            for payload, key, properties, event_time_ms, sequence_id, extra in messages:
                 try:
                     self.send(
                         payload,
@@ -179,6 +183,7 @@ class ProducerHandle:
                         event_time_ms=event_time_ms,
                         sequence_id=sequence_id,
                         deliver_at_ms=deliver_at_ms,
+                        headers=extra,
                     )
                 except PolicySyncError as exc:
                     gather(None, exc)

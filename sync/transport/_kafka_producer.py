@@ -114,6 +114,10 @@ class KafkaProducer:
             "linger.ms": linger_ms,
             # Kafka's Java partitioner (murmur2); librdkafka's default is CRC32-based.
             "partitioner": "murmur2_random",
+            # A record as large as Kafka's default max.message.bytes (1 048 588): a
+            # payload of maxMessageSize (1 000 000 by default) plus its key and headers
+            # (librdkafka's own default, 1 000 000, counted those against the payload).
+            "message.max.bytes": 1_048_588,
             "logger": RDKAFKA_LOG,
         }
         if transactional_id is not None:

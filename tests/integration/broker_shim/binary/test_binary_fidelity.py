@@ -1,0 +1,251 @@
+"""Every field a Pulsar client sets on a message comes back to consumers and readers as
+Pulsar returns it, with the official ``pulsar-client`` wheel on a real sidecar and Kafka:
+null values, ordering keys, properties, event and publish times, chunked messages and
+end-to-end encrypted ones (batched and not), also from a sidecar started after the one
+that stored them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from sync import TopicName
+from sync._kafka_names import kafka_topic_of
+from sync.messaging.headers import HEADER_PUBLISH_TIME
+from sync.transport import KafkaConfig, KafkaTransport
+from tests.integration.broker_shim.binary.test_binary_client import _records
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
+
+pytestmark = pytest.mark.timeout(240)
+
+#: Larger than the 1,000,000 bytes the sidecar announces: the client sends 3 chunks.
+_LARGE = 2_500_000
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
+    """An RSA key pair made for the test, read by the client's ``CryptoKeyReader``."""
+    folder = tmp_path_factory.mktemp("keys")
+    private, public = folder / "private.pem", folder / "public.pem"
+    subprocess.run(
+        ["openssl", "genrsa", "-out", str(private), "2048"], check=True, capture_output=True
+    )
+    subprocess.run(
+        ["openssl", "rsa", "-in", str(private), "-pubout", "-out", str(public)],
+        check=True,
+        capture_output=True,
+    )
+    return pulsar.CryptoKeyReader(str(public), str(private))
+
+
+# -- what is sent, and what must come back -----------------------------------------------
+_SENT: list[tuple[bytes | None, dict[str, Any]]] = [
+    # (content, send keyword arguments)
+    (None, {"partition_key": "gone", "properties": {"why": "deleted"}, "event_timestamp": 11}),
+    (b"", {"partition_key": "empty"}),
+    (
+        b"hello",
+        {
+            "partition_key": "k1",
+            "ordering_key": "order-1",
+            "properties": {"p": "v", "q": ""},
+            "event_timestamp": 1_700_000_000_123,
+        },
+    ),
+    (b"plain", {}),
+]
+
+
+def _send_all(producer: pulsar.Producer, *, batched: bool) -> float:
+    """Send :data:`_SENT` (one batch when ``batched``); returns the time before sending."""
+    before = time.time() * 1000
+    if batched:
+        for content, kwargs in _SENT:
+            producer.send_async(content, None, **kwargs)
+        producer.flush()
+    else:
+        for content, kwargs in _SENT:
+            producer.send(content, **kwargs)
+    return before
+
+
+def _check(got: list[pulsar.Message], producer_name: str, before: float) -> None:
+    assert len(got) == len(_SENT)
+    for msg, (content, kwargs) in zip(got, _SENT, strict=True):
+        assert msg.has_null_value() == (content is None), kwargs
+        assert msg.data() == (content or b"")
+        assert msg.partition_key() == kwargs.get("partition_key", "")
+        assert msg.ordering_key() == kwargs.get("ordering_key", "")
+        assert msg.properties() == kwargs.get("properties", {})
+        assert msg.event_timestamp() == kwargs.get("event_timestamp", 0)
+        assert msg.producer_name() == producer_name
+        assert before - 1 <= msg.publish_timestamp() <= time.time() * 1000 + 1
+
+
+def _receive(consumer: pulsar.Consumer | pulsar.Reader, count: int) -> list[pulsar.Message]:
+    out = []
+    for _ in range(count):
+        msg = consumer.read_next(20_000) if isinstance(consumer, pulsar.Reader) else None
+        if msg is None:
+            assert isinstance(consumer, pulsar.Consumer)
+            msg = consumer.receive(timeout_millis=20_000)
+            consumer.acknowledge(msg)
+        out.append(msg)
+    return out
+
+
+def _kafka_publish_times(bootstrap: str, topic: TopicName) -> list[int]:
+    """The publish time header of each record of partition 0, in offset order."""
+    consumer = KafkaTransport(KafkaConfig(bootstrap)).consumer()
+    try:
+        kafka_topic = kafka_topic_of(topic)
+        end = consumer.end_offsets(kafka_topic, [0])[0]
+        consumer.assign(kafka_topic, {0: 0})
+        out: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(out) < end and time.monotonic() < deadline:
+            for record in consumer.consume(100, 1.0):
+                headers = dict(record.headers() or [])
+                out.append(int(headers[HEADER_PUBLISH_TIME]))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["unbatched", "batched"])
+def test_every_field_comes_back_to_consumers_and_readers(
+    kafka_bootstrap: str, client: pulsar.Client, batched: bool
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = client.subscribe(str(topic), "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(str(topic), batching_enabled=batched)
+    before = _send_all(producer, batched=batched)
+    got = _receive(consumer, len(_SENT))
+    _check(got, producer.producer_name(), before)
+    reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
+    read = _receive(reader, len(_SENT))
+    _check(read, producer.producer_name(), before)
+    # The producer's publish time, the same for both, and the one Kafka keeps aside.
+    assert [m.publish_timestamp() for m in read] == [m.publish_timestamp() for m in got]
+    assert _records(kafka_bootstrap, topic) == {0: len(_SENT)}  # one record per message
+    stored = _kafka_publish_times(kafka_bootstrap, topic)
+    assert stored == [m.publish_timestamp() for m in got]
+
+
+@pytest.mark.parametrize("compression", [pulsar.CompressionType.NONE, pulsar.CompressionType.LZ4])
+def test_a_chunked_message_is_stored_chunk_by_chunk_and_reassembled(
+    kafka_bootstrap: str, client: pulsar.Client, compression: pulsar.CompressionType
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = client.subscribe(str(topic), "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(
+        str(topic), batching_enabled=False, chunking_enabled=True, compression_type=compression
+    )
+    large = os.urandom(_LARGE)  # random: LZ4 leaves it over the limit, so it is chunked
+    producer.send(large, partition_key="big", properties={"size": str(_LARGE)})
+    producer.send(b"after")
+    got = _receive(consumer, 2)
+    assert got[0].data() == large
+    assert got[0].partition_key() == "big"
+    assert got[0].properties() == {"size": str(_LARGE)}
+    assert got[1].data() == b"after"
+    reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
+    assert [m.data() for m in _receive(reader, 2)] == [large, b"after"]
+    assert _records(kafka_bootstrap, topic) == {0: 3 + 1}  # a record per chunk
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["unbatched", "batched"])
+def test_encrypted_messages_are_stored_as_sent_and_decrypted_by_consumers(
+    kafka_bootstrap: str,
+    client: pulsar.Client,
+    keys: pulsar.CryptoKeyReader,
+    batched: bool,
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = client.subscribe(
+        str(topic),
+        "sub",
+        initial_position=pulsar.InitialPosition.Earliest,
+        crypto_key_reader=keys,
+    )
+    # Without the private key: the payload as stored, with its encryption context.
+    opaque = client.subscribe(
+        str(topic),
+        "opaque",
+        initial_position=pulsar.InitialPosition.Earliest,
+        crypto_failure_action=pulsar.ConsumerCryptoFailureAction.CONSUME,
+    )
+    producer = client.create_producer(
+        str(topic),
+        batching_enabled=batched,
+        encryption_key="app-key",
+        crypto_key_reader=keys,
+        compression_type=pulsar.CompressionType.ZLib,
+    )
+    bodies = [b"secret %d " % i * 20 for i in range(3)]
+    if batched:
+        for i, body in enumerate(bodies):
+            producer.send_async(body, None, properties={"i": str(i)}, partition_key="k")
+        producer.flush()
+    else:
+        for i, body in enumerate(bodies):
+            producer.send(body, properties={"i": str(i)}, partition_key="k")
+    got = _receive(consumer, 3)
+    assert [m.data() for m in got] == bodies
+    assert [m.properties() for m in got] == [{"i": str(i)} for i in range(3)]
+    reader = client.create_reader(str(topic), pulsar.MessageId.earliest, crypto_key_reader=keys)
+    assert [m.data() for m in _receive(reader, 3)] == bodies
+    first = opaque.receive(timeout_millis=20_000)
+    context = first.encryption_context()
+    assert context is not None
+    assert [k.key for k in context.keys()] == ["app-key"]
+    if batched:
+        assert context.batch_size() == 3
+    assert context.compression_type() == pulsar.CompressionType.ZLib
+    assert context.uncompressed_message_size() > 0
+    assert context.param()
+    assert first.data() not in bodies  # still encrypted
+    # A batch is one record, acknowledged once all its messages are.
+    assert _records(kafka_bootstrap, topic) == {0: 1 if batched else 3}
+    consumer.close()
+    again = client.subscribe(str(topic), "sub", crypto_key_reader=keys)
+    with pytest.raises(pulsar.Timeout):
+        again.receive(timeout_millis=2_000)
+
+
+def test_fields_survive_a_sidecar_restart(
+    kafka_bootstrap: str, tmp_path: Path, keys: pulsar.CryptoKeyReader
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    with BinarySidecar(kafka_bootstrap, tmp_path / "first") as first:
+        c = pulsar.Client(first.broker_url, operation_timeout_seconds=20)
+        try:
+            producer = c.create_producer(str(topic), batching_enabled=True)
+            before = _send_all(producer, batched=True)
+            name = producer.producer_name()
+            chunked = c.create_producer(str(topic), batching_enabled=False, chunking_enabled=True)
+            large = os.urandom(_LARGE)
+            chunked.send(large)
+            encrypted = c.create_producer(
+                str(topic), encryption_key="app-key", crypto_key_reader=keys
+            )
+            encrypted.send(b"sealed", ordering_key="o")
+        finally:
+            c.close()
+    with BinarySidecar(kafka_bootstrap, tmp_path / "second") as second:
+        c = pulsar.Client(second.broker_url, operation_timeout_seconds=20)
+        try:
+            reader = c.create_reader(str(topic), pulsar.MessageId.earliest, crypto_key_reader=keys)
+            got = _receive(reader, len(_SENT) + 2)
+            _check(got[: len(_SENT)], name, before)
+            assert got[-2].data() == large
+            assert (got[-1].data(), got[-1].ordering_key()) == (b"sealed", "o")
+        finally:
+            c.close()
