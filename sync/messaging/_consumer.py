@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sync._names import TopicName
 
 from ._cursor import Entry
-from ._producer import MessageId
+from ._message_id import MessageId
 from ._types import ConsumerState, SubscriptionType, transition
 
 if TYPE_CHECKING:

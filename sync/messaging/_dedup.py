@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from sync._constants import HEADER_PRODUCER, HEADER_SEQUENCE
 from sync.transport import Header, Transport
 
-from ._producer import MessageId, origin_headers
+from ._message_id import MessageId
+from ._record_headers import origin_headers
 
 logger = logging.getLogger(__name__)
 

@@ -39,27 +39,20 @@ Example::
 
 from __future__ import annotations
 
-import binascii
 import concurrent.futures
 import functools
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple
 
 from .._constants import (
-    HEADER_EVENT_TIME,
-    HEADER_PRODUCER,
     HEADER_SEQUENCE,
-    RESERVED_HEADER_PREFIX,
 )
 from .._errors import (
     ConfigurationError,
     DeliveryError,
-    InvalidInputError,
-    InvalidMessageIdError,
     MessageTooLargeError,
     PolicySyncError,
     TopicNotFoundError,
@@ -78,15 +71,15 @@ from ..routing import (
     make_router,
 )
 from ..transport import (
-    Admin,
-    BatchCallback,
     BatchReport,
     DeliveryReport,
     Header,
-    Producer,
     Record,
     Transport,
 )
+from ._message_id import MessageId
+from ._producer_client import ProducerClient
+from ._record_headers import decode_origin, decode_properties, encode_headers, origin_headers
 
 logger = logging.getLogger(__name__)
 
@@ -123,368 +116,7 @@ class OutboundMessage(NamedTuple):
     headers: list[Header] | None = None
 
 
-_UINT64 = (1 << 64) - 1
 _UNKEYED = RoutedMessage()
-_INT64_MAX = (1 << 63) - 1
-
-
-# --------------------------------------------------------------------------- message ids
-
-
-def _varint(value: int, out: bytearray) -> None:
-    value &= _UINT64  # negative int32/int64 values are encoded as 10-byte two's complement
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise InvalidMessageIdError("truncated or overlong varint in message id")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-@functools.lru_cache(maxsize=1024)
-def _partition_field(partition: int) -> bytes:
-    out = bytearray(b"\x18")  # field 3, partition (int32)
-    _varint(partition, out)
-    return bytes(out)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageId:
-    """Where a message is: Pulsar partition index (-1: non-partitioned) and Kafka offset.
-
-    Serialized as Pulsar's ``MessageIdData`` protobuf with ``ledgerId = 0`` and
-    ``entryId = offset`` (fields 1-3; ``batch_index`` is never written), and carried as
-    standard base64 in JSON frames, as Pulsar's WebSocket API does.
-    """
-
-    partition: int
-    offset: int
-
-    def __post_init__(self) -> None:
-        if self.partition < -1 or self.partition > 0x7FFFFFFF:
-            raise InvalidMessageIdError(f"partition {self.partition} out of range")
-        if not 0 <= self.offset <= _INT64_MAX:
-            raise InvalidMessageIdError(f"offset {self.offset} out of range")
-
-    @property
-    def kafka_partition(self) -> int:
-        """The Kafka partition holding the message (0 for a non-partitioned topic)."""
-        return self.partition if self.partition >= 0 else 0
-
-    def to_bytes(self) -> bytes:
-        """The serialized ``MessageIdData``."""
-        out = bytearray(b"\x08\x00\x10")  # ledgerId = 0, then the entryId tag
-        value = self.offset  # never negative (checked on construction): a plain varint
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-        out += _partition_field(self.partition)
-        return bytes(out)
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> MessageId:
-        """Parse a serialized ``MessageIdData`` written by :meth:`to_bytes`.
-
-        Raises:
-            InvalidMessageIdError: not a protobuf ``MessageIdData``, or a ledger id other
-                than 0 (the id does not come from policy-sync).
-        """
-        ledger: int | None = None
-        entry: int | None = None
-        partition = -1
-        pos = 0
-        while pos < len(data):
-            tag, pos = _read_varint(data, pos)
-            field, wire = tag >> 3, tag & 7
-            if wire == 0:
-                value, pos = _read_varint(data, pos)
-                if field == 1:
-                    ledger = value
-                elif field == 2:
-                    entry = value
-                elif field == 3:
-                    partition = value - (1 << 64) if value >= 1 << 63 else value
-                    partition = ((partition + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-            elif wire == 2:
-                length, pos = _read_varint(data, pos)
-                pos += length
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            else:
-                raise InvalidMessageIdError(f"unsupported protobuf wire type {wire}")
-        if pos != len(data):
-            raise InvalidMessageIdError("message id is truncated")
-        if ledger is None or entry is None:
-            raise InvalidMessageIdError("message id lacks ledgerId or entryId")
-        if ledger != 0:
-            raise InvalidMessageIdError(
-                f"message id has ledgerId {ledger}; ids from policy-sync always have 0"
-            )
-        return cls(partition, entry)
-
-    def to_base64(self) -> str:
-        """Standard base64 of :meth:`to_bytes` (the ``messageId`` of JSON frames)."""
-        return binascii.b2a_base64(self.to_bytes(), newline=False).decode("ascii")
-
-    @classmethod
-    def from_base64(cls, text: str) -> MessageId:
-        """Inverse of :meth:`to_base64`.
-
-        Raises:
-            InvalidMessageIdError: not base64, or not a policy-sync message id.
-        """
-        try:
-            raw = binascii.a2b_base64(text, strict_mode=True)
-        except (binascii.Error, ValueError, TypeError) as exc:
-            raise InvalidMessageIdError(f"message id {text!r} is not base64") from exc
-        return cls.from_bytes(raw)
-
-    def __str__(self) -> str:
-        return f"0:{self.offset}:{self.partition}"
-
-
-# --------------------------------------------------------------------------- headers
-
-
-def encode_headers(
-    properties: Mapping[str, str] | None, event_time_ms: int | None = None
-) -> list[Header] | None:
-    """Kafka headers for Pulsar properties and event time (``None`` when there are none).
-
-    Raises:
-        InvalidInputError: a property name is empty or reserved, or a value is not a str.
-    """
-    if not properties and event_time_ms is None:
-        return None
-    headers: list[Header] = []
-    for name, value in (properties or {}).items():
-        if not isinstance(name, str) or not name or name.startswith(RESERVED_HEADER_PREFIX):
-            raise InvalidInputError(
-                f"property name {name!r} is empty or reserved (prefix {RESERVED_HEADER_PREFIX!r})"
-            )
-        if not isinstance(value, str):
-            raise InvalidInputError(f"property {name!r} must be a string, got {value!r}")
-        headers.append((name, value.encode("utf-8")))
-    if event_time_ms is not None:
-        if isinstance(event_time_ms, bool) or not isinstance(event_time_ms, int):
-            raise InvalidInputError(f"event time must be epoch milliseconds, got {event_time_ms!r}")
-        headers.append((HEADER_EVENT_TIME, str(event_time_ms).encode("ascii")))
-    return headers
-
-
-def decode_properties(
-    headers: list[tuple[str, bytes]] | None,
-) -> tuple[dict[str, str], int | None]:
-    """Inverse of :func:`encode_headers`: ``(properties, event_time_ms or None)``.
-
-    Headers written by other Kafka producers are kept as properties (values decoded as
-    UTF-8, undecodable bytes replaced); unknown reserved headers are dropped.
-    """
-    properties: dict[str, str] = {}
-    event_time: int | None = None
-    for name, value in headers or ():
-        if name.startswith(RESERVED_HEADER_PREFIX):
-            if name == HEADER_EVENT_TIME and value:
-                try:
-                    event_time = int(value)
-                except ValueError:
-                    event_time = None
-            continue
-        properties[name] = "" if value is None else value.decode("utf-8", "replace")
-    return properties, event_time
-
-
-def origin_headers(producer_name: str, sequence_id: int) -> list[Header]:
-    """The reserved headers naming a message's producer and its sequence id."""
-    return [
-        (HEADER_PRODUCER, producer_name.encode("utf-8")),
-        (HEADER_SEQUENCE, str(sequence_id).encode("ascii")),
-    ]
-
-
-def decode_origin(headers: list[tuple[str, bytes]] | None) -> tuple[str | None, int | None]:
-    """``(producer name, sequence id)`` from :func:`origin_headers` (None where a record
-    does not carry them: plain Kafka producers, unnamed producers)."""
-    name: str | None = None
-    sequence: int | None = None
-    for key, value in headers or ():
-        if key == HEADER_PRODUCER and value:
-            name = value.decode("utf-8", "replace")
-        elif key == HEADER_SEQUENCE and value:
-            try:
-                sequence = int(value)
-            except ValueError:
-                sequence = None
-    return name, sequence
-
-
-# --------------------------------------------------------------------------- client
-
-
-class ProducerClient:
-    """One Kafka producer plus whatever serves its delivery reports.
-
-    Share one client among many :class:`PartitionedProducer` objects: librdkafka batches
-    across them. ``linger_ms`` is the client-wide batching delay (Kafka ``linger.ms``).
-
-    Delivery reports (and so send callbacks) are served either by a daemon thread of the
-    client (``serve_reports=True``, the default: blocking :meth:`PartitionedProducer.send`
-    just works) or by the owner, who calls :meth:`poll` while :attr:`in_flight` is
-    non-zero (``serve_reports=False``). An asyncio owner should poll from its loop: every
-    report then runs on the loop thread, with no hand-off between threads — a report
-    thread takes the GIL once per message and contends with the loop for it, which costs
-    more than the work the report does.
-    """
-
-    def __init__(
-        self, transport: Transport, *, linger_ms: int = 1, serve_reports: bool = True
-    ) -> None:
-        if linger_ms < 0:
-            raise ConfigurationError(f"linger_ms must be >= 0, got {linger_ms}")
-        self.transport = transport
-        self._producer: Producer = transport.producer(linger_ms=linger_ms)
-        self._admin: Admin | None = None
-        # Two counters, each with its own lock: producing threads never wait for the
-        # thread serving reports (and without a report thread both are uncontended).
-        self._sent_lock = threading.Lock()
-        self._done_lock = threading.Lock()
-        self._sent = 0
-        self._done = 0
-        self._wake = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        if serve_reports:
-            self._thread = threading.Thread(target=self._serve, name="producer-client", daemon=True)
-            self._thread.start()
-
-    def describe(self, kafka_topic: str) -> int | None:
-        """Partition count of a Kafka topic, or ``None`` if it does not exist (blocking)."""
-        if self._admin is None:
-            self._admin = self.transport.admin()
-        desc = self._admin.describe_topic(kafka_topic)
-        return None if desc is None else desc.partitions
-
-    def produce(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes,
-        partition: int,
-        headers: list[Header] | None,
-        on_delivery: Callable[[DeliveryReport], None],
-    ) -> None:
-        """Queue one record; ``on_delivery`` runs where reports are served (see class)."""
-        if self._closed:
-            raise ConfigurationError("producer client is closed")
-        with self._sent_lock:
-            self._sent += 1
-        try:
-            self._producer.produce(
-                topic,
-                key,
-                value,
-                partition=partition,
-                headers=headers,
-                on_delivery=functools.partial(self._report, on_delivery),
-            )
-        except BaseException:
-            with self._sent_lock:
-                self._sent -= 1
-            raise
-        if self._thread is not None and not self._wake.is_set():
-            self._wake.set()  # Event.set() takes a lock: skip it when already set
-
-    def produce_many(self, topic: str, records: list[Record], on_done: BatchCallback) -> None:
-        """Queue ``records`` (each ``(partition, key, value, headers)``); ``on_done`` runs
-        once, where reports are served (see class), when the last one is answered."""
-        if self._closed:
-            raise ConfigurationError("producer client is closed")
-        count = len(records)
-        with self._sent_lock:
-            self._sent += count
-        try:
-            self._producer.produce_many(
-                topic, records, functools.partial(self._batch_report, on_done, count)
-            )
-        except BaseException:
-            with self._sent_lock:
-                self._sent -= count
-            raise
-        if self._thread is not None and not self._wake.is_set():
-            self._wake.set()
-
-    def _batch_report(self, on_done: BatchCallback, count: int, report: BatchReport) -> None:
-        with self._done_lock:
-            self._done += count  # records never queued (a partial failure) count as done
-        on_done(report)
-
-    def _report(
-        self, on_delivery: Callable[[DeliveryReport], None], report: DeliveryReport
-    ) -> None:
-        with self._done_lock:
-            self._done += 1
-        on_delivery(report)
-
-    @property
-    def in_flight(self) -> int:
-        """Records queued whose delivery report has not been served yet."""
-        return self._sent - self._done
-
-    def poll(self, timeout_s: float = 0.0) -> int:
-        """Serve the delivery reports that are ready (waiting up to ``timeout_s`` for one).
-
-        For a client made with ``serve_reports=False``; callbacks run on the caller's
-        thread. Returns the number of events served.
-        """
-        return self._producer.poll(timeout_s)
-
-    def _serve(self) -> None:
-        while not self._closed:
-            if self.in_flight > 0:
-                try:
-                    self._producer.poll(0.05)
-                except Exception:
-                    logger.exception("serving delivery reports failed")
-            else:
-                self._wake.wait(0.1)
-                self._wake.clear()
-
-    def flush(self, timeout_s: float = 30.0) -> int:
-        """Wait until every queued record is answered; returns how many are still queued.
-
-        Reports served here run their callbacks on the caller's thread.
-        """
-        return self._producer.flush(timeout_s)
-
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Flush, stop the report thread and close the Kafka producer."""
-        if self._closed:
-            return
-        left = self._producer.flush(timeout_s)
-        if left:
-            logger.warning("closing producer client with %d undelivered record(s)", left)
-        self._closed = True
-        if self._thread is not None:
-            self._wake.set()
-            self._thread.join(timeout=2.0)
-        self._producer.close()
-
-
-# --------------------------------------------------------------------------- producer
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ from . import _admission as admission
 from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
+from ._message_id import MessageId
 from ._ownership_watch import OwnershipWatch
 from ._policy import TopicLimits
-from ._producer import MessageId
 from ._subscription import Subscription, subscription_group
 from ._topic_state import TopicState, partitions_of, start_offsets
 from ._topic_table import TopicTable

@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from broker_shim.ws import add_ws_routes
 
 from broker_shim._http_shell import http_app
+from broker_shim.ws import add_ws_routes
 from sync import PolicyService, PolicyTarget, TopicName
 from sync._kafka_names import kafka_topic_of
 from sync.messaging import MessagingConfig, MessagingEngine
-from sync.messaging._producer import MessageId
+from sync.messaging._message_id import MessageId
 from sync.transport import (
     OFFSET_BEGINNING,
     MemoryBroker,

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from sync import PolicyService, TopicName
 from sync.messaging import MessagingConfig, MessagingEngine, OwnerInfo
-from sync.messaging._producer import MessageId
+from sync.messaging._message_id import MessageId
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.kafka import make_topic
 from tests.support.sidecars import ProcessSidecar, ThreadSidecar, ws_app

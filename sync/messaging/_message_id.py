@@ -1,0 +1,148 @@
+"""Pulsar's message ids for messages stored in Kafka: base64 of a serialized
+``MessageIdData`` protobuf (``ledgerId = 0``, ``entryId = Kafka offset``, ``partition =``
+Pulsar partition index or -1), written and read without the protobuf runtime."""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import logging
+from dataclasses import dataclass
+
+from .._errors import (
+    InvalidMessageIdError,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["MessageId"]
+
+
+_UINT64 = (1 << 64) - 1
+_INT64_MAX = (1 << 63) - 1
+
+
+def _varint(value: int, out: bytearray) -> None:
+    value &= _UINT64  # negative int32/int64 values are encoded as 10-byte two's complement
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise InvalidMessageIdError("truncated or overlong varint in message id")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+@functools.lru_cache(maxsize=1024)
+def _partition_field(partition: int) -> bytes:
+    out = bytearray(b"\x18")  # field 3, partition (int32)
+    _varint(partition, out)
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageId:
+    """Where a message is: Pulsar partition index (-1: non-partitioned) and Kafka offset.
+
+    Serialized as Pulsar's ``MessageIdData`` protobuf with ``ledgerId = 0`` and
+    ``entryId = offset`` (fields 1-3; ``batch_index`` is never written), and carried as
+    standard base64 in JSON frames, as Pulsar's WebSocket API does.
+    """
+
+    partition: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        if self.partition < -1 or self.partition > 0x7FFFFFFF:
+            raise InvalidMessageIdError(f"partition {self.partition} out of range")
+        if not 0 <= self.offset <= _INT64_MAX:
+            raise InvalidMessageIdError(f"offset {self.offset} out of range")
+
+    @property
+    def kafka_partition(self) -> int:
+        """The Kafka partition holding the message (0 for a non-partitioned topic)."""
+        return self.partition if self.partition >= 0 else 0
+
+    def to_bytes(self) -> bytes:
+        """The serialized ``MessageIdData``."""
+        out = bytearray(b"\x08\x00\x10")  # ledgerId = 0, then the entryId tag
+        value = self.offset  # never negative (checked on construction): a plain varint
+        while value >= 0x80:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
+        out += _partition_field(self.partition)
+        return bytes(out)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MessageId:
+        """Parse a serialized ``MessageIdData`` written by :meth:`to_bytes`.
+
+        Raises:
+            InvalidMessageIdError: not a protobuf ``MessageIdData``, or a ledger id other
+                than 0 (the id does not come from policy-sync).
+        """
+        ledger: int | None = None
+        entry: int | None = None
+        partition = -1
+        pos = 0
+        while pos < len(data):
+            tag, pos = _read_varint(data, pos)
+            field, wire = tag >> 3, tag & 7
+            if wire == 0:
+                value, pos = _read_varint(data, pos)
+                if field == 1:
+                    ledger = value
+                elif field == 2:
+                    entry = value
+                elif field == 3:
+                    partition = value - (1 << 64) if value >= 1 << 63 else value
+                    partition = ((partition + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+            elif wire == 2:
+                length, pos = _read_varint(data, pos)
+                pos += length
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            else:
+                raise InvalidMessageIdError(f"unsupported protobuf wire type {wire}")
+        if pos != len(data):
+            raise InvalidMessageIdError("message id is truncated")
+        if ledger is None or entry is None:
+            raise InvalidMessageIdError("message id lacks ledgerId or entryId")
+        if ledger != 0:
+            raise InvalidMessageIdError(
+                f"message id has ledgerId {ledger}; ids from policy-sync always have 0"
+            )
+        return cls(partition, entry)
+
+    def to_base64(self) -> str:
+        """Standard base64 of :meth:`to_bytes` (the ``messageId`` of JSON frames)."""
+        return binascii.b2a_base64(self.to_bytes(), newline=False).decode("ascii")
+
+    @classmethod
+    def from_base64(cls, text: str) -> MessageId:
+        """Inverse of :meth:`to_base64`.
+
+        Raises:
+            InvalidMessageIdError: not base64, or not a policy-sync message id.
+        """
+        try:
+            raw = binascii.a2b_base64(text, strict_mode=True)
+        except (binascii.Error, ValueError, TypeError) as exc:
+            raise InvalidMessageIdError(f"message id {text!r} is not base64") from exc
+        return cls.from_bytes(raw)
+
+    def __str__(self) -> str:
+        return f"0:{self.offset}:{self.partition}"
