@@ -78,6 +78,13 @@ as Pulsar:
   older one moved it on.
 
 Runs on the event loop; only :meth:`_post_batch` is called from the reader thread.
+
+Why this file is past 600 lines: it is one state machine whose reading, dispatch, acks,
+commits and flow control share the per-partition state above, changed only on the loop.
+What can leave without spreading those invariants is the dispatch per subscription type
+(``_dispatch_single``/``_shared``/``_key_shared`` with ``_deliver``/``_requeue``): the
+next step is dispatcher classes over a narrow view of the partitions, as Pulsar's
+``PersistentDispatcherSingleActiveConsumer``/``MultipleConsumers``/``StickyKeyConsumers``.
 """
 
 from __future__ import annotations
