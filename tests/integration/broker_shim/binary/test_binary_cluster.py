@@ -267,6 +267,13 @@ def _spread_topic(
     raise AssertionError("unreachable")
 
 
+def _shared(client: pulsar.Client, topic: TopicName, name: str) -> pulsar.Consumer:
+    """A Shared consumer of subscription ``s`` on ``topic``."""
+    return client.subscribe(
+        str(topic), "s", consumer_type=pulsar.ConsumerType.Shared, consumer_name=name
+    )
+
+
 class _Deliveries:
     """Every delivery to a set of consumers, in order: payload and redelivery count."""
 
@@ -358,15 +365,7 @@ def test_a_message_delivered_again_is_marked_redelivered(
     consuming = pulsar.Client(survivor.broker_url, operation_timeout_seconds=30)
     producing = pulsar.Client(victim.broker_url, operation_timeout_seconds=30)
     try:
-        got = _Deliveries(
-            [
-                consuming.subscribe(
-                    str(topic), "s", consumer_type=pulsar.ConsumerType.Shared,
-                    consumer_name=f"c{i}",
-                )
-                for i in range(2)
-            ]
-        )  # fmt: skip
+        got = _Deliveries([_shared(consuming, topic, f"c{i}") for i in range(2)])
 
         def ack_once(payload: bytes) -> bool:  # a kept one when it comes again
             return payload not in kept or got.seen()[payload] > 1
@@ -483,15 +482,7 @@ def test_a_consumer_joining_while_partitions_move_gets_no_unmarked_repeat(
     joiners: list[BinaryShim] = []
     clients = [consuming, producing]
     try:
-        got = _Deliveries(
-            [
-                consuming.subscribe(
-                    str(topic), "s", consumer_type=pulsar.ConsumerType.Shared,
-                    consumer_name=f"c{i}",
-                )
-                for i in range(2)
-            ]
-        )  # fmt: skip
+        got = _Deliveries([_shared(consuming, topic, f"c{i}") for i in range(2)])
         with _Publisher(producing, topic) as publisher:
             got.receive_until(lambda: len(got.seen()) >= 200)
             moved: list[str] = []
@@ -506,12 +497,7 @@ def test_a_consumer_joining_while_partitions_move_gets_no_unmarked_repeat(
             assert moved, "no partition moved to a joining sidecar in 4 joins"
             late = pulsar.Client(joining.broker_url, operation_timeout_seconds=30)
             clients.append(late)
-            got.consumers.append(
-                late.subscribe(
-                    str(topic), "s", consumer_type=pulsar.ConsumerType.Shared,
-                    consumer_name="c-late",
-                )
-            )  # fmt: skip
+            got.consumers.append(_shared(late, topic, "c-late"))
             # Well past the old owners' periodic ownership check (5 s): ~1,500 messages.
             mark = len(got.seen())
             got.receive_until(lambda: len(got.seen()) >= mark + 1500)
