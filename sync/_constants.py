@@ -91,8 +91,6 @@ HEADER_NULL_VALUE: Final = "__pulsar.nullValue"
 HEADER_KEY_B64: Final = "__pulsar.keyB64"
 #: ``ordering_key``: the message's ordering key, raw bytes.
 HEADER_ORDERING_KEY: Final = "__pulsar.orderingKey"
-#: ``publish_time`` the producer set (decimal epoch ms); the Kafka timestamp is Kafka's.
-HEADER_PUBLISH_TIME: Final = "__pulsar.publishTime"
 #: ``schema_version``: raw bytes, as the producer sent them.
 HEADER_SCHEMA_VERSION: Final = "__pulsar.schemaVersion"
 #: A chunk of a large message (one record per chunk): ``uuid`` (UTF-8), ``chunk_id``,

@@ -38,7 +38,6 @@ from sync.messaging.headers import (
     HEADER_NULL_VALUE,
     HEADER_ORDERING_KEY,
     HEADER_PRODUCER,
-    HEADER_PUBLISH_TIME,
     HEADER_SCHEMA_VERSION,
     HEADER_SEQUENCE,
     HEADER_UNCOMPRESSED_SIZE,
@@ -69,9 +68,10 @@ class MetadataError(ValueError):
 
 # -- send: metadata -> headers ---------------------------------------------------------
 def send_headers(metadata: api.MessageMetadata) -> list[Header]:
-    """The headers every message of one SEND carries: the producer's publish time, its
-    schema version (when set) and a batch-wide ordering key (when set)."""
-    out: list[Header] = [(HEADER_PUBLISH_TIME, b"%d" % metadata.publish_time)]
+    """The headers every message of one SEND carries: the producer's schema version (when
+    set) and a batch-wide ordering key (when set). The publish time is the Kafka record's
+    timestamp (the sidecar's clock when it stored the message), not a header."""
+    out: list[Header] = []
     if metadata.HasField("schema_version"):
         out.append((HEADER_SCHEMA_VERSION, metadata.schema_version))
     if metadata.HasField("ordering_key") and metadata.HasField("num_messages_in_batch"):
@@ -188,12 +188,6 @@ def _event_time(meta: api.MessageMetadata, value: bytes) -> None:
         meta.event_time = number
 
 
-def _publish_time(meta: api.MessageMetadata, value: bytes) -> None:
-    number = _int(value)
-    if number is not None and number >= 0:
-        meta.publish_time = number
-
-
 def _null_value(meta: api.MessageMetadata, value: bytes) -> None:
     meta.null_value = True
 
@@ -252,7 +246,6 @@ _RESTORE: dict[str, Callable[[api.MessageMetadata, bytes], None]] = {
     HEADER_SEQUENCE: _sequence,
     HEADER_CHUNK_SEQUENCE: _sequence,
     HEADER_EVENT_TIME: _event_time,
-    HEADER_PUBLISH_TIME: _publish_time,
     HEADER_NULL_VALUE: _null_value,
     HEADER_KEY_B64: _key_b64,
     HEADER_ORDERING_KEY: _ordering_key,

@@ -17,7 +17,6 @@ import pytest
 
 from sync import TopicName
 from sync._kafka_names import kafka_topic_of
-from sync.messaging.headers import HEADER_PUBLISH_TIME
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.binary.test_binary_client import _records
 from tests.support.kafka import make_topic
@@ -102,7 +101,7 @@ def _receive(consumer: pulsar.Consumer | pulsar.Reader, count: int) -> list[puls
 
 
 def _kafka_publish_times(bootstrap: str, topic: TopicName) -> list[int]:
-    """The publish time header of each record of partition 0, in offset order."""
+    """The Kafka timestamp (the publish time) of each record of partition 0, in order."""
     consumer = KafkaTransport(KafkaConfig(bootstrap)).consumer()
     try:
         kafka_topic = kafka_topic_of(topic)
@@ -111,9 +110,7 @@ def _kafka_publish_times(bootstrap: str, topic: TopicName) -> list[int]:
         out: list[int] = []
         deadline = time.monotonic() + 30
         while len(out) < end and time.monotonic() < deadline:
-            for record in consumer.consume(100, 1.0):
-                headers = dict(record.headers() or [])
-                out.append(int(headers[HEADER_PUBLISH_TIME]))
+            out.extend(record.timestamp()[1] for record in consumer.consume(100, 1.0))
         return out
     finally:
         consumer.close()
@@ -132,7 +129,7 @@ def test_every_field_comes_back_to_consumers_and_readers(
     reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
     read = _receive(reader, len(_SENT))
     _check(read, producer.producer_name(), before)
-    # The producer's publish time, the same for both, and the one Kafka keeps aside.
+    # One publish time for both, the one Kafka keeps: the record's timestamp.
     assert [m.publish_timestamp() for m in read] == [m.publish_timestamp() for m in got]
     assert _records(kafka_bootstrap, topic) == {0: len(_SENT)}  # one record per message
     stored = _kafka_publish_times(kafka_bootstrap, topic)

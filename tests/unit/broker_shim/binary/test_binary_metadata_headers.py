@@ -21,7 +21,6 @@ from sync.messaging.headers import (
     HEADER_NULL_VALUE,
     HEADER_ORDERING_KEY,
     HEADER_PRODUCER,
-    HEADER_PUBLISH_TIME,
     HEADER_SEQUENCE,
 )
 
@@ -106,7 +105,7 @@ def test_unknown_and_unreadable_reserved_headers_are_skipped() -> None:
         None,
         [
             ("__pulsar.somethingNew", b"?"),
-            (HEADER_PUBLISH_TIME, b"not a number"),
+            (HEADER_SEQUENCE, b"not a number"),
             (HEADER_ENCRYPTION_KEY, b"\xff\xff"),
             (HEADER_BATCH_SIZE, b"-3"),
         ],
@@ -117,11 +116,13 @@ def test_unknown_and_unreadable_reserved_headers_are_skipped() -> None:
     assert not meta.properties
 
 
-def test_plain_message_gets_the_publish_time_only() -> None:
+def test_a_plain_message_gets_no_reserved_header_and_its_publish_time_is_kafkas() -> None:
+    """The publish time a consumer gets is the record's Kafka timestamp (when the sidecar
+    stored it), not a header: a plain message costs no extra bytes."""
     (msg,) = unpack_messages(_meta(partition_key="k"), b"body")
-    assert msg.headers == [(HEADER_PUBLISH_TIME, b"%d" % _PUBLISHED)]
+    assert not msg.headers
     (out,) = _round_trip(_meta(partition_key="k"), b"body")
-    assert out.publish_time == _PUBLISHED
+    assert out.publish_time == 1_600_000_000_000
     assert out.partition_key == "k"
     assert (out.producer_name, out.sequence_id) == ("prod-1", 7)
 
@@ -155,7 +156,7 @@ def test_batch_message_fields_round_trip_and_plain_ones_share_one_list() -> None
     )
     meta = _meta(num_messages_in_batch=3)
     msgs = unpack_messages(meta, batch)
-    assert msgs[2].headers == [(HEADER_PUBLISH_TIME, b"%d" % _PUBLISHED)]
+    assert not msgs[2].headers
     assert (HEADER_ORDERING_KEY, b"o2") in (msgs[1].headers or [])
     first, second, third = _round_trip(meta, batch)
     assert first.null_value and not first.HasField("ordering_key")
@@ -164,7 +165,7 @@ def test_batch_message_fields_round_trip_and_plain_ones_share_one_list() -> None
     assert not (third.null_value or third.HasField("ordering_key"))
     assert not third.partition_key_b64_encoded
     assert [m.sequence_id for m in (first, second, third)] == [7, 8, 9]
-    assert {m.publish_time for m in (first, second, third)} == {_PUBLISHED}
+    assert {m.publish_time for m in (first, second, third)} == {1_600_000_000_000}
 
 
 def _chunk(chunk_id: int, count: int = 3, **fields: object) -> api.MessageMetadata:
