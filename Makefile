@@ -33,7 +33,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@# setuptools' InformationOnly note on editable installs is not a warning to act on
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
 kafka-up: setup
