@@ -57,6 +57,14 @@ class _Consumer:
         return MessageId(part if sub.partitioned else -1, data.entryId)
 
 
+def _partial(data: api.MessageIdData) -> bool:
+    """A batch-index acknowledgement that leaves messages of its entry unacknowledged (the
+    ack set marks those still pending). Only an encrypted batch is one stored entry of
+    several messages; it stays unacknowledged until the client acks all of it (a client
+    without batch-index acks sends only that), so a reconnect loses none of it."""
+    return any(data.ack_set)
+
+
 class Consumers:
     """The consumers of one connection, by the client's consumer id."""
 
@@ -190,12 +198,15 @@ class Consumers:
                 for data in m.message_id:
                     upto = cons.message_id(data)
                     part = upto.kafka_partition
+                    # Up to a batch index: the entries before it, not its own entry.
+                    last = upto.offset - 1 if _partial(data) else upto.offset
                     for p, offset in sorted(consumer.delivered):
-                        if p == part and offset <= upto.offset:
+                        if p == part and offset <= last:
                             consumer.ack(MessageId(upto.partition, offset))
             else:
                 for data in m.message_id:
-                    consumer.ack(cons.message_id(data))
+                    if not _partial(data):
+                        consumer.ack(cons.message_id(data))
         if m.HasField("request_id"):
             self.session.write_command(
                 commands.ack_response(m.consumer_id, m.request_id, found=cons is not None)
