@@ -158,12 +158,12 @@ def schema_not_found(request_id: int) -> api.BaseCommand:
 
 
 # -- producers -------------------------------------------------------------------------
-def producer_success(request_id: int, name: str) -> api.BaseCommand:
-    """PRODUCER_SUCCESS."""
+def producer_success(request_id: int, name: str, last_sequence_id: int = -1) -> api.BaseCommand:
+    """PRODUCER_SUCCESS (``last_sequence_id``: where a deduplicated producer resumes)."""
     out = _T(type=_T.PRODUCER_SUCCESS)
     out.producer_success.request_id = request_id
     out.producer_success.producer_name = name
-    out.producer_success.last_sequence_id = -1
+    out.producer_success.last_sequence_id = last_sequence_id
     # No schema: an empty version, which Pulsar's Java client requires to be present.
     out.producer_success.schema_version = b""
     out.producer_success.producer_ready = True

@@ -117,7 +117,7 @@ class Producers:
         self.held_ids.discard(m.producer_id)
         existing = self.producers.get(m.producer_id)
         if existing is not None:  # a retried request: same answer
-            self._producer_success(m.request_id, existing.name)
+            self._producer_success(m.request_id, existing)
             return
         try:
             topic = parse_topic(m.topic)
@@ -148,10 +148,11 @@ class Producers:
         prod = _Producer(self.session, m.producer_id, name, handle)
         self.producers[m.producer_id] = prod
         prod.watcher = self.session.spawn(self._watch_producer(prod), f"binary-producer {name}")
-        self._producer_success(m.request_id, name)
+        self._producer_success(m.request_id, prod)
 
-    def _producer_success(self, request_id: int, name: str) -> None:
-        self.session.write_command(commands.producer_success(request_id, name))
+    def _producer_success(self, request_id: int, prod: _Producer) -> None:
+        last = prod.handle.last_sequence_id
+        self.session.write_command(commands.producer_success(request_id, prod.name, last))
 
     async def _watch_producer(self, prod: _Producer) -> None:
         closed = asyncio.ensure_future(prod.handle.wait_closed())

@@ -117,6 +117,12 @@ class Deduplicator:
         p = message_id.kafka_partition
         self._upto[p] = max(self._upto.get(p, 0), message_id.offset + 1)
 
+    def last_persisted(self, producer: str) -> int:
+        """The highest sequence id of ``producer`` Kafka holds (-1: none), what a producer
+        that comes back under this name resumes after (Pulsar's ``lastSequenceId``)."""
+        seq = self._seqs.get(producer)
+        return -1 if seq is None else seq.persisted
+
     def failed(self, producer: str, sequence_id: int) -> None:
         """Kafka refused a NEW send: the sequence may be sent again."""
         seq = self._seqs.get(producer)

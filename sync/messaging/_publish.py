@@ -70,6 +70,16 @@ class ProducerHandle:
         return self.state is ProducerState.CLOSED
 
     @property
+    def last_sequence_id(self) -> int:
+        """The last sequence id persisted for this producer's name while deduplication is
+        on (-1 otherwise, or for a name never seen): where a producer resumes."""
+        ts = self.topic_state
+        name = self.producer.config.producer_name
+        if not name or ts.dedup is None or not ts.limits.dedup_enabled:
+            return -1
+        return ts.dedup.last_persisted(name)
+
+    @property
     def max_message_size(self) -> int:
         """The topic's ``maxMessageSize`` right now."""
         return self.topic_state.limits.max_message_size

@@ -51,6 +51,37 @@ def test_deduplication_of_binary_producers(
     assert _drain(consumer) == [b"b-again"]
 
 
+def test_a_producer_resumes_at_its_last_persisted_sequence_id(
+    sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
+) -> None:
+    """With deduplication on, a producer that comes back under the same name reads the
+    last sequence id Kafka holds for it (PRODUCER_SUCCESS.last_sequence_id), as Pulsar
+    answers, and numbers its next messages after it; -1 for a new name, and without
+    deduplication."""
+    topic = make_topic(kafka_bootstrap, 1)
+    run(set_policy(sidecar.http_url, topic, "deduplicationEnabled", True))
+    wait_for(lambda: applied(sidecar, topic, "deduplicationEnabled") is True, "dedup on")
+    producer = client.create_producer(str(topic), producer_name="resume", batching_enabled=False)
+    assert producer.last_sequence_id() == -1
+    for i in range(5):
+        producer.send(b"m%d" % i, sequence_id=10 + i)
+    producer.close()
+    again = client.create_producer(str(topic), producer_name="resume", batching_enabled=False)
+    assert again.last_sequence_id() == 14
+    again.send(b"next")  # numbered by the client after 14
+    again.close()
+    other = client.create_producer(str(topic), producer_name="other", batching_enabled=False)
+    assert other.last_sequence_id() == -1
+    other.close()
+    run(set_policy(sidecar.http_url, topic, "deduplicationEnabled", None))
+    wait_for(lambda: applied(sidecar, topic, "deduplicationEnabled") is None, "dedup off")
+    plain = client.create_producer(str(topic), producer_name="resume", batching_enabled=False)
+    assert plain.last_sequence_id() == -1
+    plain.close()
+    consumer = client.subscribe(str(topic), "d", initial_position=pulsar.InitialPosition.Earliest)
+    assert _drain(consumer) == [b"m0", b"m1", b"m2", b"m3", b"m4", b"next"]
+
+
 def test_delayed_delivery_of_binary_messages_on_shared(
     sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
 ) -> None:

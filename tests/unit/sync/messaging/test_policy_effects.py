@@ -356,3 +356,18 @@ def test_the_reconciler_stops_when_cancelled_as_it_is_woken() -> None:
         return task.cancelled()
 
     assert asyncio.run(scenario())
+
+
+def test_the_last_persisted_sequence_id_is_where_a_producer_resumes() -> None:
+    """Only sequence ids Kafka acknowledged count; a refused one may be sent again."""
+    dedup = Deduplicator("t", 1, partitioned=False)
+    assert dedup.last_persisted("p") == -1
+    for seq in (3, 4):
+        assert dedup.check("p", seq)[0] is Verdict.NEW
+    dedup.persisted("p", 3, MessageId(-1, 10))
+    assert dedup.last_persisted("p") == 3  # 4 is still in flight
+    dedup.failed("p", 4)
+    assert dedup.last_persisted("p") == 3
+    dedup.persisted("p", 5, MessageId(-1, 11))
+    assert dedup.last_persisted("p") == 5
+    assert dedup.last_persisted("other") == -1
