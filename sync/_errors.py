@@ -29,6 +29,7 @@
     │   └── DeliveryError                Kafka did not confirm a produced message
     ├── MessagingError                   a producer, consumer or subscription was refused
     │   ├── ProducerBusyError            too many producers (maxProducerPerTopic)
+    │   ├── ProducerAccessFencedError    another producer holds the topic exclusively
     │   ├── ProducerBlockedQuotaExceededError  over a backlog quota (hold)
     │   │   └── ProducerBlockedQuotaExceededException  … (producer_exception)
     │   ├── DuplicateInFlightError       dedup: the same sequence id is still in flight
@@ -80,6 +81,7 @@ __all__ = [
     "DuplicateInFlightError",
     "ProducerBlockedQuotaExceededError",
     "ProducerBlockedQuotaExceededException",
+    "ProducerAccessFencedError",
     "ProducerBusyError",
     "SidecarError",
     "SparkSetupError",
@@ -282,6 +284,11 @@ class MessagingError(PolicySyncError):
 
 class ProducerBusyError(MessagingError):
     """The topic already has ``maxProducerPerTopic`` producers."""
+
+
+class ProducerAccessFencedError(MessagingError):
+    """An ``Exclusive`` producer was refused: another producer holds the topic (Pulsar's
+    ``ProducerFencedException``)."""
 
 
 class ProducerBlockedQuotaExceededError(MessagingError):

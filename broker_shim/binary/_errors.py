@@ -36,6 +36,7 @@ from sync.errors import (
     NotAllowedError,
     NotFoundError,
     PolicySyncError,
+    ProducerAccessFencedError,
     ProducerBlockedQuotaExceededError,
     ProducerBlockedQuotaExceededException,
     ProducerBusyError,
@@ -66,6 +67,7 @@ _SERVER_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (ProducerBlockedQuotaExceededException, api.ProducerBlockedQuotaExceededException),
     (ProducerBlockedQuotaExceededError, api.ProducerBlockedQuotaExceededError),
     (ProducerBusyError, api.ProducerBusy),
+    (ProducerAccessFencedError, api.ProducerFenced),
     (ConsumerBusyError, api.ConsumerBusy),
     (SubscriptionBusyError, api.ConsumerBusy),  # Pulsar's SubscriptionBusyException
     (NotAllowedError, api.NotAllowedError),

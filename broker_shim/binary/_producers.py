@@ -14,7 +14,7 @@ import logging
 from collections import deque
 
 from sync.errors import InvalidInputError, PolicySyncError
-from sync.messaging import MessageId, ProducerConfig, ProducerHandle
+from sync.messaging import MessageId, ProducerAccessMode, ProducerConfig, ProducerHandle
 from sync.routing import MessageRoutingMode
 
 from . import PulsarApi_pb2 as api
@@ -131,6 +131,7 @@ class Producers:
             handle = await self.session.ctx.engine.create_producer(
                 topic,
                 ProducerConfig(
+                    access_mode=_access_mode(m),
                     routing_mode=MessageRoutingMode.SinglePartition,
                     batching_enabled=False,
                     producer_name=name,
@@ -286,3 +287,11 @@ class Producers:
         if prod.watcher is not None:
             prod.watcher.cancel()
         self.session.ctx.engine.close_producer(prod.handle)
+
+
+def _access_mode(m: api.CommandProducer) -> ProducerAccessMode:
+    """The producer's access mode (Shared when absent or unknown to us)."""
+    try:
+        return ProducerAccessMode(m.producer_access_mode)
+    except ValueError:
+        return ProducerAccessMode.Shared

@@ -11,7 +11,16 @@ other type on the subscription  ``Subscription is of different type``           
 Exclusive already taken         ``Exclusive consumer is already connected``       ConsumerBusy
 maxConsumersPerSubscription     ``Subscription reached max consumers limit``      ConsumerBusy
 maxProducerPerTopic             ``Topic reached max producers limit``             ProducerBusy
+a Shared producer, an exclusive ``Topic has an existing exclusive producer: <n>`` ProducerBusy
+one holds the topic
+an Exclusive producer, another  ``Topic has an existing exclusive producer: <n>`` Producer-
+exclusive / shared ones         / ``Topic has existing shared producers``        Fenced
+WaitForExclusive                ``Producer access mode WaitForExclusive is not    NotAllowed
+                                supported``
 =============================== ================================================ ==========
+
+An ``ExclusiveWithFencing`` producer closes every other producer of its partitions (as
+Pulsar fences them) and then holds them.
 
 Counts are per partition, as in Pulsar where every partition is a topic: a connection to
 the base topic counts on every partition, one to ``…-partition-N`` on partition N only.
@@ -26,6 +35,7 @@ from __future__ import annotations
 from sync._errors import (
     ConsumerBusyError,
     NotAllowedError,
+    ProducerAccessFencedError,
     ProducerBlockedQuotaExceededError,
     ProducerBlockedQuotaExceededException,
     ProducerBusyError,
@@ -37,13 +47,14 @@ from ._backlog import BACKLOG_EXCEEDED, BacklogAction
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
 from ._subscription import Subscription
-from ._topic_state import TopicState
-from ._types import SubscriptionType
+from ._topic_state import TopicProducer, TopicState
+from ._types import ProducerAccessMode, SubscriptionType
 
 __all__ = [
     "admit_consumer",
     "admit_new_subscription",
     "admit_producer",
+    "admit_producer_access",
     "admit_producer_backlog",
     "admit_read_compacted",
     "admit_sub_type",
@@ -130,6 +141,33 @@ def admit_producer(
         len(ts.producers_on(p)) >= limits.max_producers_per_topic for p in parts
     ):
         raise ProducerBusyError("Topic reached max producers limit", topic=str(topic))
+
+
+def admit_producer_access(
+    ts: TopicState, topic: TopicName, mode: ProducerAccessMode, parts: frozenset[int]
+) -> list[TopicProducer]:
+    """Pulsar's producer access modes, per partition; returns the producers an
+    ``ExclusiveWithFencing`` producer closes (none for the other modes)."""
+    others: dict[int, TopicProducer] = {}
+    for p in parts:
+        for handle in ts.producers_on(p):
+            others[handle.seq] = handle
+    shared = ProducerAccessMode.Shared
+    holder = next((h for h in others.values() if h.producer.config.access_mode is not shared), None)
+    if mode is ProducerAccessMode.ExclusiveWithFencing:
+        return list(others.values())
+    if mode is ProducerAccessMode.WaitForExclusive:
+        raise NotAllowedError(
+            "Producer access mode WaitForExclusive is not supported", topic=str(topic)
+        )
+    if holder is not None:
+        text = f"Topic has an existing exclusive producer: {holder.producer.config.producer_name}"
+        if mode is ProducerAccessMode.Shared:
+            raise ProducerBusyError(text, topic=str(topic))
+        raise ProducerAccessFencedError(text, topic=str(topic))
+    if mode is ProducerAccessMode.Exclusive and others:
+        raise ProducerAccessFencedError("Topic has existing shared producers", topic=str(topic))
+    return []
 
 
 def admit_producer_backlog(ts: TopicState, topic: TopicName) -> None:

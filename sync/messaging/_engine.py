@@ -68,7 +68,7 @@ from ._subscriptions import SubscriptionOps
 from ._topic_config import TopicConfigReconciler
 from ._topic_state import TopicProducer, TopicState, partitions_of
 from ._topic_table import TopicTable
-from ._types import InitialPosition, SubscriptionType
+from ._types import InitialPosition, ProducerAccessMode, SubscriptionType
 
 logger = logging.getLogger(__name__)
 
@@ -585,6 +585,8 @@ class MessagingEngine:
             parts = partitions_of(topic, ts.num_partitions)
             self._apply_limits(ts, limits)
             admission.admit_producer(ts, topic, limits, parts)
+            mode = ProducerAccessMode.Shared if config is None else config.access_mode
+            fenced = admission.admit_producer_access(ts, topic, mode, parts)
             if limits.dedup_enabled and ts.dedup is None:
                 await self._dedup.load(ts)
             if limits.backlog.active or ts.backlog_state is not None:
@@ -604,8 +606,11 @@ class MessagingEngine:
                 self._pool.reports_queued,
                 hold_timeout_s=self.config.backlog_hold_timeout_s,
             )
-            ts.producers[handle.seq] = handle
-            logger.info("producer %d opened on %s", handle.seq, topic)
+            ts.producers[handle.seq] = handle  # first: the topic stays in use
+            fence = CloseReason(CloseCause.POLICY, "Fenced by an ExclusiveWithFencing producer")
+            for other in fenced:
+                self._close_producer(ts, other, fence)
+            logger.info("producer %d opened on %s (%s)", handle.seq, topic, mode.name)
             return handle
 
     def close_producer(self, handle: ProducerHandle) -> None:

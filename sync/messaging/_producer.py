@@ -80,6 +80,7 @@ from ..transport import (
 from ._message_id import MessageId
 from ._producer_client import ProducerClient
 from ._record_headers import decode_origin, decode_properties, encode_headers, origin_headers
+from ._types import ProducerAccessMode
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,8 @@ class ProducerConfig:
     partitioned: bool | None = None
     send_timeout_s: float = 30.0
     linger_ms: int | None = None
+    #: Pulsar's producer access mode, enforced per partition by the engine.
+    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
 
     def __post_init__(self) -> None:
         if self.linger_ms is not None and self.linger_ms < 0:

@@ -27,6 +27,7 @@ from sync._lifecycle import check_move
 __all__ = [
     "ConsumerState",
     "InitialPosition",
+    "ProducerAccessMode",
     "ProducerState",
     "StateTransitionError",
     "SubscriptionState",
@@ -47,6 +48,16 @@ class SubscriptionType(enum.Enum):
     def single_active(self) -> bool:
         """Whether one consumer at a time receives a partition's messages, in order."""
         return self in (SubscriptionType.Exclusive, SubscriptionType.Failover)
+
+
+class ProducerAccessMode(enum.Enum):
+    """Pulsar's producer access modes (``ProducerAccessMode``; the values of the binary
+    protocol's ``producer_access_mode``)."""
+
+    Shared = 0  # any number of producers
+    Exclusive = 1  # refused (fenced) if the topic has any other producer
+    WaitForExclusive = 2  # queued until it can be exclusive (not served here)
+    ExclusiveWithFencing = 3  # closes the topic's other producers and holds it
 
 
 class InitialPosition(enum.Enum):

@@ -70,6 +70,42 @@ def test_max_producers_refuses_with_producer_busy(
     first.send(b"still fine")
 
 
+def test_producer_access_modes_as_pulsar(
+    sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
+) -> None:
+    """Exclusive: refused (ProducerFenced) while the topic has another producer, and it
+    refuses Shared producers (ProducerBusy) while it holds the topic. ExclusiveWithFencing
+    closes the others and holds it. WaitForExclusive is refused (not served here)."""
+    topic = make_topic(kafka_bootstrap, 1)
+    modes = pulsar.ProducerAccessMode
+
+    def producer(mode: pulsar.ProducerAccessMode, name: str) -> pulsar.Producer:
+        return client.create_producer(
+            str(topic), producer_name=name, access_mode=mode, send_timeout_millis=5000
+        )
+
+    shared = producer(modes.Shared, "shared")
+    with pytest.raises(pulsar.ProducerFenced):
+        producer(modes.Exclusive, "ex-1")
+    shared.close()
+    exclusive = producer(modes.Exclusive, "ex-1")
+    exclusive.send(b"from ex-1")
+    with pytest.raises(pulsar.ProducerBusy):
+        producer(modes.Shared, "shared-2")
+    with pytest.raises(pulsar.ProducerFenced):
+        producer(modes.Exclusive, "ex-2")
+    with pytest.raises(pulsar.PulsarException):
+        producer(modes.WaitForExclusive, "waiting")
+    fencing = producer(modes.ExclusiveWithFencing, "ex-3")
+    fencing.send(b"from ex-3")
+    with pytest.raises(pulsar.PulsarException):  # ex-1 was closed and cannot come back
+        exclusive.send(b"from ex-1 again")
+    fencing.close()
+    consumer = client.subscribe(str(topic), "s", initial_position=pulsar.InitialPosition.Earliest)
+    got = [consumer.receive(timeout_millis=20_000).data() for _ in range(2)]
+    assert got == [b"from ex-1", b"from ex-3"]
+
+
 def test_a_disabled_subscription_type_is_refused_and_closes_live_consumers(
     sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
 ) -> None:
