@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import mmh3
 
+from sync._constants import HEADER_KEY_B64, HEADER_ORDERING_KEY
 from sync.routing import murmur3_32_hash
 
 if TYPE_CHECKING:
     from ._consumer import Consumer
 
-__all__ = ["KeySharedSelector", "NO_KEY", "failover_active", "sticky_key_hash"]
+__all__ = [
+    "KeySharedSelector",
+    "NO_KEY",
+    "failover_active",
+    "message_sticky_hash",
+    "sticky_key_hash",
+]
 
 #: What Pulsar's Key_Shared dispatcher hashes for a message without a key.
 NO_KEY = b"NONE_KEY"
@@ -25,6 +34,25 @@ def sticky_key_hash(key: str | None) -> int:
     if key is None:
         return int(mmh3.hash(NO_KEY, 0, False)) & 0x7FFFFFFF
     return murmur3_32_hash(key)
+
+
+def message_sticky_hash(key: str | None, headers: Sequence[tuple[str, bytes]] | None) -> int:
+    """The Key_Shared hash of a stored message, as Pulsar's ``peekStickyKey``: its ordering
+    key when the client set one, else its partition key (the bytes, when the client sent a
+    binary key), else ``NONE_KEY``."""
+    if headers:
+        binary = False
+        for name, raw in headers:
+            if name == HEADER_ORDERING_KEY:
+                return int(mmh3.hash(raw, 0, False)) & 0x7FFFFFFF
+            if name == HEADER_KEY_B64:
+                binary = True
+        if binary and key is not None:
+            try:
+                return int(mmh3.hash(base64.b64decode(key), 0, False)) & 0x7FFFFFFF
+            except (binascii.Error, ValueError):
+                pass  # not base64 after all: hash the text, as it came
+    return sticky_key_hash(key)
 
 
 def failover_active(consumers: Sequence[Consumer], partition_index: int) -> Consumer | None:

@@ -12,79 +12,23 @@ commits it (see :meth:`Subscription.serve`). Per served partition it keeps a
 never delivered), a replay heap (to deliver again, lowest offset first) and the consumers
 attached to that partition.
 
-Dispatch, per subscription type:
-
-* **Exclusive** – one consumer; a second one is refused by the engine.
-* **Failover** – per partition the active consumer is ``sorted(consumers)[p % n]`` (by
-  name); the others stand by. When the active consumer changes (one joins or leaves),
-  what the old one holds unacknowledged is delivered again to the new one, in order.
-* **Shared** – round robin over the consumers that have permits; acknowledgements are
-  individual; a leaving consumer's unacknowledged messages go to the others.
-* **Key_Shared** – Pulsar's consistent-hash ring (100 points per consumer name) maps a
-  key's Murmur3 hash to one consumer. A key is never out with two consumers at once:
-  while a consumer holds unacknowledged messages of a key, that key's later messages wait
-  for it even if the ring now points elsewhere, so per-key order holds across joins.
+Dispatch per subscription type is :mod:`._dispatchers`' (Exclusive, Failover, Shared,
+Key_Shared, as Pulsar's dispatchers); the position written to Kafka and what it
+guarantees across restarts, crashes and moves is :mod:`._subscription_commit`'s.
+Redelivery counts are kept per message while its partition is served and, for the
+messages it held, when it is given up and served again here; a message that may have
+reached a consumer elsewhere or before a restart comes back with at least 1.
 
 A ``readCompacted`` subscription (Exclusive/Failover, readers) takes, on load, the
 compacted view's messages below each partition's compaction horizon instead of the
 topic's, then reads the topic from the horizon (see :mod:`._compaction`).
 
-Every delivery takes a token from the topic's ``dispatchRate`` limiter of that partition
-and from this subscription's ``subscriptionDispatchRate`` limiter of that partition.
-
-Durability (what survives a sidecar restart, crash or ownership move) — at-least-once,
-as Pulsar:
-
-* **Nothing unacknowledged is lost.** The committed offset never passes a message that is
-  not acknowledged, and the commit metadata only lists acknowledged offsets (see
-  :mod:`._cursor`), so every message not acknowledged at the last successful commit is
-  delivered again by whichever sidecar loads the subscription next. The commit also
-  carries a dispatch mark (the first offset never dispatched, see :mod:`._cursor`): a
-  message below it may have reached a consumer before the move, so it comes back with
-  ``redeliveryCount`` >= 1 (Pulsar keeps the count in memory only and says 0 after a
-  broker crash). The mark is written *ahead*: nothing at or above the committed mark is
-  dispatched. The reader thread commits a mark over each fetched batch before it hands
-  the batch over (:mod:`._reader`); if that commit fails, the messages it did not cover
-  are held, a commit is asked for at once, and they go when one succeeds. So after a
-  kill -9 or a move, every message that may have reached a consumer comes back with
-  ``redeliveryCount`` >= 1 (issue 11: a 100 ms window of dispatches newer than the last
-  commit came back with 0, and up to 28 s of them while the group coordinator was down).
-  The price: one commit round trip per fetched batch before its messages are dispatched,
-  and a message read but never dispatched before a crash may also come back counted
-  once. While commits fail, nothing new is dispatched; they are retried every
-  ``commit_interval_s``.
-  Bounded by Kafka, not by us: messages the topic's ``retention.ms``/``retention.bytes``
-  deletes are gone acknowledged or not (Pulsar keeps unacknowledged messages unless a
-  backlog quota or TTL says otherwise); a subscription whose group commits nothing for
-  ``offsets.retention.minutes`` (7 days by default) is forgotten by Kafka — a loaded
-  subscription re-commits every ``commit_keepalive_s``, an unloaded one does not.
-* **Nothing acknowledged is delivered again** once its acknowledgement is committed:
-  at most ``commit_interval_s`` (100 ms) after the ack frame arrives, at once when a
-  partition's last consumer leaves, and before a clean shutdown or unload returns (and
-  before the consumers of a moved topic are told to reconnect). Two exceptions
-  give duplicates, never losses: acknowledgements newer than the last commit when the
-  process dies (a ≤ 100 ms window), and acknowledged ranges that do not fit in the
-  commit metadata budget (``ack_metadata_max_bytes``; logged, counted in
-  :attr:`dropped_ack_ranges`).
-* **Redelivery counts** are kept per message while its partition is served and, for the
-  messages it held, when it is given up and served again here; a message that may have
-  reached a consumer elsewhere or before a restart comes back with at least 1.
-* Two sidecars serving one partition of a subscription at once (a zombie old owner that
-  has not noticed its session expired: a moving bundle's topics are otherwise closed
-  before the new owner may claim it) both commit; the last
-  commit wins, which can only re-deliver messages, never skip an unacknowledged one
-  (each commit covers only what a client acknowledged). Only here can a message come
-  back with ``redeliveryCount`` 0: the newer owner read the dispatch mark before the
-  older one moved it on.
-
 Runs on the event loop; only :meth:`_post_batch` is called from the reader thread.
 
-Why this file is past 600 lines: it is one state machine whose reading, dispatch, acks,
-commits and flow control share the per-partition state above, changed only on the loop.
-What can leave without spreading those invariants is the dispatch per subscription type
-(``_dispatch_single``/``_shared``/``_key_shared`` with ``_deliver``/``_requeue``): the
-next step is dispatcher classes over a narrow view of the partitions, as Pulsar's
-``PersistentDispatcherSingleActiveConsumer``/``MultipleConsumers``/``StickyKeyConsumers``.
+Why this file is past 600 lines: it is one state machine (loading, serving and giving
+up partitions, attaching consumers, reading, acks, TTL, delayed delivery) whose parts
+share the per-partition state, changed only on the loop; what could leave without
+spreading those invariants has (dispatch per type, commits, the partition state).
 """
 
 from __future__ import annotations
@@ -108,10 +52,12 @@ from ._config import MessagingConfig
 from ._consumer import CloseReason, Consumer, Delivery
 from ._cursor import Entry, PartitionCursor
 from ._delayed import HEADER_DELIVER_AT, DelayedQueue
+from ._dispatch_part import DispatchPart
+from ._dispatchers import Dispatcher, dispatcher_for
 from ._policy import TopicLimits
-from ._ratelimit import RateLimiter, acquire_all
+from ._ratelimit import RateLimiter
 from ._reader import SubscriptionReader
-from ._selectors import KeySharedSelector, failover_active, sticky_key_hash
+from ._subscription_commit import SubscriptionCommitter
 from ._types import InitialPosition, SubscriptionState, SubscriptionType, transition
 
 logger = logging.getLogger(__name__)
@@ -124,49 +70,9 @@ _INGESTING = frozenset(
 )
 
 
-_DELAYED_TYPES = frozenset({SubscriptionType.Shared, SubscriptionType.Key_Shared})
-
-
 def subscription_group(kafka_topic: str, subscription: str) -> str:
     """The Kafka consumer group that holds a subscription's position."""
     return f"{SUBSCRIPTION_GROUP_PREFIX}{kafka_topic}/{subscription}"
-
-
-class _Part:
-    """Dispatch state of one partition."""
-
-    __slots__ = (
-        "active",
-        "consumers",
-        "cursor",
-        "index",
-        "inflight_by_hash",
-        "limiter",
-        "paused",
-        "pending",
-        "pulsar_index",
-        "replay",
-        "rr",
-        "selector",
-        "topic_limiter",
-    )
-
-    def __init__(
-        self, index: int, pulsar_index: int, cursor: PartitionCursor, topic_limiter: RateLimiter
-    ) -> None:
-        self.index = index
-        self.pulsar_index = pulsar_index
-        self.cursor = cursor
-        self.pending: deque[Entry] = deque()
-        self.replay: list[Entry] = []
-        self.consumers: list[Consumer] = []
-        self.active: Consumer | None = None
-        self.rr = 0
-        self.selector: KeySharedSelector | None = None
-        self.inflight_by_hash: dict[int, tuple[Consumer, int]] = {}
-        self.paused = False
-        self.limiter = RateLimiter()
-        self.topic_limiter = topic_limiter
 
 
 class Subscription:
@@ -209,8 +115,7 @@ class Subscription:
         self.state = SubscriptionState.LOADING
         self.sub_type: SubscriptionType | None = None
         self.consumers: dict[int, Consumer] = {}
-        self.dropped_ack_ranges = 0
-        self.commits = 0
+        self._dispatcher: Dispatcher | None = None
         #: Messages acknowledged on the subscription's behalf by ``messageTTLInSeconds``.
         self.expired = 0
         #: Dispatch paused by ``maxUnackedMessagesOnSubscription``.
@@ -223,7 +128,7 @@ class Subscription:
         self._limits = limits
         self._on_idle = on_idle
         #: The partitions served here (a consumer of each is attached), by index.
-        self._parts: dict[int, _Part] = {}
+        self._parts: dict[int, DispatchPart] = {}
         #: Taking partitions up and giving them up, one at a time.
         self._serving = asyncio.Lock()
         self._initial_position = InitialPosition.Latest
@@ -233,14 +138,9 @@ class Subscription:
         self._giving_up: set[asyncio.Task[None]] = set()
         self._loop = asyncio.get_running_loop()
         self._reader: SubscriptionReader | None = None
-        self._dirty = False
-        self._last_commit: dict[int, tuple[int, str]] = {}
-        self._last_commit_at = 0.0
-        #: Since when commits fail (None: the last one succeeded).
-        self._commit_failing_since: float | None = None
-        #: A dispatch was held back for a durable mark: commit now, dispatch again after.
-        self._held_for_commit = False
-        self._commit_wanted = asyncio.Event()
+        self._committer = SubscriptionCommitter(
+            self.label, config, self._parts, self.schedule_dispatch
+        )
         self._dispatch_scheduled = False
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -267,6 +167,8 @@ class Subscription:
             batch_size=self.config.fetch_batch,
             write_ahead=self.durable,
         )
+        if self.durable:
+            self._committer.reader = self._reader
         try:
             await self.serve(partitions)
         except BaseException:
@@ -277,9 +179,9 @@ class Subscription:
         self.apply_limits(self._limits())  # also dispatches what arrived while loading
         if self.durable:
             self._commit_task = asyncio.create_task(
-                self._commit_loop(), name=f"commit:{self.label}"
+                self._committer.run(), name=f"commit:{self.label}"
             )
-        logger.debug("subscription %s loaded: %s", self.label, self._last_commit)
+        logger.debug("subscription %s loaded: %s", self.label, self._committer.last)
 
     async def serve(self, partitions: Collection[int]) -> None:
         """Read, dispatch and commit ``partitions`` too (those served already are kept).
@@ -304,21 +206,20 @@ class Subscription:
             limits = self._limits()
             for p in new:
                 offset, metadata = positions[p]
-                part = _Part(
+                part = DispatchPart(
                     p,
                     p if self.partitioned else -1,
                     PartitionCursor(p, offset, metadata),
                     self._topic_limiters[p],
                 )
                 part.limiter.update(limits.subscription_dispatch_rate)
-                if self.sub_type is SubscriptionType.Key_Shared:
-                    part.selector = KeySharedSelector()
+                if self._dispatcher is not None:
+                    self._dispatcher.prepare(part)
                 counts = self._counts.pop(p, None)
                 if counts:
                     self._counts[p] = {o: n for o, n in counts.items() if o >= offset}
                 self._parts[p] = part
-                self._last_commit[p] = (offset, metadata)
-            self._last_commit_at = time.monotonic()
+            self._committer.taken_up({p: positions[p] for p in new})
             if self._compacted is not None:
                 self._read_compacted(self._compacted, [self._parts[p] for p in new])
             try:
@@ -326,7 +227,7 @@ class Subscription:
             except BaseException:
                 for p in new:
                     del self._parts[p]
-                    self._last_commit.pop(p, None)
+                    self._committer.given_up(p)
                 raise
         if self.state is not SubscriptionState.LOADING:
             logger.info("%s: partitions %s taken up at %s", self.label, new, positions)
@@ -386,7 +287,7 @@ class Subscription:
                 return  # closing: close() commits and stops reading
             for p in gone:
                 part = self._parts.pop(p)
-                self._last_commit.pop(p, None)
+                self._committer.given_up(p)
                 counts = self._counts.pop(p, {})  # of messages not read again yet
                 counts.update(
                     (e.offset, e.redeliveries)
@@ -460,8 +361,9 @@ class Subscription:
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer (the engine has checked types and limits, and its partitions
         are served: see :meth:`serve`)."""
-        if not self.consumers:
-            self._set_type(consumer.sub_type)
+        dispatcher = self._dispatcher
+        if not self.consumers or dispatcher is None:
+            dispatcher = self._set_type(consumer.sub_type)
         if self.state is SubscriptionState.IDLE:
             self._set_state(SubscriptionState.ACTIVE)
         if self._idle_timer is not None:
@@ -471,9 +373,8 @@ class Subscription:
         for p in sorted(consumer.partitions):
             part = self._parts[p]
             part.consumers.append(consumer)
-            if part.selector is not None:
-                part.selector.add(consumer)
-            self._repick(part)
+            dispatcher.add(part, consumer)
+            dispatcher.repick(part)
         consumer.update_blocked(self._limits().max_unacked_per_consumer)
         logger.info(
             "consumer %s joined %s (%s, partitions %s)",
@@ -484,12 +385,14 @@ class Subscription:
         )
         self.dispatch()
 
-    def _set_type(self, sub_type: SubscriptionType) -> None:
+    def _set_type(self, sub_type: SubscriptionType) -> Dispatcher:
         self.sub_type = sub_type
+        dispatcher = self._dispatcher = dispatcher_for(
+            sub_type, self, key_shared_lookahead=self.config.key_shared_lookahead
+        )
         for part in self._parts.values():
-            part.selector = KeySharedSelector() if sub_type is SubscriptionType.Key_Shared else None
-            part.inflight_by_hash.clear()
-            part.active = None
+            dispatcher.prepare(part)
+        return dispatcher
 
     async def remove_consumer(self, consumer: Consumer, reason: CloseReason | None = None) -> None:
         """Detach a consumer; the partitions it leaves without a consumer have their
@@ -525,16 +428,18 @@ class Subscription:
         held = [*consumer.delivered.values(), *consumer.nack_pending.values()]
         consumer.delivered.clear()
         consumer.nack_pending.clear()
+        dispatcher = self._dispatcher
         for p in consumer.partitions:
             part = self._parts[p]
             part.consumers.remove(consumer)
-            if part.selector is not None:
-                part.selector.remove(consumer)
+            if dispatcher is not None:
+                dispatcher.remove(part, consumer)
         for entry in held:
             if entry.holder is consumer:
-                self._requeue(self._parts[entry.partition], entry)
-        for p in consumer.partitions:
-            self._repick(self._parts[p])
+                self._parts[entry.partition].requeue(entry)
+        if dispatcher is not None:
+            for p in consumer.partitions:
+                dispatcher.repick(self._parts[p])
         if any(not self._parts[p].consumers for p in consumer.partitions):
             self._give_up_soon()
         logger.info(
@@ -559,34 +464,6 @@ class Subscription:
         self._idle_timer = None
         if self.state is SubscriptionState.IDLE and not self.consumers:
             self._on_idle(self)
-
-    def _repick(self, part: _Part) -> None:
-        """Single-active types: choose the partition's active consumer; rewind on change."""
-        if self.sub_type is None or not self.sub_type.single_active:
-            return
-        if self.sub_type is SubscriptionType.Exclusive:
-            new = part.consumers[0] if part.consumers else None
-        else:
-            new = failover_active(part.consumers, part.pulsar_index)
-        old = part.active
-        if new is old:
-            return
-        part.active = new
-        for changed in (old, new):
-            if changed is not None:
-                changed.active_changed.set()
-        if old is not None:
-            # Like Pulsar's cursor rewind: what the old active consumer holds goes again
-            # to the new one, in offset order (acknowledged ones are skipped).
-            held = [
-                e
-                for e in (*old.delivered.values(), *old.nack_pending.values())
-                if e.holder is old and e.partition == part.index
-            ]
-            for entry in held:
-                self._requeue(part, entry)
-        if new is not None:
-            logger.info("%s[%d]: active consumer is now %s", self.label, part.index, new.name)
 
     # -- policies ----------------------------------------------------------------------
     def apply_limits(self, limits: TopicLimits) -> None:
@@ -627,7 +504,7 @@ class Subscription:
             self._add_entry(part, offset, m.key(), m.value() or b"", m.headers(), m.timestamp()[1])
         self.dispatch()
 
-    def _read_compacted(self, view: CompactedView, parts: Sequence[_Part]) -> None:
+    def _read_compacted(self, view: CompactedView, parts: Sequence[DispatchPart]) -> None:
         """``readCompacted``: below a partition's compaction horizon, take the compacted
         view's messages (latest per key, their data-topic offsets) instead of the topic,
         then read the topic from the horizon (Pulsar's ``CompactorSubscription`` read)."""
@@ -650,7 +527,7 @@ class Subscription:
 
     def _add_entry(
         self,
-        part: _Part,
+        part: DispatchPart,
         offset: int,
         raw_key: bytes | None,
         value: bytes,
@@ -737,16 +614,12 @@ class Subscription:
         if self._check_unacked():
             return
         wait = 0.0
-        if self.consumers and self.sub_type is not None:
+        dispatcher = self._dispatcher
+        if self.consumers and dispatcher is not None:
             for part in self._parts.values():
                 if not part.consumers:
                     continue
-                if self.sub_type.single_active:
-                    w = self._dispatch_single(part)
-                elif self.sub_type is SubscriptionType.Shared:
-                    w = self._dispatch_shared(part)
-                else:
-                    w = self._dispatch_key_shared(part)
+                w = dispatcher.dispatch(part)
                 if w > 0.0 and (wait == 0.0 or w < wait):
                     wait = w
         if wait > 0.0 and self._throttle_timer is None:
@@ -757,58 +630,39 @@ class Subscription:
         self._throttle_timer = None
         self.dispatch()
 
-    def _undurable(self, part: _Part, entry: Entry) -> bool:
+    # -- what the dispatcher asks (see _dispatchers.DispatchHost) ----------------------
+    @property
+    def unacked_blocked(self) -> bool:
+        """Dispatch paused by ``maxUnackedMessagesOnSubscription``."""
+        return self._unacked_blocked
+
+    def undurable(self, part: DispatchPart, entry: Entry) -> bool:
         """Hold a message back until a commit's dispatch mark covers it: delivered
         before, it would come back after a crash or an ownership move with
-        redeliveryCount 0 (issue 11). Asks for a commit now; dispatch resumes after it."""
+        redeliveryCount 0. Asks for a commit now; dispatch resumes after it."""
         if not self.durable or entry.offset < part.cursor.durable:
             return False
-        if not self._held_for_commit:
-            self._held_for_commit = True
-            self._dirty = True  # the next commit moves the mark over what was read
-            self._commit_wanted.set()
+        self._committer.hold_for_mark()
         return True
 
-    def _next(self, part: _Part) -> Entry | None:
-        if self._unacked_blocked:
-            return None
-        cutoff = self._ttl_cutoff_ms()
-        replay = part.replay
-        while replay:
-            entry = replay[0]
-            if entry.acked or entry.holder is not None or entry.nacked:
-                heapq.heappop(replay)
-                continue
-            if entry.publish_ms <= cutoff:
-                heapq.heappop(replay)
-                self._expire(part, entry)
-                continue
-            if self._undurable(part, entry):
-                return None
-            return entry
-        pending = part.pending
-        while pending:
-            entry = pending[0]
-            if entry.acked or entry.holder is not None:
-                pending.popleft()
-                continue
-            if entry.publish_ms <= cutoff:
-                pending.popleft()
-                self._expire(part, entry)
-                continue
-            if entry.deliver_at and self._hold_back(part, entry):
-                pending.popleft()
-                continue
-            if self._undurable(part, entry):
-                return None
-            return entry
-        return None
+    def deliver(self, part: DispatchPart, entry: Entry, consumer: Consumer) -> None:
+        """Hand ``entry`` to ``consumer`` (it holds it until it acks or returns it)."""
+        part.hold(entry, consumer)
+        if part.cursor.mark_dispatched(entry.offset):
+            self._committer.changed()  # the next commit carries the dispatch mark
+        consumer.delivered[(part.index, entry.offset)] = entry
+        consumer.push(
+            Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
+        )
+        limits = self._limits()
+        consumer.update_blocked(limits.max_unacked_per_consumer)
+        if limits.max_unacked_per_subscription > 0:
+            self._check_unacked()
 
     # -- delayed delivery --------------------------------------------------------------
-    def _hold_back(self, part: _Part, entry: Entry) -> bool:
-        """Put a message not due yet aside (Shared and Key_Shared, while enabled)."""
-        if self.sub_type not in _DELAYED_TYPES:
-            return False
+    def hold_back(self, part: DispatchPart, entry: Entry) -> bool:
+        """Put a message not due yet aside (asked by Shared and Key_Shared), while
+        delayed delivery is enabled."""
         limits = self._limits()
         if not limits.delayed_enabled:
             return False
@@ -838,18 +692,18 @@ class Subscription:
         self.dispatch()
 
     # -- message TTL -------------------------------------------------------------------
-    def _ttl_cutoff_ms(self) -> int:
+    def ttl_cutoff_ms(self) -> int:
         """Messages published at or before this time are expired (-1: no TTL)."""
         ttl = self._limits().message_ttl_s
         if ttl <= 0:
             return -1
         return int(time.time() * 1000) - ttl * 1000
 
-    def _expire(self, part: _Part, entry: Entry) -> None:
-        # Pulsar's expiry: the subscription acknowledges the message without delivering it.
+    def expire(self, part: DispatchPart, entry: Entry) -> None:
+        """Pulsar's expiry: acknowledge the message without delivering it."""
         if part.cursor.ack(entry.offset) is not None:
             self.expired += 1
-            self._dirty = True
+            self._committer.changed()
 
     def skip_to(self, offsets: dict[int, int]) -> int:
         """Move the position of some served partitions forward (backlog eviction): every
@@ -864,11 +718,11 @@ class Subscription:
                 if entry.offset >= target:
                     break
                 if part.cursor.ack(entry.offset) is not None:
-                    self._release(part, entry)
+                    part.release(entry)
                     skipped += 1
             part.cursor.read_pos = max(part.cursor.read_pos, target)  # unread: dropped
             part.pending = deque(e for e in part.pending if not e.acked)
-            self._dirty = True
+            self._committer.changed()
         if offsets:
             logger.info("%s: positions moved forward to %s (backlog eviction)", self.label, offsets)
             self._flow_control()
@@ -878,7 +732,7 @@ class Subscription:
     def expire_messages(self) -> int:
         """Acknowledge every buffered message older than ``messageTTLInSeconds`` that is
         not out with a consumer (the periodic check); returns how many."""
-        cutoff = self._ttl_cutoff_ms()
+        cutoff = self.ttl_cutoff_ms()
         if cutoff < 0 or not self.attached:
             return 0
         before = self.expired
@@ -886,7 +740,7 @@ class Subscription:
             expired = self.expired
             for entry in list(part.cursor.entries.values()):
                 if entry.holder is None and entry.publish_ms <= cutoff:
-                    self._expire(part, entry)
+                    self.expire(part, entry)
             if self.expired != expired:  # the buffer shrinks: reading may resume
                 part.pending = deque(e for e in part.pending if not e.acked)
         count = self.expired - before
@@ -896,156 +750,8 @@ class Subscription:
             self.schedule_dispatch()
         return count
 
-    def _take(self, part: _Part, entry: Entry) -> None:
-        if part.replay and part.replay[0] is entry:
-            heapq.heappop(part.replay)
-        else:
-            part.pending.popleft()
-
-    def _dispatch_single(self, part: _Part) -> float:
-        consumer = part.active
-        if consumer is None:
-            return 0.0
-        limiters = (part.topic_limiter, part.limiter)
-        while consumer.can_receive():
-            entry = self._next(part)
-            if entry is None:
-                return 0.0
-            wait = acquire_all(limiters, entry.size)
-            if wait > 0.0:
-                return wait
-            self._take(part, entry)
-            self._deliver(part, entry, consumer)
-        return 0.0
-
-    def _dispatch_shared(self, part: _Part) -> float:
-        consumers = part.consumers
-        limiters = (part.topic_limiter, part.limiter)
-        while True:
-            entry = self._next(part)
-            if entry is None:
-                return 0.0
-            n = len(consumers)
-            chosen = -1
-            for i in range(n):
-                if consumers[(part.rr + i) % n].can_receive():
-                    chosen = (part.rr + i) % n
-                    break
-            if chosen < 0:
-                return 0.0
-            wait = acquire_all(limiters, entry.size)
-            if wait > 0.0:
-                return wait
-            part.rr = (chosen + 1) % n  # round robin advances only on a delivery
-            self._take(part, entry)
-            self._deliver(part, entry, consumers[chosen])
-
-    def _dispatch_key_shared(self, part: _Part) -> float:
-        selector = part.selector
-        if selector is None or not any(c.can_receive() for c in part.consumers):
-            return 0.0
-        limiters = (part.topic_limiter, part.limiter)
-        replay = sorted(e for e in part.replay if not (e.acked or e.holder or e.nacked))
-        part.replay = []
-        cutoff = self._ttl_cutoff_ms()
-        if cutoff >= 0:
-            for entry in replay:
-                if entry.publish_ms <= cutoff:
-                    self._expire(part, entry)
-            replay = [e for e in replay if not e.acked]
-        scanned: list[Entry] = []
-        pending = part.pending
-        while pending and len(scanned) < self.config.key_shared_lookahead:
-            entry = pending.popleft()
-            if entry.acked or entry.holder is not None:
-                continue
-            if entry.publish_ms <= cutoff:
-                self._expire(part, entry)
-                continue
-            if entry.deliver_at and self._hold_back(part, entry):
-                continue
-            scanned.append(entry)
-        kept_replay: list[Entry] = []
-        kept_pending: list[Entry] = []
-        blocked: set[int] = set()
-        wait = 0.0
-        for from_replay, entries in ((True, replay), (False, scanned)):
-            keep = kept_replay if from_replay else kept_pending
-            for entry in entries:
-                if wait > 0.0 or self._unacked_blocked:
-                    keep.append(entry)
-                    continue
-                if entry.sticky_hash < 0:
-                    entry.sticky_hash = sticky_key_hash(entry.key)
-                h = entry.sticky_hash
-                if h in blocked:
-                    keep.append(entry)
-                    continue
-                if self._undurable(part, entry):
-                    blocked.add(h)  # keeps the key's order
-                    keep.append(entry)
-                    continue
-                consumer = selector.select(h)
-                hold = part.inflight_by_hash.get(h)
-                if (
-                    consumer is None
-                    or (hold is not None and hold[0] is not consumer)
-                    or not consumer.can_receive()
-                ):
-                    blocked.add(h)
-                    keep.append(entry)
-                    continue
-                wait = acquire_all(limiters, entry.size)
-                if wait > 0.0:
-                    keep.append(entry)
-                    continue
-                self._deliver(part, entry, consumer)
-        part.replay = kept_replay  # sorted, hence a valid heap
-        pending.extendleft(reversed(kept_pending))
-        return wait
-
-    def _deliver(self, part: _Part, entry: Entry, consumer: Consumer) -> None:
-        entry.holder = consumer
-        if part.cursor.mark_dispatched(entry.offset):
-            self._dirty = True  # the next commit carries the dispatch mark
-        consumer.delivered[(part.index, entry.offset)] = entry
-        if part.selector is not None:
-            if entry.sticky_hash < 0:
-                entry.sticky_hash = sticky_key_hash(entry.key)
-            hold = part.inflight_by_hash.get(entry.sticky_hash)
-            count = 1 if hold is None else hold[1] + 1
-            part.inflight_by_hash[entry.sticky_hash] = (consumer, count)
-        consumer.push(
-            Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
-        )
-        limits = self._limits()
-        consumer.update_blocked(limits.max_unacked_per_consumer)
-        if limits.max_unacked_per_subscription > 0:
-            self._check_unacked()
-
-    def _release(self, part: _Part, entry: Entry) -> None:
-        holder = entry.holder
-        if holder is None:
-            return
-        entry.holder = None
-        if part.selector is not None:
-            hold = part.inflight_by_hash.get(entry.sticky_hash)
-            if hold is not None:
-                if hold[1] <= 1:
-                    del part.inflight_by_hash[entry.sticky_hash]
-                else:
-                    part.inflight_by_hash[entry.sticky_hash] = (hold[0], hold[1] - 1)
-
-    def _requeue(self, part: _Part, entry: Entry) -> None:
-        self._release(part, entry)
-        entry.nacked = False
-        if entry.acked:
-            return
-        entry.redeliveries += 1
-        heapq.heappush(part.replay, entry)
-
     # -- acknowledgements --------------------------------------------------------------
-    def _part_of(self, message_id: MessageId) -> _Part | None:
+    def _part_of(self, message_id: MessageId) -> DispatchPart | None:
         return self._parts.get(message_id.kafka_partition)
 
     def ack(self, consumer: Consumer, message_id: MessageId) -> None:
@@ -1060,12 +766,12 @@ class Subscription:
         entry = part.cursor.ack(message_id.offset)
         if entry is not None:
             holder = entry.holder
-            self._release(part, entry)
+            part.release(entry)
             if holder is not None and holder is not consumer:
                 holder.delivered.pop(key, None)
                 holder.nack_pending.pop(key, None)
                 holder.update_blocked(self._limits().max_unacked_per_consumer)
-            self._dirty = True
+            self._committer.changed()
         consumer.acked_total += 1
         if had is not None or entry is not None:
             consumer.update_blocked(self._limits().max_unacked_per_consumer)
@@ -1089,88 +795,18 @@ class Subscription:
             )
         self.schedule_dispatch()
 
-    def _nack_expired(self, part: _Part, entry: Entry, consumer: Consumer) -> None:
+    def _nack_expired(self, part: DispatchPart, entry: Entry, consumer: Consumer) -> None:
         consumer.nack_pending.pop((part.index, entry.offset), None)
         if entry.acked or entry.holder is not consumer or not entry.nacked:
             return
-        self._requeue(part, entry)
+        part.requeue(entry)
         self.dispatch()
 
     # -- committing --------------------------------------------------------------------
-    async def _commit_loop(self) -> None:
-        """Commit every ``commit_interval_s`` when something changed, and at once when a
-        dispatch waits for its mark; a failed commit is retried after the interval."""
-        interval = self.config.commit_interval_s
-        wanted = self._commit_wanted
-        while True:
-            if not wanted.is_set():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(interval):
-                        await wanted.wait()
-            wanted.clear()
-            keepalive = time.monotonic() - self._last_commit_at >= self.config.commit_keepalive_s
-            if self._dirty or keepalive:
-                await self.commit(force=keepalive)
-                if self._commit_failing_since is not None:
-                    await asyncio.sleep(interval)
-
     async def commit(self, *, force: bool = False, only: Collection[int] | None = None) -> None:
-        """Commit the acknowledged prefix and the individual-ack set of every partition
-        served here (or of those in ``only``).
-
-        Only partitions whose position changed are written, unless ``force``. A failure
-        is logged and retried at the next interval (the acks stay in memory).
-        """
-        reader = self._reader
-        if reader is None or not self._parts or not self.durable:
-            return
-        if only is None:
-            self._dirty = False
-            parts = list(self._parts.values())
-        else:
-            parts = [self._parts[p] for p in only if p in self._parts]
-        offsets: dict[int, tuple[int, str]] = {}
-        marks: dict[int, int] = {}
-        max_bytes = self.config.ack_metadata_max_bytes
-        for part in parts:
-            if self._held_for_commit and part.cursor.read_pos > part.cursor.dispatched:
-                # Dispatch is held for a durable mark: write the mark ahead, over what
-                # was read, so the messages held can go once this commit succeeds.
-                part.cursor.dispatched = part.cursor.read_pos
-            marks[part.index] = part.cursor.dispatched
-            offset, metadata, dropped = part.cursor.commit_point(max_bytes)
-            if dropped:
-                self.dropped_ack_ranges += dropped
-                logger.warning(
-                    "%s[%d]@%d: %d acknowledged range(s) do not fit in the commit metadata; "
-                    "they would be redelivered after a restart",
-                    self.label,
-                    part.index,
-                    offset,
-                    dropped,
-                )
-            if force or self._last_commit.get(part.index) != (offset, metadata):
-                offsets[part.index] = (offset, metadata)
-        if not offsets:
-            return
-        try:
-            await reader.commit(offsets)
-        except Exception as exc:
-            self._dirty = True
-            if self._commit_failing_since is None:
-                self._commit_failing_since = time.monotonic()
-            logger.warning("%s: commit failed (will retry): %s", self.label, exc)
-            return
-        self._commit_failing_since = None
-        for part in parts:
-            if part.index in offsets:
-                part.cursor.durable = max(part.cursor.durable, marks[part.index])
-        self._last_commit.update((p, o) for p, o in offsets.items() if p in self._parts)
-        self._last_commit_at = time.monotonic()
-        self.commits += 1
-        if self._held_for_commit and only is None:
-            self._held_for_commit = False
-            self.schedule_dispatch()
+        """Commit the position of every partition served here (or of those in ``only``;
+        see :meth:`SubscriptionCommitter.commit`)."""
+        await self._committer.commit(force=force, only=only)
 
     # -- introspection -----------------------------------------------------------------
     def backlog(self) -> int:
@@ -1179,7 +815,17 @@ class Subscription:
 
     def committed_positions(self) -> dict[int, tuple[int, str]]:
         """The last positions written to Kafka, per partition."""
-        return dict(self._last_commit)
+        return dict(self._committer.last)
+
+    @property
+    def commits(self) -> int:
+        """Successful commits so far."""
+        return self._committer.commits
+
+    @property
+    def dropped_ack_ranges(self) -> int:
+        """Acknowledged ranges left out of commits for want of metadata room."""
+        return self._committer.dropped_ack_ranges
 
     def __repr__(self) -> str:
         kind = None if self.sub_type is None else self.sub_type.value

@@ -109,6 +109,40 @@ def test_two_shared_consumers_split_the_messages(
     assert seen["a"] and seen["b"], "both Shared consumers received messages"
 
 
+def test_key_shared_keeps_an_ordering_key_on_one_consumer_in_order(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    """Key_Shared routes by the ordering key when a message has one (Pulsar's
+    ``peekStickyKey``), not by its partition key: every message here has its own
+    partition key, and the two ordering keys each stay on one consumer, in order."""
+    topic = make_topic(kafka_bootstrap, 1)
+    kwargs = {
+        "consumer_type": pulsar.ConsumerType.KeyShared,
+        "initial_position": pulsar.InitialPosition.Earliest,
+    }
+    a = client.subscribe(str(topic), "ks", consumer_name="a", **kwargs)
+    b = client.subscribe(str(topic), "ks", consumer_name="b", **kwargs)
+    producer = client.create_producer(str(topic), batching_enabled=False)
+    for i in range(40):
+        producer.send(b"%d" % i, partition_key=f"p{i}", ordering_key="AB"[i % 2])
+    got: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
+    deadline = time.monotonic() + 60
+    while sum(map(len, got.values())) < 40 and time.monotonic() < deadline:
+        for name, c in (("a", a), ("b", b)):
+            try:
+                msg = c.receive(timeout_millis=200)
+            except pulsar.Timeout:
+                continue
+            got[name].append((msg.ordering_key(), int(msg.data())))
+            c.acknowledge(msg)
+    assert sorted(i for seen in got.values() for _, i in seen) == list(range(40))
+    for key in "AB":
+        holders = [name for name, seen in got.items() if any(k == key for k, _ in seen)]
+        assert len(holders) == 1, f"ordering key {key} went to {holders}"
+        order = [i for k, i in got[holders[0]] if k == key]
+        assert order == sorted(order)
+
+
 def test_partitioned_topic_client_routing_is_kept(
     kafka_bootstrap: str, client: pulsar.Client
 ) -> None:

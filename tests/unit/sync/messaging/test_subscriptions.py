@@ -374,7 +374,6 @@ def test_acks_are_committed_within_the_interval_without_a_clean_close() -> None:
     assert run(after()) == [2, 4]
 
 
-
 def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -> None:
     """What a consumer may already have seen when its sidecar died (or the subscription
     moved) is delivered again with redeliveryCount >= 1. The mark is written ahead of
@@ -429,6 +428,7 @@ def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -
     assert [o for o, _ in redelivered] == list(range(1, 10 + later))
     assert all(n == 1 for o, n in redelivered if o < mark)
     assert [n for o, n in redelivered if o >= mark] == [0, 0, 0]
+
 
 def test_two_sidecars_serve_one_subscription_each_its_own_partitions() -> None:
     """Each partition is owned on its own (a Pulsar client looks each one up), so two
@@ -844,7 +844,7 @@ def test_while_commits_fail_messages_wait_for_a_durable_dispatch_mark() -> None:
         covered = sub._parts[0].cursor.durable - 2  # the mark was written ahead of 2
         env.publish(topic, covered + 5)
         ack_all(c, await take(c, covered))  # within the committed mark: dispatched
-        await eventually(lambda: sub._commit_failing_since is not None)
+        await eventually(lambda: sub._committer.failing_since is not None)
         with pytest.raises(AssertionError, match="got 0 of 1"):
             await take(c, 1, timeout_s=1.0)  # held: the mark in Kafka does not cover them
         consumer.commit = working  # type: ignore[method-assign]

@@ -3,9 +3,11 @@ Key_Shared's ring and Failover's choice."""
 
 from __future__ import annotations
 
+import base64
 import random
 from typing import cast
 
+import mmh3
 import pytest
 
 from sync.messaging import (
@@ -17,8 +19,14 @@ from sync.messaging import (
 )
 from sync.messaging._cursor import Entry, PartitionCursor
 from sync.messaging._ratelimit import RateLimiter, acquire_all
-from sync.messaging._selectors import KeySharedSelector, failover_active, sticky_key_hash
+from sync.messaging._selectors import (
+    KeySharedSelector,
+    failover_active,
+    message_sticky_hash,
+    sticky_key_hash,
+)
 from sync.messaging._types import SubscriptionType
+from sync.messaging.headers import HEADER_KEY_B64, HEADER_ORDERING_KEY
 from sync.routing import murmur3_32_hash
 
 
@@ -171,8 +179,9 @@ def test_negative_rates_in_policies_are_unlimited() -> None:
     assert limits.publish_rate == RateSpec(msgs=20)
     assert limits.subscription_dispatch_rate == RateSpec(nbytes=4096)
     clock = Clock()  # never advances: only an unlimited component lets everything through
-    dispatch, publish = RateLimiter(limits.dispatch_rate, clock), RateLimiter(
-        limits.publish_rate, clock
+    dispatch, publish = (
+        RateLimiter(limits.dispatch_rate, clock),
+        RateLimiter(limits.publish_rate, clock),
     )
     assert all(acquire_all([dispatch], 10**9) == 0.0 for _ in range(1000))
     assert [acquire_all([publish], 10**9) for _ in range(20)] == [0.0] * 20  # bytes: no limit
@@ -228,6 +237,22 @@ def test_key_shared_ring_matches_pulsars_points_and_spreads_keys() -> None:
     ring.remove(consumers[0])
     assert all(ring.select(sticky_key_hash(f"key-{i}")) is not consumers[0] for i in range(300))
     assert sticky_key_hash(None) == sticky_key_hash(None) >= 0
+
+
+def test_key_shared_hashes_the_ordering_key_first_as_pulsars_peek_sticky_key() -> None:
+    def murmur(raw: bytes) -> int:
+        return int(mmh3.hash(raw, 0, False)) & 0x7FFFFFFF
+
+    ordering = [("p", b"v"), (HEADER_ORDERING_KEY, b"\x00order")]
+    assert message_sticky_hash("partition-key", ordering) == murmur(b"\x00order")
+    assert message_sticky_hash(None, ordering) == murmur(b"\x00order")
+    assert message_sticky_hash("partition-key", [("p", b"v")]) == sticky_key_hash("partition-key")
+    binary = base64.b64encode(b"\xff\xfe\x00").decode()
+    assert message_sticky_hash(binary, [(HEADER_KEY_B64, b"true")]) == murmur(b"\xff\xfe\x00")
+    assert message_sticky_hash("not base64!", [(HEADER_KEY_B64, b"true")]) == sticky_key_hash(
+        "not base64!"
+    )
+    assert message_sticky_hash(None, None) == sticky_key_hash(None) == murmur(b"NONE_KEY")
 
 
 def test_failover_choice_is_sorted_by_name_modulo_partition() -> None:
