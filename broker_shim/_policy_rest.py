@@ -134,7 +134,7 @@ def _rate(period: int) -> dict[str, Any]:
 
 # What Pulsar 4.0.7 stores for the fields a rate body leaves out: 0 for DispatchRateImpl's
 # fields (period included), -1 ("unlimited") for PublishRate's and SubscribeRate's rates.
-# A negative rate is stored as sent and means unlimited (sync._policies).
+# A negative rate is stored as sent and means unlimited (sync.policy._policies).
 _DISPATCH_OMITTED: Final = MappingProxyType(_rate(0))
 _PUBLISH_OMITTED: Final = MappingProxyType(
     {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}

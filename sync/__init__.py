@@ -3,8 +3,6 @@
 The library knows nothing of HTTP; the sidecar in ``broker_shim`` builds on it.
 """
 
-from ._cache import CacheConfig, CacheState, CacheStats, Listener, PolicyCache
-from ._codec import Codec, SchemaVersion, default_schema_dir
 from ._errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -28,11 +26,10 @@ from ._errors import (
     UnavailableError,
     WriteConflictError,
 )
-from ._fenced import Draft, FenceConfig, FencedWriter
-from ._holder import FenceHolder, HolderConfig, HolderState, elected_holder
-from ._kafka_names import kafka_topic_of
-from ._names import NamespaceName, TopicDomain, TopicName
-from ._policies import (
+from .naming._kafka_names import kafka_topic_of
+from .naming._names import NamespaceName, TopicDomain, TopicName
+from .policy._codec import Codec, SchemaVersion, default_schema_dir
+from .policy._policies import (
     FieldCatalog,
     Policies,
     PolicyScope,
@@ -40,8 +37,11 @@ from ._policies import (
     effective_policies,
     parse_policy_json,
 )
-from ._service import PolicyService, ServiceConfig
-from ._writer import PolicyWriter, WriterConfig, WriteResult
+from .policy._policy_cache import CacheConfig, CacheState, CacheStats, Listener, PolicyCache
+from .policy._policy_service import PolicyService, ServiceConfig
+from .policy._policy_writer import PolicyWriter, WriterConfig, WriteResult
+from .table._fence_holder import FenceHolder, HolderConfig, HolderState, elected_holder
+from .table._fenced_writer import Draft, FenceConfig, FencedWriter
 
 __all__ = [
     "kafka_topic_of",

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import StructType
 
-from .._constants import (
+from sync._constants import (
     CHANGE_EVENTS_TOPIC,
     GLOBAL_KEY_PREFIX,
     HEADER_AUTHOR,
@@ -34,9 +34,10 @@ from .._constants import (
     SINGLE_OBJECT_HEADER_LEN,
     SINGLE_OBJECT_MAGIC,
 )
-from .._errors import ConfigurationError, NotFoundError
-from .._policies import PolicyScope
-from ..transport import KafkaConfig, KafkaTransport
+from sync._errors import ConfigurationError, NotFoundError
+from sync.policy._policies import PolicyScope
+from sync.transport import KafkaConfig, KafkaTransport
+
 from ._rules import CHANGE_ACTIONS, Action, PoisonReason
 from ._schemas import SparkSchemas
 from ._sql import ident, string

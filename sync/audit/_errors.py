@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
 
-from .._errors import AuditError, SidecarError, SparkSetupError
+from sync._errors import AuditError, SidecarError, SparkSetupError
 
 __all__ = ["AuditError", "SidecarError", "SparkSetupError", "spark_errors"]
 

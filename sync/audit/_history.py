@@ -14,7 +14,8 @@ from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, MapType, StructType
 
-from .._policies import PolicyScope
+from sync.policy._policies import PolicyScope
+
 from ._rules import (
     CHANGE_ACTIONS,
     TRANSITION_RULES,

@@ -28,7 +28,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._errors import ConfigurationError
+from sync._errors import ConfigurationError
+
 from ._errors import SparkSetupError
 
 logger = logging.getLogger(__name__)

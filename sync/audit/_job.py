@@ -24,7 +24,8 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StructType, TimestampType
 
-from .._errors import ConfigurationError
+from sync._errors import ConfigurationError
+
 from ._decode import (
     ARCHIVE_COLUMNS,
     KAFKA_ROW_SCHEMA,

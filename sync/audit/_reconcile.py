@@ -38,10 +38,11 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from .._codec import Codec
-from .._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
-from .._errors import InvalidInputError
-from ..table import Effect, judge
+from sync._constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH
+from sync._errors import InvalidInputError
+from sync.policy._codec import Codec
+from sync.table import Effect, judge
+
 from ._decode import KafkaSource, check_source, read_log
 from ._errors import SidecarError, spark_errors
 from ._schemas import SparkSchemas

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .._errors import ConfigurationError
+from sync._errors import ConfigurationError
 
 __all__ = [
     "CHANGE_ACTIONS",

@@ -15,8 +15,8 @@ from typing import Any
 
 from fastavro.schema import load_schema
 
-from .._codec import Codec
-from .._errors import ConfigurationError
+from sync._errors import ConfigurationError
+from sync.policy._codec import Codec
 
 __all__ = ["SchemaVersionJson", "SparkSchemas"]
 

@@ -26,7 +26,8 @@ from types import MappingProxyType
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from .._errors import ConfigurationError
+from sync._errors import ConfigurationError
+
 from ._errors import SparkSetupError
 from ._jars import resolve_spark_jars
 

@@ -15,7 +15,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
-from sync._bundles import NamespaceBundles, SplitAlgorithm, topic_hash
 from sync._errors import (
     ConflictError,
     InvalidInputError,
@@ -25,8 +24,9 @@ from sync._errors import (
     UnavailableError,
     UnprocessableError,
 )
-from sync._kafka_names import compacted_topic_of, kafka_topic_of
-from sync._names import PARTITION_SUFFIX, NamespaceName, TopicName, parse_topic_cached
+from sync.naming._bundles import NamespaceBundles, SplitAlgorithm, topic_hash
+from sync.naming._kafka_names import compacted_topic_of, kafka_topic_of
+from sync.naming._names import PARTITION_SUFFIX, NamespaceName, TopicName, parse_topic_cached
 from sync.transport import TopicSpec, Transport
 
 from ._lookup import LookupService, namespace_missing
@@ -396,7 +396,7 @@ class ClusterAdmin:
         properties: dict[str, str] | None = None,
     ) -> TopicRecord:
         """Create a partitioned (``partitions`` > 0) or non-partitioned (0) topic and the
-        Kafka topic backing it (:func:`sync._kafka_names.kafka_topic_of`).
+        Kafka topic backing it (:func:`sync.naming._kafka_names.kafka_topic_of`).
 
         Raises:
             NotAcceptableError: "Number of partitions should be more than 0".

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sync._bundles import topic_hash
 from sync._constants import ORDER_TOPIC_CONFIG_NAMESPACE, REGISTRY_KEY_NAMESPACE
 from sync._errors import (
     BundleUnloadingError,
@@ -30,7 +29,8 @@ from sync._errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-from sync._names import NamespaceName, TopicName, parse_topic_cached
+from sync.naming._bundles import topic_hash
+from sync.naming._names import NamespaceName, TopicName, parse_topic_cached
 
 from ._metadata import Layout, MetadataStore
 from ._ownership_model import RequestOp, namespace_of_bundle

@@ -6,9 +6,9 @@ config and wiped write perms, each indexed for the lookup hot path.
 
 :class:`MetadataWriter` changes namespace layouts, topic metadata, KV config and perms with
 read-modify-write cycles serialized by Kafka's producer fencing, through the one fenced
-writer of :mod:`sync._fenced`: every writer in every sidecar shares one transactional id,
-and a writer (re)initialising its transactions fences all others, then syncs its view
-before deciding. A writer that loses its fence between deciding and committing gets
+writer of :mod:`sync.table._fenced_writer`: every writer in every sidecar shares one
+transactional id, and a writer (re)initialising its transactions fences all others, then
+syncs its view before deciding. A writer that loses its fence between deciding and committing gets
 :class:`~sync._errors.ProducerFencedError` on commit, and nothing it wrote becomes
 visible; it retries from a fresh view. Compaction keeps the last
 record per key, so the decision is made before the write, never by a reader.
@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from sync._bundles import BundleRange, NamespaceBundles
 from sync._constants import (
     COMPACTED_TABLE_CREATE_CONFIG,
     COMPACTED_TABLE_REQUIRED_CONFIG,
@@ -37,8 +36,9 @@ from sync._constants import (
     REGISTRY_TOPIC,
 )
 from sync._errors import CodecError, InvalidInputError
-from sync._fenced import Draft, FenceConfig, FencedWriter
-from sync._names import NamespaceName, TopicName
+from sync.naming._bundles import BundleRange, NamespaceBundles
+from sync.naming._names import NamespaceName, TopicName
+from sync.table._fenced_writer import Draft, FenceConfig, FencedWriter
 from sync.transport import TopicSpec, Transport
 
 from ._records import (
@@ -255,7 +255,7 @@ class MetadataWriter:
     """Fenced read-modify-write of registry keys (shared transactional id).
 
     The fence, deadline, back-off, abort, re-sync per producer epoch and
-    commit-and-confirm are :class:`~sync._fenced.FencedWriter`'s (the policy writer's
+    commit-and-confirm are :class:`~sync.table._fenced_writer.FencedWriter`'s (the policy writer's
     too). Decisions read the store's indexes, so each goes in a transaction of its own,
     decided once the store has applied every earlier commit (``settle``).
     """

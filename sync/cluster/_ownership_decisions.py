@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sync._names import NamespaceName
+from sync.naming._names import NamespaceName
 
 from ._ownership_model import Request, RequestOp, Write, namespace_of_bundle, slot_of
 from ._records import BundleState, OwnershipRecord, check_transition

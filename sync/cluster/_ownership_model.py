@@ -17,7 +17,7 @@ from sync._constants import (
     OWNERSHIP_TOPIC_PREFIX,
 )
 from sync._errors import ConfigurationError, PolicySyncError
-from sync._names import NamespaceName
+from sync.naming._names import NamespaceName
 from sync.routing import kafka_partition
 
 from ._records import OwnershipRecord, decode_json, encode_json

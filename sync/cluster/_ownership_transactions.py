@@ -21,7 +21,7 @@ from sync._errors import (
     ProducerFencedError,
     TransportError,
 )
-from sync._fenced import commit_records
+from sync.table._fenced_writer import commit_records
 from sync.transport import GroupConsumer, Producer, Transport
 
 from ._ownership_model import OwnershipConfig, Write, slot_of, slots_topic

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from sync._bundles import NamespaceBundles
 from sync._constants import (
     OWNERSHIP_MEMBER_CLIENT_PREFIX,
     REGISTRY_KEY_BROKER,
@@ -38,7 +37,8 @@ from sync._constants import (
     REGISTRY_KEY_TOPIC,
 )
 from sync._errors import CodecError, ConflictError
-from sync._names import NamespaceName, TopicName
+from sync.naming._bundles import NamespaceBundles
+from sync.naming._names import NamespaceName, TopicName
 
 __all__ = [
     "BrokerRegistration",

@@ -25,7 +25,7 @@ from typing import Any
 from sync._constants import REGISTRY_TOPIC
 from sync._errors import PolicySyncError, StateTransitionError, UnavailableError
 from sync._lifecycle import Lifecycle
-from sync._names import NamespaceName, TopicName
+from sync.naming._names import NamespaceName, TopicName
 from sync.transport import Transport
 
 from ._admin import ClusterAdmin

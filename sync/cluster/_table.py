@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from ..table import PoisonKind, TableReader, TableState
-from ..transport import Message, TopicSpec, Transport
+from sync.table import PoisonKind, TableReader, TableState
+from sync.transport import Message, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 

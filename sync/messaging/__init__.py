@@ -37,7 +37,7 @@ One file per behaviour:
 The front ends on top of this (WebSocket today) live in :mod:`broker_shim`.
 """
 
-from .._errors import (
+from sync._errors import (
     ConsumerBusyError,
     DuplicateInFlightError,
     MessagingError,
@@ -48,6 +48,7 @@ from .._errors import (
     ProducerBusyError,
     SubscriptionBusyError,
 )
+
 from ._autocreate import AutoTopicCreation, TopicCreator, TopicType, validate_override
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction, BacklogQuotas
 from ._compaction import (

@@ -41,7 +41,7 @@ from sync._errors import (
     ProducerBusyError,
     SubscriptionBusyError,
 )
-from sync._names import TopicName
+from sync.naming._names import TopicName
 
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction
 from ._policy import TopicLimits

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sync._errors import ConfigurationError
-from sync._names import TopicName
+from sync.naming._names import TopicName
 
 __all__ = [
     "AutoTopicCreation",

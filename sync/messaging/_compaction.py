@@ -47,7 +47,7 @@ from sync._constants import (
     HEADER_COMPACTED_PUBLISH_TIME,
 )
 from sync._errors import TransportError
-from sync._kafka_names import compacted_topic_of
+from sync.naming._kafka_names import compacted_topic_of
 from sync.transport import Admin, Message, TopicSpec, Transport
 
 from ._backlog import RecordSizes

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from sync import CacheState, PolicyService
 from sync._errors import ConflictError, TopicNotFoundError, TransportError
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName
 from sync.transport import Admin, Transport
 
 from ._compaction import (

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sync._names import TopicName
+from sync.naming._names import TopicName
 
 from ._cursor import Entry
 from ._message_id import MessageId

@@ -19,7 +19,8 @@ import math
 import time
 from typing import Final
 
-from .._constants import RESERVED_HEADER_PREFIX
+from sync._constants import RESERVED_HEADER_PREFIX
+
 from ._cursor import Entry
 
 __all__ = ["HEADER_DELIVER_AT", "DelayedQueue", "max_delay_refusal"]

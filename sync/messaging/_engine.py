@@ -39,7 +39,7 @@ from sync._errors import (
     TopicNotFoundError,
     UnavailableError,
 )
-from sync._names import TopicName
+from sync.naming._names import TopicName
 from sync.transport import Admin, Transport
 
 from . import _admission as admission

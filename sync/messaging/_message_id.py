@@ -9,7 +9,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from .._errors import (
+from sync._errors import (
     InvalidMessageIdError,
 )
 

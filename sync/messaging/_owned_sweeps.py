@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 from sync import CacheState, PolicyService
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
-from sync._policies import Policies
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName
+from sync.policy._policies import Policies
 from sync.transport import Admin, TopicDescription
 
 from ._backlog import moved_position

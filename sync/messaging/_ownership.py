@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from sync._names import TopicName
+from sync.naming._names import TopicName
 
 __all__ = ["LocalOwnership", "OwnerInfo", "TopicOwnership"]
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from sync._errors import UnavailableError
-from sync._names import TopicName
+from sync.naming._names import TopicName
 
 from ._consumer import CloseCause, CloseReason
 from ._ownership import TopicOwnership

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from sync import CacheState, PolicyService, PolicyTarget
 from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
 from sync._errors import CacheStateError
-from sync._names import TopicName
-from sync._policies import Policies
+from sync.naming._names import TopicName
+from sync.policy._policies import Policies
 
 from ._config import MessagingConfig
 from ._policy import TopicLimits

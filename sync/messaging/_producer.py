@@ -1,7 +1,7 @@
 """Pulsar-style producers for partitioned topics stored in Kafka.
 
 A Pulsar topic ``<domain>://<tenant>/<ns>/<name>`` lives in ONE Kafka topic
-(:func:`sync._kafka_names.kafka_topic_of`); Pulsar partition ``N`` is Kafka partition ``N``
+(:func:`sync.naming._kafka_names.kafka_topic_of`); Pulsar partition ``N`` is Kafka partition ``N``
 and a non-partitioned topic is a one-partition Kafka topic. A :class:`PartitionedProducer`
 picks the partition of every message with the router a Pulsar Java producer would use
 (:mod:`sync.routing`: routing mode, hashing scheme, batching time-slices), writes it with
@@ -47,19 +47,19 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple
 
-from .._constants import (
+from sync._constants import (
     HEADER_SEQUENCE,
 )
-from .._errors import (
+from sync._errors import (
     ConfigurationError,
     DeliveryError,
     MessageTooLargeError,
     PolicySyncError,
     TopicNotFoundError,
 )
-from .._kafka_names import kafka_topic_of
-from .._names import TopicName, parse_topic_cached
-from ..routing import (
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName, parse_topic_cached
+from sync.routing import (
     HashingScheme,
     MessageRouter,
     MessageRoutingMode,
@@ -70,13 +70,14 @@ from ..routing import (
     checked_choose,
     make_router,
 )
-from ..transport import (
+from sync.transport import (
     BatchReport,
     DeliveryReport,
     Header,
     Record,
     Transport,
 )
+
 from ._message_id import MessageId
 from ._producer_client import ProducerClient
 from ._record_headers import decode_origin, decode_properties, encode_headers, origin_headers

@@ -8,10 +8,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-from .._errors import (
+from sync._errors import (
     ConfigurationError,
 )
-from ..transport import (
+from sync.transport import (
     Admin,
     BatchCallback,
     BatchReport,

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Callable
 
 from sync import CacheState, PolicyService
-from sync._names import TopicName
-from sync._policies import Policies
+from sync.naming._names import TopicName
+from sync.policy._policies import Policies
 from sync.transport import Admin, Transport
 
 from ._backlog import (

@@ -6,16 +6,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .._constants import (
+from sync._constants import (
     HEADER_EVENT_TIME,
     HEADER_PRODUCER,
     HEADER_SEQUENCE,
     RESERVED_HEADER_PREFIX,
 )
-from .._errors import (
+from sync._errors import (
     InvalidInputError,
 )
-from ..transport import (
+from sync.transport import (
     Header,
 )
 

@@ -43,8 +43,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from sync._constants import SUBSCRIPTION_GROUP_PREFIX
 from sync._errors import TransportError
-from sync._names import TopicName
 from sync.messaging._message_id import MessageId
+from sync.naming._names import TopicName
 from sync.transport import Message, Transport
 
 from ._compaction import CompactedRecord, CompactedView

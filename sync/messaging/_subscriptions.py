@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from sync._errors import ConsumerBusyError
-from sync._names import TopicName
+from sync.naming._names import TopicName
 from sync.transport import Admin, Transport
 
 from . import _admission as admission

@@ -42,8 +42,8 @@ from typing import Any, Final
 
 from sync import CacheState, PolicyService, PolicyTarget
 from sync._errors import InvalidTopicNameError, NotFoundError
-from sync._kafka_names import kafka_topic_of, pulsar_topic_of
-from sync._names import TopicName
+from sync.naming._kafka_names import kafka_topic_of, pulsar_topic_of
+from sync.naming._names import TopicName
 from sync.transport import Admin, Transport
 
 from ._ownership import TopicOwnership

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sync._errors import InvalidInputError, TopicNotFoundError
-from sync._names import TopicName
+from sync.naming._names import TopicName
 
 from ._backlog import BacklogAction, BacklogMeasure
 from ._consumer import CloseReason, Consumer

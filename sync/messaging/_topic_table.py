@@ -15,8 +15,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from sync._errors import TopicNotFoundError
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName
 from sync.transport import Admin
 
 from ._autocreate import AutoTopicCreation, TopicCreator

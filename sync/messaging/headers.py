@@ -7,7 +7,7 @@ from here.
 
 from __future__ import annotations
 
-from .._constants import (
+from sync._constants import (
     HEADER_BATCH_SIZE,
     HEADER_CHUNK_COUNT,
     HEADER_CHUNK_ID,

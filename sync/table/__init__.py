@@ -7,6 +7,10 @@
 * :mod:`sync.table._reader` — :class:`TableReader`: the one compacted-table reader
   (replay to the end offsets captured at start, READY, tail, positions, lifecycle), used
   by the policy cache and every ``TableView`` (registry, metadata, ownership).
+* :mod:`sync.table._fenced_writer` — :class:`~sync.table._fenced_writer.FencedWriter`: the
+  one fenced writer (decide under a Kafka fence, append in group commits, confirm).
+* :mod:`sync.table._fence_holder` — :class:`~sync.table._fence_holder.FenceHolder`: one
+  fence holder at a time, elected by a Kafka consumer group; the others forward to it.
 """
 
 from ._quarantine import Quarantine

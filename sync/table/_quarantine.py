@@ -21,9 +21,9 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from .._constants import DEAD_LETTER_SUFFIX, HEADER_POISON_REASON, HEADER_POISON_SOURCE
-from .._errors import PolicySyncError
-from ..transport import DeliveryReport, Producer, TopicSpec, Transport
+from sync._constants import DEAD_LETTER_SUFFIX, HEADER_POISON_REASON, HEADER_POISON_SOURCE
+from sync._errors import PolicySyncError
+from sync.transport import DeliveryReport, Producer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 

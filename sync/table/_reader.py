@@ -21,8 +21,8 @@ end of replay (``_on_ready``), idle polls (``_on_idle``), the end of each tail b
 what they do to their key (it becomes absent) is the subclass's apply, and for change
 events it is :func:`sync.table.judge`.
 
-Users: the policy cache (``sync/_cache.py``) and the registry/ownership/metadata tables
-(``TableView``).
+Users: the policy cache (:mod:`sync.policy._policy_cache`) and the registry, ownership
+and metadata tables (``TableView``).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from .._errors import BootstrapTimeout, CacheStateError, PolicySyncError, TransportError
-from .._lifecycle import Lifecycle
-from ..transport import Consumer, Message, TopicSpec, Transport
+from sync._errors import BootstrapTimeout, CacheStateError, PolicySyncError, TransportError
+from sync._lifecycle import Lifecycle
+from sync.transport import Consumer, Message, TopicSpec, Transport
+
 from ._quarantine import Quarantine
 
 logger = logging.getLogger(__name__)

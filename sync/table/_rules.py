@@ -33,15 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._codec import Codec
-from .._constants import (
+from sync._constants import (
     GLOBAL_KEY_PREFIX,
     NAMESPACE_KEY_PREFIX,
     SINGLE_OBJECT_HEADER_LEN,
     SINGLE_OBJECT_MAGIC,
 )
-from .._errors import CodecError
-from .._policies import Policies
+from sync._errors import CodecError
+from sync.policy._codec import Codec
+from sync.policy._policies import Policies
 
 __all__ = [
     "POLICY_EVENTS",

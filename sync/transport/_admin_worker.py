@@ -20,7 +20,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from .._errors import TransportError
+from sync._errors import TransportError
+
 from ._kafka_failures import has_code
 from ._kafka_group import describe_group
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
-from .._errors import ConfigurationError
+from sync._errors import ConfigurationError
 
 __all__ = [
     "OFFSET_BEGINNING",

@@ -26,10 +26,11 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
-from .._errors import (
+from sync._errors import (
     TopicConfigurationMismatch,
     TransportError,
 )
+
 from ._base import (
     GroupDescription,
     KafkaConfig,

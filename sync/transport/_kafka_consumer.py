@@ -17,9 +17,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from .._errors import (
+from sync._errors import (
     TransportError,
 )
+
 from ._base import (
     KafkaConfig,
     Message,

@@ -50,7 +50,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from .._errors import TransportError
+from sync._errors import TransportError
 
 logger = logging.getLogger(__name__)
 

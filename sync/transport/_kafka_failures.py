@@ -21,7 +21,7 @@ from typing import Final
 
 from confluent_kafka import KafkaError, KafkaException
 
-from .._errors import (
+from sync._errors import (
     FatalClientError,
     GroupFencedError,
     ProducerFencedError,

@@ -27,7 +27,8 @@ from confluent_kafka import Consumer as _RdConsumer
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .._errors import ConfigurationError, GroupFencedError, TransportError
+from sync._errors import ConfigurationError, GroupFencedError, TransportError
+
 from ._base import (
     OFFSET_INVALID,
     GroupDescription,

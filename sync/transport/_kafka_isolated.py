@@ -31,7 +31,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import TransportError
+from sync._errors import TransportError
+
 from ._base import GroupDescription, GroupMember, KafkaConfig
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,10 @@ from confluent_kafka import (
     Producer as _RdProducer,
 )
 
-from .._errors import (
+from sync._errors import (
     TransportError,
 )
+
 from ._base import (
     BatchCallback,
     BatchReport,
@@ -216,7 +217,7 @@ class KafkaProducer:
         return int(self._producer.flush(timeout_s))
 
     def partition_for(self, topic: str, key: bytes) -> int:
-        from ..routing import kafka_partition
+        from sync.routing import kafka_partition
 
         count = self._partition_counts.get(topic)
         if count is None:

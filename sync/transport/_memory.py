@@ -17,7 +17,8 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._errors import ProducerFencedError, TopicConfigurationMismatch, TransportError
+from sync._errors import ProducerFencedError, TopicConfigurationMismatch, TransportError
+
 from ._base import (
     OFFSET_BEGINNING,
     BatchCallback,
@@ -234,7 +235,7 @@ class MemoryProducer:
         self._round_robin = itertools.count()
 
     def partition_for(self, topic: str, key: bytes) -> int:
-        from ..routing import kafka_partition
+        from sync.routing import kafka_partition
 
         with self._broker._lock:  # noqa: SLF001 - the twin's clients share its lock
             count = len(self._broker._topic(topic).partitions)  # noqa: SLF001
@@ -281,7 +282,7 @@ class MemoryProducer:
                 if key is None:
                     partition = next(self._round_robin) % len(t.partitions)
                 else:
-                    from ..routing import kafka_partition
+                    from sync.routing import kafka_partition
 
                     partition = kafka_partition(key, len(t.partitions))
             part = t.partitions[partition]

@@ -28,7 +28,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._errors import GroupFencedError, TransportError
+from sync._errors import GroupFencedError, TransportError
+
 from ._base import (
     OFFSET_BEGINNING,
     OFFSET_INVALID,

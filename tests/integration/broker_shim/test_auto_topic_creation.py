@@ -25,8 +25,8 @@ from websockets.exceptions import InvalidStatus
 
 from broker_shim._sidecar import Sidecar
 from sync import TopicName
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import AutoTopicCreation, TopicType
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.sidecars import BinarySidecar
 from tests.support.ws import connect, path_of, run, send_frame

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from sync._constants import REGISTRY_TOPIC
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
 from sync.cluster._ownership_model import ownership_topic, slots_topic
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimProcess
 from tests.support.http import HttpResult, http

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.http import HttpResult, http
 from tests.support.kafka import free_port

@@ -21,9 +21,6 @@ from broker_shim._admin_http import add_admin_routes
 from broker_shim._http_shell import http_app
 from broker_shim._live_cluster import LiveCluster, LookupOwnership
 from broker_shim._lookup_http import add_lookup_routes
-from sync._bundles import NamespaceBundles, topic_hash
-from sync._kafka_names import kafka_topic_of
-from sync._names import NamespaceName, TopicName
 from sync.cluster import (
     AuthConfig,
     BrokerIdentity,
@@ -36,6 +33,9 @@ from sync.cluster import (
     OwnershipRecord,
 )
 from sync.cluster._ownership_model import ownership_topic
+from sync.naming._bundles import NamespaceBundles, topic_hash
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import NamespaceName, TopicName
 from sync.transport import MemoryTransport
 
 #: The live cluster service each app of :func:`run` serves.

@@ -31,8 +31,8 @@ from sync._errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-from sync._names import TopicName
 from sync.cluster import LookupConfig
+from sync.naming._names import TopicName
 from tests.support.sidecars import memory_sidecar
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

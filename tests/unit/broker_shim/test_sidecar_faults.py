@@ -243,8 +243,8 @@ def test_a_write_kafka_did_not_take_in_time_is_503_not_500() -> None:
     retryable unavailability: 503 with Retry-After, never 500 (issue 11's chaos soak)."""
     from broker_shim._http_errors import http_status
     from sync import FenceConfig, FencedWriter
-    from sync._fenced import Ticket
     from sync.errors import KafkaUnavailableError, TransportError
+    from sync.table._fenced_writer import Ticket
 
     config = FenceConfig("tid", "topic", name="policy", timeout_s=1.0)
     writer: FencedWriter[Any] = FencedWriter(MemoryTransport(), Any, config, lambda _k: None)  # type: ignore[arg-type]

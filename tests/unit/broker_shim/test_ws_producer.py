@@ -21,9 +21,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from broker_shim._http_shell import http_app
 from broker_shim.ws import add_ws_routes
 from sync import PolicyService, PolicyTarget, TopicName
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import MessagingConfig, MessagingEngine
 from sync.messaging._message_id import MessageId
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import (
     OFFSET_BEGINNING,
     MemoryBroker,

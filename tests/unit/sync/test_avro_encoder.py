@@ -11,7 +11,7 @@ import pytest
 from fastavro import parse_schema, schemaless_writer
 
 from sync import Codec, CodecError
-from sync._avro_encoder import compile_encoder
+from sync.policy._avro_encoder import compile_encoder
 
 
 def _random_value(schema: Any, rng: random.Random, named: dict[str, Any]) -> Any:

@@ -10,7 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from sync._bundles import (
+from sync._errors import InvalidInputError, InvalidTopicNameError, NotFoundError
+from sync.naming._bundles import (
     DEFAULT_NUM_BUNDLES,
     FULL_LOWER,
     FULL_UPPER,
@@ -19,8 +20,7 @@ from sync._bundles import (
     SplitAlgorithm,
     topic_hash,
 )
-from sync._errors import InvalidInputError, InvalidTopicNameError, NotFoundError
-from sync._names import NamespaceName, TopicName
+from sync.naming._names import NamespaceName, TopicName
 
 NS = NamespaceName("public", "default")
 FOUR = [

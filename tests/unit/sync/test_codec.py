@@ -11,7 +11,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import load_schema
 
 from sync import Codec, CodecError
-from sync._codec import default_schema_dir
+from sync.policy._codec import default_schema_dir
 from tests.support.events import change_event
 
 SCHEMAS = default_schema_dir()

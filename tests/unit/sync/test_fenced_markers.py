@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sync import FenceConfig, FencedWriter
-from sync._fenced import MARKER_WAIT_S
 from sync.errors import BootstrapTimeout
+from sync.table._fenced_writer import MARKER_WAIT_S
 from sync.transport import MemoryTransport, TopicSpec
 
 

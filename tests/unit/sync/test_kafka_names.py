@@ -5,8 +5,8 @@ import random
 import pytest
 
 from sync._errors import InvalidTopicNameError
-from sync._kafka_names import KAFKA_TOPIC_MAX_LEN, kafka_topic_of, pulsar_topic_of
-from sync._names import TopicName
+from sync.naming._kafka_names import KAFKA_TOPIC_MAX_LEN, kafka_topic_of, pulsar_topic_of
+from sync.naming._names import TopicName
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from sync._errors import InvalidInputError, InvalidTopicNameError
-from sync._names import (
+from sync.naming._names import (
     NamespaceName,
     TopicDomain,
     TopicName,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sync._snapshot import Snapshot, load_snapshot, save_snapshot
+from sync.policy._policy_snapshot import Snapshot, load_snapshot, save_snapshot
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_missing_corrupt_and_foreign_files_are_refused(tmp_path: Path) -> None:
 def test_large_prefixes_are_written_in_pieces_and_read_back_whole(tmp_path: Path) -> None:
     import marshal
 
-    from sync import _snapshot
+    from sync.policy import _policy_snapshot as _snapshot
 
     big = {f"t{i}".encode(): bytes([i % 256]) * 3 for i in range(2 * _snapshot._PIECE + 5)}
     store = {b"persistent://a/b/": big, b"__NS__a/": {b"b": b"x"}, b"": {}}

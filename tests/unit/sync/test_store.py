@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from sync import Codec
-from sync._store import PolicyStore, squeeze, unsqueeze
+from sync.policy._policy_store import PolicyStore, squeeze, unsqueeze
 from tests.support.events import change_event
 
 CODEC = Codec()

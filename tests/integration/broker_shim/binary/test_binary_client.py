@@ -13,7 +13,7 @@ import pulsar
 import pytest
 
 from sync import TopicName, routing
-from sync._kafka_names import kafka_topic_of
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.kafka import free_port, make_topic
 from tests.support.sidecars import BinarySidecar

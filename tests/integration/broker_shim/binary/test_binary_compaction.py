@@ -20,8 +20,8 @@ import pytest
 
 from sync import PolicyTarget, TopicName
 from sync._errors import NotAllowedError
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import SubscriptionType, compacted_topic_of
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.http import request_json
 from tests.support.kafka import make_topic

@@ -16,7 +16,7 @@ import pulsar
 import pytest
 
 from sync import TopicName
-from sync._kafka_names import kafka_topic_of
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.binary.test_binary_client import _records
 from tests.support.kafka import make_topic

@@ -18,9 +18,9 @@ from aiohttp import web
 from websockets.exceptions import InvalidStatus
 
 from sync import PolicyService, TopicName
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import MessagingEngine, OwnerInfo
 from sync.messaging._message_id import MessageId
+from sync.naming._kafka_names import kafka_topic_of
 from sync.routing import java_string_hash, murmur3_32_hash
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
 from tests.support.kafka import make_topic

@@ -19,8 +19,8 @@ import pytest
 from broker_shim._policy_rest import REST_POLICIES
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
-from sync._kafka_names import kafka_topic_of
 from sync.messaging._backlog import BacklogQuotas
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.http import request_json
 from tests.support.kafka import make_topic

@@ -420,7 +420,7 @@ def test_restart_resumes_from_snapshot_and_sees_deletes(
 def test_snapshot_older_than_delete_retention_is_not_trusted(
     services: Callable[..., PolicyService], tmp_path: Path
 ) -> None:
-    from sync._snapshot import load_snapshot, save_snapshot
+    from sync.policy._policy_snapshot import load_snapshot, save_snapshot
 
     snap = tmp_path / "cache.snapshot"
     writer = services()

@@ -16,7 +16,6 @@ from functools import partial
 import pytest
 
 from sync._errors import ConflictError, GroupFencedError, NotFoundError
-from sync._names import NamespaceName, TopicName
 from sync.cluster import (
     BrokerIdentity,
     BundleState,
@@ -30,6 +29,7 @@ from sync.cluster import (
 )
 from sync.cluster._ownership_decisions import new_record
 from sync.cluster._ownership_model import group_id, ownership_topic, slots_topic
+from sync.naming._names import NamespaceName, TopicName
 from sync.transport import MemoryTransport
 from tests.support.waits import wait_for
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sync._bundles import NamespaceBundles
 from sync._errors import CodecError, ConflictError
-from sync._names import NamespaceName
 from sync.cluster import BundleState, OwnershipRecord, RequestOp, slot_of
 from sync.cluster._metadata import Layout
 from sync.cluster._ownership_decisions import (
@@ -25,6 +23,8 @@ from sync.cluster._ownership_decisions import (
     tombstone,
 )
 from sync.cluster._ownership_model import Request
+from sync.naming._bundles import NamespaceBundles
+from sync.naming._names import NamespaceName
 
 SLOTS = 8
 TOPIC = "__policy_sync.ownership.c1"

@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from sync._errors import UnavailableError
-from sync._names import TopicName
 from sync.cluster import ViewState
 from sync.cluster._freshness import PauseWatch
+from sync.naming._names import TopicName
 
 from .test_ownership_cluster import look_up_all, memory_cluster, wait_until
 

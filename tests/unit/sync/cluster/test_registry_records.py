@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from sync._bundles import NamespaceBundles
 from sync._errors import (
     AuthenticationError,
     AuthorizationError,
@@ -15,7 +14,6 @@ from sync._errors import (
     ConfigurationError,
     ConflictError,
 )
-from sync._names import NamespaceName
 from sync.cluster import (
     AuthConfig,
     Authorizer,
@@ -37,6 +35,8 @@ from sync.cluster._records import (
     kv_key,
     split_kv_key,
 )
+from sync.naming._bundles import NamespaceBundles
+from sync.naming._names import NamespaceName
 
 
 def _owned(broker: str = "b1", version: int = 1) -> OwnershipRecord:

@@ -10,7 +10,6 @@ import pytest
 
 from sync import PolicyTarget
 from sync._errors import InvalidTopicNameError, NotAllowedError
-from sync._kafka_names import kafka_topic_of, pulsar_topic_of
 from sync.messaging import Delivery, SubscriptionType
 from sync.messaging._compaction import (
     CompactedView,
@@ -20,6 +19,7 @@ from sync.messaging._compaction import (
     over_threshold,
 )
 from sync.messaging._producer import PartitionedProducer, ProducerConfig
+from sync.naming._kafka_names import kafka_topic_of, pulsar_topic_of
 from tests.unit.sync.messaging.test_subscriptions import Env, quiet, run, take
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 
 from sync import PolicyService, TopicName
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import (
     CloseCause,
     InitialPosition,
@@ -19,6 +18,7 @@ from sync.messaging import (
     SubscriptionType,
     decode_ack_ranges,
 )
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport, TopicSpec
 
 

@@ -11,13 +11,13 @@ import pytest
 
 from sync import TopicName, kafka_topic_of
 from sync._errors import InvalidPolicyError
-from sync._policy_rules import check_policy_rules
 from sync.messaging import LocalOwnership, MessageId, TopicLimits
 from sync.messaging._backlog import BacklogAction, BacklogMeasure, BacklogQuotas
 from sync.messaging._cursor import Entry
 from sync.messaging._dedup import Deduplicator, Verdict
 from sync.messaging._delayed import DelayedQueue
 from sync.messaging._topic_config import TopicConfigReconciler, desired_topic_config
+from sync.policy._policy_rules import check_policy_rules
 from sync.transport import MemoryTransport, TopicSpec
 
 

@@ -16,8 +16,6 @@ from sync._errors import (
     MessageTooLargeError,
     TopicNotFoundError,
 )
-from sync._kafka_names import kafka_topic_of
-from sync._names import TopicName
 from sync.messaging._producer import (
     MessageId,
     OutboundMessage,
@@ -27,6 +25,8 @@ from sync.messaging._producer import (
     decode_properties,
     encode_headers,
 )
+from sync.naming._kafka_names import kafka_topic_of
+from sync.naming._names import TopicName
 from sync.routing import RoutingError, java_string_hash, murmur3_32_hash
 from sync.transport import BatchCallback, BatchReport, MemoryTransport, Record, TopicSpec
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sync import ConfigurationError, PolicyService, TopicName
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import MessageId, MessagingConfig, MessagingEngine, ProducerConfig
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport, TopicSpec
 from sync.transport._memory import MemoryProducer
 

@@ -15,7 +15,6 @@ import pytest
 
 from sync import PolicyService, PolicyTarget, TopicName
 from sync._errors import TopicNotFoundError, TransportError
-from sync._kafka_names import kafka_topic_of
 from sync.messaging import (
     CloseCause,
     Consumer,
@@ -32,6 +31,7 @@ from sync.messaging import (
 from sync.messaging._cursor import split_dispatched
 from sync.messaging._producer import MessageId, PartitionedProducer, ProducerConfig
 from sync.messaging._selectors import KeySharedSelector, sticky_key_hash
+from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport, TopicSpec
 
 T = TypeVar("T")

@@ -2,7 +2,7 @@
 
 The mechanism (one shared ``transactional.id`` as the fence, decide against the cache
 plus what is already decided, group commit, retry from a fresh view when fenced,
-read-your-writes) is :mod:`sync._fenced`'s, shared with the registry metadata writer.
+read-your-writes) is :mod:`sync.table._fenced_writer`'s, shared with the registry metadata writer.
 This module decides *policy* records: it merges ``fn(current)``, picks the action
 (INSERT/UPDATE/DELETE), and encodes the change event or the tombstone's headers.
 """
@@ -19,19 +19,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._cache import PolicyCache
-from ._codec import ACTION_INSERT, ACTION_UPDATE
-from ._constants import (
+from sync._constants import (
     HEADER_AUTHOR,
     HEADER_EVENT_ID,
     HEADER_ORIGIN,
     HEADER_TIMESTAMP,
     WRITER_TRANSACTIONAL_ID_PREFIX,
 )
-from ._errors import PolicySyncError
-from ._fenced import Draft, FenceConfig, FencedWriter, Ticket
+from sync._errors import PolicySyncError
+from sync.table._fenced_writer import Draft, FenceConfig, FencedWriter, Ticket
+from sync.transport import Header, Transport
+
+from ._codec import ACTION_INSERT, ACTION_UPDATE
 from ._policies import Policies, PolicyScope, PolicyTarget
-from .transport import Header, Transport
+from ._policy_cache import PolicyCache
 
 logger = logging.getLogger(__name__)
 

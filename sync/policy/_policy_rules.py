@@ -1,6 +1,6 @@
 """Rules between policy fields, and policies this cluster cannot apply (checked on write).
 
-:class:`~sync._policies.FieldCatalog` checks each field on its own (types, ranges); the
+:class:`~sync.policy._policies.FieldCatalog` checks each field on its own (types, ranges); the
 rules here look at the whole record a write would store, and refuse it with Pulsar's
 reason (HTTP 412 on the REST API) before anything is written:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import InvalidPolicyError
+from sync._errors import InvalidPolicyError
 
 __all__ = ["check_policy_rules", "unsupported_reason"]
 

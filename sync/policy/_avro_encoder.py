@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._errors import CodecError, ConfigurationError
+from sync._errors import CodecError, ConfigurationError
 
 __all__ = ["compile_encoder"]
 

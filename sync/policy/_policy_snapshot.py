@@ -2,12 +2,12 @@
 
 Format: ``PSSNAP04`` + sha256(payload) + payload. The payload is a sequence of
 ``marshal`` records: first the meta JSON, then ``(prefix, {local: packed value})``
-pieces of at most ``_PIECE`` entries (the cache's packed form, sync/_store.py, valid only
-with the schema header recorded in the meta). Pieces keep each ``marshal`` call short:
-a sidecar's other threads (its HTTP event loop) run between them instead of waiting
-for one call that serializes a million entries. marshal (not pickle) cannot run code
-on load; the digest rejects torn or tampered files. Written to a temp file, fsynced,
-then renamed.
+pieces of at most ``_PIECE`` entries (the cache's packed form,
+:mod:`sync.policy._policy_store`, valid only with the schema header recorded in the
+meta). Pieces keep each ``marshal`` call short: a sidecar's other threads (its HTTP
+event loop) run between them instead of waiting for one call that serializes a million
+entries. marshal (not pickle) cannot run code on load; the digest rejects torn or
+tampered files. Written to a temp file, fsynced, then renamed.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Every process that can write a change-events topic joins one consumer group on a
 one-partition election topic. Kafka's group coordinator assigns that partition to exactly
 one live member: that member is the *fence holder*; it writes through its own
-:class:`~sync._fenced.FencedWriter` (with group commit), so the writer's fence stays with
-it instead of moving on every write. The others forward their writes to it. Each member
+:class:`~sync.table._fenced_writer.FencedWriter` (with group commit), so the writer's fence
+stays with it instead of moving on every write. The others forward their writes to it. Each member
 joins with ``client.id = <prefix><address>``, so anyone can find the holder's address by
 describing the group (the member whose assignment holds partition 0).
 
@@ -26,14 +26,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._constants import (
+from sync._constants import (
     WRITER_ELECTION_CLIENT_PREFIX,
     WRITER_ELECTION_GROUP_PREFIX,
     WRITER_ELECTION_TOPIC,
 )
-from ._errors import ConfigurationError, PolicySyncError, StateTransitionError, TransportError
-from ._lifecycle import Lifecycle
-from .transport import Admin, GroupConsumer, TopicSpec, Transport
+from sync._errors import ConfigurationError, PolicySyncError, StateTransitionError, TransportError
+from sync._lifecycle import Lifecycle
+from sync.transport import Admin, GroupConsumer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ DELETE or ignored are judged whole, and :meth:`PolicyCache.digest`, :meth:`keys`
 :meth:`raw_items` finish the verification before they answer, so a live cache and a
 fresh replay of the same log hold the same keys and values.
 
-Values are held packed (sync/_store.py: ~200 bytes per policy instead of ~310) and
+Values are held packed (sync/policy/_policy_store.py: ~200 bytes per policy instead of ~310) and
 unpacked byte for byte when read. One thread (the reader) mutates the store; reads
 are lock-free dict lookups.
 """
@@ -41,8 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._codec import Codec
-from ._constants import (
+from sync._constants import (
     CHANGE_EVENTS_CREATE_CONFIG,
     CHANGE_EVENTS_PARTITIONS,
     CHANGE_EVENTS_REQUIRED_CONFIG,
@@ -50,15 +49,25 @@ from ._constants import (
     SINGLE_OBJECT_HEADER_LEN,
     SINGLE_OBJECT_MAGIC,
 )
-from ._errors import (
+from sync._errors import (
     PolicySyncError,
 )
-from ._names import TopicName
+from sync.naming._names import TopicName
+from sync.table import (
+    POLICY_EVENTS,
+    Effect,
+    PoisonKind,
+    TableReader,
+    TableState,
+    header_problem,
+    judge,
+)
+from sync.transport import Message, TopicSpec, Transport
+
+from ._codec import Codec
 from ._policies import Policies, PolicyTarget, effective_policies
-from ._snapshot import Snapshot, load_snapshot, save_snapshot
-from ._store import PolicyStore
-from .table import POLICY_EVENTS, Effect, PoisonKind, TableReader, TableState, header_problem, judge
-from .transport import Message, TopicSpec, Transport
+from ._policy_snapshot import Snapshot, load_snapshot, save_snapshot
+from ._policy_store import PolicyStore
 
 logger = logging.getLogger(__name__)
 
@@ -592,7 +601,7 @@ class PolicyCache(TableReader):
     def _locate(self, wanted: set[tuple[bytes, bytes]]) -> dict[tuple[bytes, bytes], str]:
         """``topic[partition]@offset`` of stored (key, value) pairs (rare path: values are
         stored without their position, so their keys' partitions are scanned, once)."""
-        from .routing import kafka_partition
+        from sync.routing import kafka_partition
 
         topic = self.config.topic
         found: dict[tuple[bytes, bytes], str] = {}

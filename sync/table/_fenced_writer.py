@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from ._errors import (
+from sync._errors import (
     CacheStateError,
     ConfigurationError,
     KafkaUnavailableError,
@@ -56,7 +56,7 @@ from ._errors import (
     UnavailableError,
     WriteConflictError,
 )
-from .transport import (
+from sync.transport import (
     DeliveryCallback,
     DeliveryReport,
     GroupMetadata,

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
-from ._errors import InvalidPolicyError, InvalidTopicNameError
-from ._names import NamespaceName, TopicName
+from sync._constants import GLOBAL_KEY_PREFIX, NAMESPACE_KEY_PREFIX
+from sync._errors import InvalidPolicyError, InvalidTopicNameError
+from sync.naming._names import NamespaceName, TopicName
 
 __all__ = [
     "FieldCatalog",

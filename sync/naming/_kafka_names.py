@@ -18,8 +18,9 @@ from __future__ import annotations
 import functools
 import string
 
-from ._constants import COMPACTED_TOPIC_PREFIX
-from ._errors import InvalidTopicNameError
+from sync._constants import COMPACTED_TOPIC_PREFIX
+from sync._errors import InvalidTopicNameError
+
 from ._names import TopicDomain, TopicName
 
 __all__ = ["KAFKA_TOPIC_MAX_LEN", "compacted_topic_of", "kafka_topic_of", "pulsar_topic_of"]

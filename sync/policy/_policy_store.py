@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ._constants import GLOBAL_KEY_PREFIX, SINGLE_OBJECT_HEADER_LEN
+from sync._constants import GLOBAL_KEY_PREFIX, SINGLE_OBJECT_HEADER_LEN
 
 __all__ = ["PolicyStore", "squeeze", "unsqueeze"]
 

@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from ._cache import CacheConfig, PolicyCache
+from sync._errors import InvalidPolicyError, NotFoundError, PolicySyncError
+from sync.naming._names import NamespaceName, TopicName
+from sync.transport import Transport
+
 from ._codec import Codec
-from ._errors import InvalidPolicyError, NotFoundError, PolicySyncError
-from ._names import NamespaceName, TopicName
 from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget
+from ._policy_cache import CacheConfig, PolicyCache
 from ._policy_rules import check_policy_rules
-from ._writer import PolicyWriter, WriterConfig, WriteResult
-from .transport import Transport
+from ._policy_writer import PolicyWriter, WriterConfig, WriteResult
 
 logger = logging.getLogger(__name__)
 

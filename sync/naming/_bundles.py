@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import TypedDict
 
 from sync._errors import InvalidInputError, NotFoundError
-from sync._names import NamespaceName, TopicName, parse_topic_cached
+from sync.naming._names import NamespaceName, TopicName, parse_topic_cached
 
 __all__ = [
     "DEFAULT_NUM_BUNDLES",

@@ -24,9 +24,10 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
+from sync._constants import SINGLE_OBJECT_HEADER_LEN, SINGLE_OBJECT_MAGIC
+from sync._errors import CodecError, ConfigurationError
+
 from ._avro_encoder import compile_encoder
-from ._constants import SINGLE_OBJECT_HEADER_LEN, SINGLE_OBJECT_MAGIC
-from ._errors import CodecError, ConfigurationError
 
 __all__ = [
     "ACTION_DELETE",
