@@ -24,9 +24,16 @@ DELETE or ignored are judged whole, and :meth:`PolicyCache.digest`, :meth:`keys`
 :meth:`raw_items` finish the verification before they answer, so a live cache and a
 fresh replay of the same log hold the same keys and values.
 
-Values are held packed (sync/policy/_policy_store.py: ~200 bytes per policy instead of ~310) and
+Values are held packed (:mod:`._policy_store`: ~200 bytes per policy instead of ~310) and
 unpacked byte for byte when read. One thread (the reader) mutates the store; reads
 are lock-free dict lookups.
+
+Why this file is past 600 lines: the replay fast path, the live path, the background
+verification of what the fast path did not decode and the snapshots are one invariant
+over one packed store (a live cache and a fresh replay hold the same keys and values);
+split, each part would need the others' private state. The listeners
+(:mod:`._policy_listeners`), the store, the snapshot format and the record rule are
+their own modules.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ from sync.transport import Message, TopicSpec, Transport
 
 from ._codec import Codec
 from ._policies import Policies, PolicyTarget, effective_policies
+from ._policy_listeners import Listener, ListenerDispatcher
 from ._policy_snapshot import Snapshot, load_snapshot, save_snapshot
 from ._policy_store import PolicyStore
 
@@ -79,9 +87,6 @@ _LOCATE_LIMIT_S = 30.0
 
 _IGNORE, _INSERT, _UPDATE, _DELETE = Effect.IGNORE, Effect.INSERT, Effect.UPDATE, Effect.DELETE
 _ACTIONS = {"INSERT": _INSERT, "UPDATE": _UPDATE, "DELETE": _DELETE}
-
-Listener = Callable[[str, Policies | None], None]
-
 
 #: Where a cache is in its life: the one lifecycle of every compacted table.
 CacheState = TableState
@@ -154,66 +159,6 @@ class _Counters:
     listener_errors: int = 0
 
 
-class _Dispatcher:
-    """Delivers the latest value per key to listeners, off the reader thread.
-
-    Updates to one key coalesce (A→B→null→C may arrive as C) and keys are
-    delivered in the order they first became pending; a listener's exception is
-    logged and counted, never propagated.
-    """
-
-    def __init__(self, counters: _Counters) -> None:
-        self._cond = threading.Condition()
-        self._pending: OrderedDict[str, Policies | None] = OrderedDict()
-        self._listeners: list[Listener] = []
-        self._counters = counters
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="policy-listeners", daemon=True)
-        self._thread.start()
-
-    def add(self, listener: Listener) -> Callable[[], None]:
-        with self._cond:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._cond:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
-
-    @property
-    def active(self) -> bool:
-        return bool(self._listeners)
-
-    def submit(self, key: str, value: Policies | None) -> None:
-        with self._cond:
-            self._pending[key] = value
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
-                if self._closed and not self._pending:
-                    return
-                key, value = self._pending.popitem(last=False)
-                listeners = list(self._listeners)
-            for listener in listeners:
-                try:
-                    listener(key, value)
-                except Exception:
-                    self._counters.listener_errors += 1
-                    logger.exception("policy listener %r failed for %s", listener, key)
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        self._thread.join(timeout=5)
-
-
 class PolicyCache(TableReader):
     """Every policy of one change-events topic, kept current in memory."""
 
@@ -251,7 +196,7 @@ class PolicyCache(TableReader):
         self._decoded: OrderedDict[bytes, tuple[bytes, Policies | None]] = OrderedDict()
         self._decoded_lock = threading.Lock()
         self._counters = _Counters()
-        self._dispatcher = _Dispatcher(self._counters)
+        self._dispatcher = ListenerDispatcher(self._listener_failed)
         #: stored values found unreadable after they were stored: (key, token, reason)
         self._lazy_poison: list[tuple[bytes, bytes, str]] = []
         #: dropped values still to be located and copied to the dead-letter topic
@@ -756,6 +701,9 @@ class PolicyCache(TableReader):
         """Wait until everything committed to the topic right now has been applied."""
         self._check_ready()
         self.wait_for(self.end_offsets(), timeout_s)
+
+    def _listener_failed(self) -> None:
+        self._counters.listener_errors += 1
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(key, policies_or_None)`` after each change; returns a remover."""

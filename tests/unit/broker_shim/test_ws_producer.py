@@ -30,7 +30,7 @@ from sync.transport import (
     MemoryTransport,
     TopicSpec,
 )
-from sync.transport._memory import MemoryProducer
+from sync.transport._memory_producer import MemoryProducer
 
 
 class ScriptedProducer(MemoryProducer):

@@ -13,7 +13,7 @@ from sync import ConfigurationError, PolicyService, TopicName
 from sync.messaging import MessageId, MessagingConfig, MessagingEngine, ProducerConfig
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport, TopicSpec
-from sync.transport._memory import MemoryProducer
+from sync.transport._memory_producer import MemoryProducer
 
 
 class _Recording(MemoryTransport):
