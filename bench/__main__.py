@@ -20,6 +20,7 @@ OPTIONAL = (
     "bench.policy_effect",
     "bench.audit",
     "bench.writes",
+    "bench.perf",
 )
 
 
@@ -27,7 +28,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--policies", type=int, default=1_000_000)
     parser.add_argument(
-        "--only", default=None, help="policy|lookup|messaging|binary|policy_effect|audit|writes"
+        "--only",
+        default=None,
+        help="policy|lookup|messaging|binary|policy_effect|audit|writes|perf",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

@@ -28,16 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +46,8 @@ from confluent_kafka import TopicPartition
 from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 
+from ._servers import free_port, pulsar_standalone, sidecar
+
 __all__ = ["run"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,12 +57,6 @@ RATE = 1_000
 LATENCY_S = 10.0
 WARM_UP = 2_000
 _STAMP = struct.Struct(">d")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _payload(sent_at: float = 0.0) -> bytes:
@@ -200,8 +193,12 @@ def _raw_throughput(bootstrap: str, topic: str, count: int) -> float:
 
 def _raw_latency(bootstrap: str, topic: str) -> tuple[float, float]:
     consumer = RawConsumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
-         "enable.auto.commit": True, "fetch.wait.max.ms": 10}  # fmt: skip
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"lat-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": True,
+            "fetch.wait.max.ms": 10,
+        }  # fmt: skip
     )
     transport = KafkaTransport(KafkaConfig(bootstrap))
     end = transport.consumer().end_offsets(topic, [0])[0]
@@ -236,43 +233,9 @@ def _raw_latency(bootstrap: str, topic: str) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def _sidecar(bootstrap: str) -> Iterator[str]:
-    """One ``broker-shim run``; yields its ``pulsar://`` URL."""
-    port, broker_port = _free_port(), _free_port()
-    state = tempfile.mkdtemp(prefix="bench-binary-")
-    proc = subprocess.Popen(  # noqa: S603 - the project's own CLI
-        [sys.executable, "-m", "broker_shim.cli.shim", "run", "--broker-id", "bench",
-         "--http-port", str(port), "--broker-port", str(broker_port),
-         "--bootstrap-servers", bootstrap, "--state-dir", state, "--log-level", "warning"],
-        cwd=ROOT, env=dict(os.environ),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(  # noqa: S310 - loopback
-                    f"http://127.0.0.1:{port}/health", timeout=2
-                ) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the benchmark sidecar did not become healthy")
-            time.sleep(0.1)
-        yield f"pulsar://127.0.0.1:{broker_port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-@contextlib.contextmanager
 def _null_pulsar() -> Iterator[str]:
     """:mod:`bench._null_pulsar` in its own process; yields its ``pulsar://`` URL."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(  # noqa: S603 - the project's own module
         [sys.executable, "-m", "bench._null_pulsar", str(port)], cwd=ROOT, env=dict(os.environ)
     )
@@ -290,35 +253,6 @@ def _null_pulsar() -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait(10)
-
-
-@contextlib.contextmanager
-def _pulsar() -> Iterator[str | None]:
-    """Apache Pulsar standalone's ``pulsar://`` URL (None when unavailable or skipped)."""
-    running = os.environ.get("PULSAR_BROKER_URL")
-    if running:
-        yield running
-        return
-    ctl = ROOT / "docker" / "pulsar" / "pulsarctl.py"
-    if os.environ.get("BENCH_NO_PULSAR") or not ctl.exists():
-        yield None
-        return
-    web, broker = _free_port(), _free_port()
-    up = subprocess.run(  # noqa: S603 - the project's launcher
-        [sys.executable, str(ctl), "up", "--web-port", str(web), "--broker-port", str(broker)],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    if up.returncode != 0:
-        print(f"  (Pulsar standalone did not start: {up.stderr.strip()[-300:]})")
-        yield None
-        return
-    try:
-        yield f"pulsar://127.0.0.1:{broker}"
-    finally:
-        subprocess.run(  # noqa: S603
-            [sys.executable, str(ctl), "down", "--web-port", str(web), "--purge"],
-            capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- entry
@@ -352,12 +286,14 @@ def run(bootstrap: str | None = None, *, messages: int = MESSAGES) -> dict[str, 
         out["null_produce_per_s"] = _client_throughput(
             url, "persistent://public/default/bench-null", messages
         )
-    with _sidecar(bootstrap) as url:
+    with sidecar(bootstrap) as broker:
+        url = broker.service_url
         out["sidecar_produce_per_s"] = _client_throughput(url, _topic(bootstrap), messages)
         lat = _client_latency(url, _topic(bootstrap))
         out["sidecar_e2e_p50_ms"], out["sidecar_e2e_p99_ms"] = lat
-    with _pulsar() as url:
-        if url is not None:
+    with pulsar_standalone() as pulsar:
+        if pulsar is not None:
+            url = pulsar.service_url
             topic = f"persistent://public/default/bench-bin-{uuid.uuid4().hex[:8]}"
             out["pulsar_produce_per_s"] = _client_throughput(url, topic, messages)
             lat = _client_latency(url, topic + "-lat")
@@ -365,12 +301,15 @@ def run(bootstrap: str | None = None, *, messages: int = MESSAGES) -> dict[str, 
     print("binary protocol (pulsar-client, batching on, 100-byte messages)")
     for key in sorted(out):
         print(f"  {key:<26} {out[key]:>12,.1f}")
-    if out.get("kafka_produce_per_s"):
-        print(f"  sidecar / raw Kafka throughput   {out['sidecar_produce_per_s'] / out['kafka_produce_per_s']:.2f}x")  # noqa: E501
-    print(f"  sidecar / client ceiling         {out['sidecar_produce_per_s'] / out['null_produce_per_s']:.2f}x")  # noqa: E501
-    if out.get("pulsar_produce_per_s"):
-        print(f"  Pulsar / client ceiling          {out['pulsar_produce_per_s'] / out['null_produce_per_s']:.2f}x")  # noqa: E501
-        print(f"  sidecar / Pulsar throughput      {out['sidecar_produce_per_s'] / out['pulsar_produce_per_s']:.2f}x")  # noqa: E501
+    ratios = (
+        ("sidecar / raw Kafka throughput", "sidecar_produce_per_s", "kafka_produce_per_s"),
+        ("sidecar / client ceiling", "sidecar_produce_per_s", "null_produce_per_s"),
+        ("Pulsar / client ceiling", "pulsar_produce_per_s", "null_produce_per_s"),
+        ("sidecar / Pulsar throughput", "sidecar_produce_per_s", "pulsar_produce_per_s"),
+    )
+    for label, top, bottom in ratios:
+        if out.get(top) and out.get(bottom):
+            print(f"  {label:<32} {out[top] / out[bottom]:.2f}x")
     return out
 
 

@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,18 +55,14 @@ from sync.cluster import (
 )
 from sync.transport import KafkaConfig, KafkaTransport
 
+from ._servers import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SESSION_TIMEOUT_MS = 1000
 BUNDLES = 16
 #: Other processes busier than this share of the cores make an HTTP latency figure suspect.
 BUSY_SHARE = 0.25
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -135,7 +130,7 @@ def bench_inprocess(
 class _Shim:
     def __init__(self, bootstrap: str, cluster: str, index: int, workdir: Path) -> None:
         self.broker_id = f"b{index}"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.broker_url = f"pulsar://127.0.0.1:{self.port + 10000}"
         self._args = [

@@ -23,7 +23,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,18 +43,14 @@ from sync.messaging import PartitionedProducer, ProducerClient
 from sync.routing import HashingScheme, RoundRobinPartitionRouter, RoutedMessage, TopicMetadata
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, TopicSpec
 
+from ._servers import free_port
+
 __all__ = ["run"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 100
 PARTITIONS = 4
 WARM_UP = 5_000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --------------------------------------------------------------------------- routing
@@ -153,7 +148,7 @@ def bench_raw_kafka(bootstrap: str, count: int) -> tuple[float, float]:
 
 @contextlib.contextmanager
 def _sidecar(bootstrap: str) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     state = tempfile.mkdtemp(prefix="bench-sidecar-")
     proc = subprocess.Popen(
         [
