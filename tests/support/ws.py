@@ -15,8 +15,9 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
+from broker_shim._policy_rest import REST_POLICIES
 from sync import TopicName
-from tests.support.sidecars import ThreadSidecar
+from tests.support.sidecars import PENDING, ThreadSidecar, applied
 
 T = TypeVar("T")
 
@@ -150,6 +151,21 @@ async def set_policy(http_url: str, topic: TopicName, name: str, value: Any) -> 
             assert resp.status == 204, resp.status
 
     await asyncio.to_thread(post)
+
+
+async def policy_enforced(
+    s: ThreadSidecar, topic: TopicName, name: str, *, present: bool = True, timeout_s: float = 60.0
+) -> None:
+    """Wait until ``s``'s engine enforces the topic policy ``name`` (a REST policy name) as
+    set (``present``) or lifted; ``timeout_s`` is a liveness bound, not a speed target."""
+    field = REST_POLICIES[name].field
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = applied(s, topic, field)
+        if value is not PENDING and (value is not None) == present:
+            return
+        assert time.monotonic() < deadline, f"{name} never {'set' if present else 'lifted'}"
+        await asyncio.sleep(0.05)
 
 
 def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:
