@@ -86,6 +86,7 @@ class SidecarRoutes:
             status["holding"] = holder.holding
             status["holder"] = holder.holder()
             status["election"] = holder.state.value
+            status["terms"] = holder.terms
         if svc is not None:
             fence = svc.writer.fence
             status["fenceEpochs"] = fence.epochs

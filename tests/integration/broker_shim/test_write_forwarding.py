@@ -83,6 +83,7 @@ POLICIES = ["maxConsumers", "maxProducers", "maxSubscriptionsPerTopic"]
 
 def test_writes_through_every_sidecar_reach_the_one_fence_holder(shims: list[Sidecar]) -> None:
     holder = _one_holder(shims)
+    before = [_writer(s) for s in shims]
     errors: list[str] = []
 
     def work(shim: Sidecar, policy: str) -> None:
@@ -105,17 +106,25 @@ def test_writes_through_every_sidecar_reach_the_one_fence_holder(shims: list[Sid
     for shim in shims:
         for policy in POLICIES:
             assert _get(shim, "orders", policy) == 10, (shim.url, policy)
-    # The fence never left the holder: the others forwarded and never took it.
-    for shim in shims:
-        status = _writer(shim)
+    after = [_writer(s) for s in shims]
+    digests = {s.digest()["digest"] for s in shims}
+    assert len(digests) == 1
+    # The fence never left the holder: the others forwarded and never took it. Unless the
+    # election itself moved (a member's session timed out: seen beside CPU hogs), which
+    # legitimately moves the fence; then only the above holds.
+    moved = any(
+        (b.get("terms"), b["electionWaits"]) != (a.get("terms"), a["electionWaits"])
+        for b, a in zip(before, after, strict=True)
+    )
+    if moved:
+        return
+    for shim, status in zip(shims, after, strict=True):
         if shim is holder:
             assert status["fenceEpochs"] == 1, status
             assert status["writtenHere"] == 10
         else:
             assert status["fenceEpochs"] == 0, status
             assert status["forwarded"] == 10 and status["fallbacks"] == 0, status
-    digests = {s.digest()["digest"] for s in shims}
-    assert len(digests) == 1
 
 
 def test_holder_killed_mid_load_loses_no_acknowledged_write(shims: list[Sidecar]) -> None:
