@@ -67,6 +67,16 @@ _PUBLISH = re.compile(
     re.S,
 )
 _CONSUME = re.compile(r"Consume rate:\s*([\d.]+) msg/s")
+#: The figures of a round, in the order the table prints them.
+_FIGURES = (
+    "publish",
+    "consume",
+    "p50",
+    "p99",
+    "broker_cpu_us_per_msg",
+    "kafka_cpu_us_per_msg",
+    "perf_cores",
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,10 @@ class Round:
     p50: float = 0.0
     p99: float = 0.0
     published: float = 0.0
+    #: CPU of every broker process (the sidecar's plus Kafka's; Pulsar's JVM) per message
+    #: published, and Kafka's part of it.
     broker_cpu_us_per_msg: float = 0.0
+    kafka_cpu_us_per_msg: float = 0.0
     perf_cores: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -172,7 +185,7 @@ def _after_first(values: list[float]) -> float:
 def _round(
     binary: Path,
     broker: Broker,
-    pids: list[int],
+    pids: dict[str, int],
     scenario: Scenario,
     seconds: float,
     rate: int,
@@ -190,14 +203,14 @@ def _round(
             perf_pids.append(stack.enter_context(_perf(binary, broker, args, log)))
         if scenario.consumers:
             time.sleep(SUBSCRIBE_S)
-        before = sum(cpu_seconds(p) for p in pids)
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         perf_before = sum(cpu_seconds(p) for p in perf_pids)
         started = time.monotonic()
         args = ["produce", "-r", str(rate), "-s", str(SIZE), topic]
         perf_pids.append(stack.enter_context(_perf(binary, broker, args, workdir / f"{tag}.log")))
         time.sleep(seconds + 1.0)
         elapsed = time.monotonic() - started
-        broker_cpu = sum(cpu_seconds(p) for p in pids) - before
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
         result.perf_cores = (sum(cpu_seconds(p) for p in perf_pids) - perf_before) / elapsed
     produced = (workdir / f"{tag}.log").read_text(errors="replace")
     stats = [tuple(map(float, m)) for m in _PUBLISH.findall(produced)]
@@ -209,7 +222,8 @@ def _round(
     result.p99 = _after_first([s[3] for s in stats])
     result.published = sum(s[0] for s in stats) * STATS_S
     if result.published:
-        result.broker_cpu_us_per_msg = broker_cpu / result.published * 1e6
+        result.broker_cpu_us_per_msg = sum(used.values()) / result.published * 1e6
+        result.kafka_cpu_us_per_msg = used.get("kafka", 0.0) / result.published * 1e6
     if scenario.consumers:
         per_consumer = []
         for i in range(scenario.consumers):
@@ -253,10 +267,12 @@ def run(
         "logs": str(workdir),
     }
     with sidecar(bootstrap) as ours, pulsar_standalone() as pulsar:
-        targets: list[tuple[Broker, list[int]]] = []
+        targets: list[tuple[Broker, dict[str, int]]] = []
         if pulsar is not None:
-            targets.append((pulsar, [p for p in [listener_pid(pulsar.broker_port)] if p]))
-        targets.append((ours, [p for p in (listener_pid(ours.broker_port), kafka_pid) if p]))
+            pid = listener_pid(pulsar.broker_port)
+            targets.append((pulsar, {"pulsar": pid} if pid else {}))
+        found = {"sidecar": listener_pid(ours.broker_port), "kafka": kafka_pid}
+        targets.append((ours, {name: pid for name, pid in found.items() if pid}))
         reference: float | None = None
         for scenario in chosen:
             rate = 0
@@ -271,22 +287,12 @@ def run(
                         f"  {scenario.name} round {n + 1} {broker.name}: publish "
                         f"{r.publish:,.0f}/s consume {r.consume:,.0f}/s p50 {r.p50:.1f} ms "
                         f"p99 {r.p99:.1f} ms cpu {r.broker_cpu_us_per_msg:.1f} us/msg "
+                        f"(kafka {r.kafka_cpu_us_per_msg:.1f}) "
                         f"perf {r.perf_cores:.2f} cores {' '.join(r.notes)}",
                         flush=True,
                     )
             figures = {
-                name: {
-                    key: _median(rs, key)
-                    for key in (
-                        "publish",
-                        "consume",
-                        "p50",
-                        "p99",
-                        "broker_cpu_us_per_msg",
-                        "perf_cores",
-                    )  # fmt: skip
-                }
-                for name, rs in results.items()
+                name: {key: _median(rs, key) for key in _FIGURES} for name, rs in results.items()
             }
             if scenario.rate is not None:
                 figures["rate_per_s"] = {"fixed": float(rate)}
@@ -305,7 +311,7 @@ def _print_table(out: dict[str, Any], names: list[str]) -> None:
     for name in names:
         figures = out[name]
         pulsar, ours = figures.get("pulsar", {}), figures["sidecar"]
-        for key in ("publish", "consume", "p50", "p99", "broker_cpu_us_per_msg", "perf_cores"):
+        for key in _FIGURES:
             if not ours.get(key) and not pulsar.get(key):
                 continue
             theirs = pulsar.get(key, 0.0)
