@@ -267,7 +267,7 @@ def message_frame(consumer_id: int, delivery: Delivery) -> bytes:
     # Kafka producers and unnamed producers: "policy-sync" and the Kafka offset.
     meta.producer_name = _UNKNOWN_PRODUCER
     meta.sequence_id = entry.offset
-    meta.publish_time = entry.publish_ms
+    meta.publish_time = max(0, entry.publish_ms)  # a record may say -1: no timestamp
     if entry.headers:
         # Properties, and what else of the sender's metadata the record keeps.
         restore(meta, entry.headers)

@@ -14,7 +14,14 @@ import asyncio
 import logging
 
 from sync.errors import ConsumerBusyError, InvalidInputError, PolicySyncError
-from sync.messaging import CloseCause, Consumer, InitialPosition, MessageId, SubscriptionType
+from sync.messaging import (
+    CloseCause,
+    Consumer,
+    Delivery,
+    InitialPosition,
+    MessageId,
+    SubscriptionType,
+)
 
 from . import PulsarApi_pb2 as api
 from . import _commands as commands
@@ -147,7 +154,10 @@ class Consumers:
                     consumer.ack(delivery.message_id)
                     consumer.add_permits(1)
                     continue
-                frames.append(commands.message_frame(cons.consumer_id, delivery))
+                try:
+                    frames.append(commands.message_frame(cons.consumer_id, delivery))
+                except Exception as exc:  # noqa: BLE001 - one poison record, not the consumer
+                    self._skip_unreadable(cons, delivery, exc)
             if frames and not self.session.closed:
                 trace.sent(_T.MESSAGE, len(frames))
                 self.session.writer.write(b"".join(frames))
@@ -164,6 +174,24 @@ class Consumers:
             self.session.writer.close()
         elif action is CloseAction.NOTIFY_CLIENT:
             self.session.write_command(commands.close_consumer(cons.consumer_id))
+
+    def _skip_unreadable(self, cons: _Consumer, delivery: Delivery, exc: Exception) -> None:
+        """A stored record no MESSAGE can be made of: counted, logged, acknowledged and
+        skipped, so it never wedges the subscription."""
+        consumer = cons.consumer
+        mid = delivery.message_id
+        self.session.ctx.trace.unreadable()
+        logger.warning(
+            "%s[%d]@%d: stored record cannot be sent to %s (%s: %s); acknowledged and skipped",
+            consumer.subscription.kafka_topic,
+            mid.kafka_partition,
+            mid.offset,
+            consumer.name,
+            type(exc).__name__,
+            exc,
+        )
+        consumer.ack(mid)
+        consumer.add_permits(1)
 
     async def _announce_active(self, cons: _Consumer) -> None:
         """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever

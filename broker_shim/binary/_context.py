@@ -69,6 +69,10 @@ class Trace(Protocol):
 
     def sent(self, kind: int, count: int = 1) -> None: ...
 
+    def unreadable(self) -> None:
+        """A stored record could not be made into a MESSAGE (it was skipped)."""
+        ...
+
 
 class LastIds(Protocol):
     """Kafka partition counts and offsets (:class:`._server.LastMessageIds`)."""

@@ -266,14 +266,18 @@ _RESTORE: dict[str, Callable[[api.MessageMetadata, bytes], None]] = {
 def restore(meta: api.MessageMetadata, headers: list[tuple[str, bytes]]) -> None:
     """Fill ``meta`` from a record's headers: each property (a header without the
     reserved prefix, in order), then every reserved field the record carries; an
-    unknown or unreadable reserved header is skipped."""
+    unknown or unreadable reserved header (not a number, or out of its field's range) is
+    skipped."""
     setters = _RESTORE
     properties = meta.properties
     for name, value in headers:
         if name.startswith(RESERVED_HEADER_PREFIX):
             setter = setters.get(name)
             if setter is not None and value is not None:
-                setter(meta, value)
+                try:
+                    setter(meta, value)
+                except (ValueError, TypeError):
+                    pass  # out of the field's range (a plain Kafka producer wrote it)
         else:
             kv = properties.add()
             kv.key = name

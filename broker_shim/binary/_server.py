@@ -40,12 +40,20 @@ class CommandTrace:
         self.sent_counts: Counter[str] = Counter()
         #: Received command types in first-seen order (CONNECT … CLOSE_CONSUMER).
         self.order: list[str] = []
+        #: Stored records that could not be sent as a MESSAGE (acknowledged, skipped).
+        self.unreadable_count = 0
         self._metric: PromCounter | None = None
+        self._unreadable: PromCounter | None = None
         if registry is not None:
             self._metric = PromCounter(
                 "pulsar_binary_commands",
                 "Pulsar binary-protocol commands served, by direction and type",
                 ["direction", "command"],
+                registry=registry,
+            )
+            self._unreadable = PromCounter(
+                "pulsar_binary_unreadable_records",
+                "stored records no MESSAGE could be made of: acknowledged and skipped",
                 registry=registry,
             )
 
@@ -69,6 +77,11 @@ class CommandTrace:
         self.sent_counts[name] += count
         if self._metric is not None:
             self._metric.labels("out", name).inc(count)
+
+    def unreadable(self) -> None:
+        self.unreadable_count += 1
+        if self._unreadable is not None:
+            self._unreadable.inc()
 
 
 class LastMessageIds:

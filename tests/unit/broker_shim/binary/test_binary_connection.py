@@ -260,3 +260,76 @@ def test_message_metadata_gives_back_producer_sequence_and_publish_time(
         k: v.decode() for k, v in headers or [] if not k.startswith("__pulsar.")
     }
     assert frame.payload == b"x"
+
+
+def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stored record whose MESSAGE cannot be built is counted, acknowledged and skipped;
+    the records after it still reach the consumer."""
+    from broker_shim.binary import _commands as commands
+    from sync import PolicyService, TopicName, kafka_topic_of
+    from sync.messaging import Delivery
+    from sync.transport import TopicSpec
+
+    build = commands.message_frame
+
+    def poisoned(consumer_id: int, delivery: Delivery) -> bytes:
+        if delivery.entry.payload == b"poison":
+            raise ValueError("Value out of range")
+        return build(consumer_id, delivery)
+
+    monkeypatch.setattr(commands, "message_frame", poisoned)
+    topic = TopicName.parse("persistent://public/default/poison")
+
+    async def scenario() -> None:
+        transport = MemoryTransport()
+        kafka = kafka_topic_of(topic)
+        transport.admin().ensure_topic(TopicSpec(kafka, 1))
+        producer = transport.producer()
+        for value in (b"a", b"poison", b"b"):
+            producer.produce(kafka, None, value, partition=0)
+        producer.flush(5)
+        svc = PolicyService(transport).start(timeout_s=10)
+        engine = MessagingEngine(transport, lambda: svc)
+        await engine.start()
+        srv = BinaryServer(
+            engine,
+            cluster=lambda: None,
+            advertised_url=URL,
+            producer_name_prefix="t",
+            config=BinaryConfig(keepalive_s=5, protocol_version=21),
+        )
+        await srv.start()
+        try:
+            peer = await _open(srv)
+            peer.send(_connect())
+            assert (await peer.recv()) is not None
+            sub = _T(type=_T.SUBSCRIBE)
+            sub.subscribe.topic = str(topic)
+            sub.subscribe.subscription = "s"
+            sub.subscribe.subType = api.CommandSubscribe.Exclusive
+            sub.subscribe.consumer_id = 1
+            sub.subscribe.request_id = 1
+            sub.subscribe.initialPosition = api.CommandSubscribe.Earliest
+            peer.send(encode_command(sub))
+            answer = await peer.recv()
+            assert answer is not None and answer.type == _T.SUCCESS, answer
+            flow = _T(type=_T.FLOW)
+            flow.flow.consumer_id = 1
+            flow.flow.messagePermits = 10
+            peer.send(encode_command(flow))
+            got = []
+            while len(got) < 2:
+                cmd = await peer.recv(timeout_s=10)
+                assert cmd is not None
+                if cmd.type == _T.MESSAGE:
+                    got.append(cmd.message.message_id.entryId)
+            assert got == [0, 2]
+            assert srv.trace.unreadable_count == 1
+        finally:
+            await srv.close()
+            await engine.close()
+            svc.close()
+
+    run(scenario)

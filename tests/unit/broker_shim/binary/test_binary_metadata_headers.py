@@ -116,6 +116,34 @@ def test_unknown_and_unreadable_reserved_headers_are_skipped() -> None:
     assert not meta.properties
 
 
+def test_reserved_headers_out_of_their_fields_range_are_skipped() -> None:
+    """What a plain Kafka producer may write under a reserved name: a sequence id past
+    uint64, a negative event time, a chunk id past int32; and a record without a
+    timestamp (-1). The message goes out without those fields instead of failing."""
+    entry = SimpleNamespace(
+        offset=9,
+        publish_ms=-1,
+        headers=[
+            (HEADER_SEQUENCE, b"%d" % 2**70),
+            ("__pulsar.eventTime", b"-5"),
+            ("__pulsar.chunk.id", b"%d" % 2**40),
+            (HEADER_PRODUCER, b"carol"),
+        ],
+        key=None,
+        payload=b"x",
+    )
+    delivery = cast(
+        Delivery,
+        SimpleNamespace(entry=entry, message_id=MessageId(-1, 9), redelivery_count=0),
+    )
+    frame = parse_frame(message_frame(5, delivery)[4:])
+    meta = frame.metadata
+    assert meta is not None
+    assert (meta.producer_name, meta.sequence_id, meta.publish_time) == ("carol", 9, 0)
+    assert not meta.HasField("event_time")
+    assert not meta.HasField("chunk_id")
+
+
 def test_a_plain_message_gets_no_reserved_header_and_its_publish_time_is_kafkas() -> None:
     """The publish time a consumer gets is the record's Kafka timestamp (when the sidecar
     stored it), not a header: a plain message costs no extra bytes."""
