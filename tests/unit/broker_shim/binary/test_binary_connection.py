@@ -319,7 +319,7 @@ def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
             flow.flow.consumer_id = 1
             flow.flow.messagePermits = 10
             peer.send(encode_command(flow))
-            got = []
+            got: list[int] = []
             while len(got) < 2:
                 cmd = await peer.recv(timeout_s=10)
                 assert cmd is not None
