@@ -1,6 +1,9 @@
 """Optional token authentication and per-tenant authorization (off unless configured).
 
-A request authenticates with ``Authorization: Bearer <token>``; the token maps to a role.
+A request authenticates with ``Authorization: Bearer <token>`` (the binary protocol's
+CONNECT with the ``token`` method): a token listed in ``tokens`` maps to its role, and,
+with Pulsar's token settings given, any other token is validated as a JWT whose ``sub``
+claim is the role (see :mod:`._jwt`).
 Permissions, loosely Pulsar's:
 
 * super-user roles may do everything (cluster-wide operations need one: broker listing,
@@ -15,8 +18,12 @@ without the right) changes nothing.
 Configuration file (JSON; unknown keys are refused)::
 
     {"tokens": {"<token>": "<role>", ...},
+     "tokenSecretKey": "file:///path/secret.key",
      "superUserRoles": ["admin"],
      "tenants": {"acme": {"adminRoles": ["alice"], "lookupRoles": ["bob"]}}}
+
+(``tokenSecretKey`` or ``tokenPublicKey``, with ``tokenPublicAlg``, ``tokenAuthClaim``,
+``tokenAudienceClaim`` and ``tokenAudience``: Pulsar's ``broker.conf`` names.)
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from types import MappingProxyType
 from typing import Any
 
 from sync._errors import AuthenticationError, AuthorizationError, ConfigurationError
+
+from ._jwt import TOKEN_SETTINGS, TokenSettings, TokenVerifier
 
 __all__ = ["AuthConfig", "Authorizer", "TenantRoles"]
 
@@ -49,6 +58,8 @@ class AuthConfig:
     tokens: Mapping[str, str] = field(default_factory=dict)
     super_user_roles: frozenset[str] = frozenset()
     tenants: Mapping[str, TenantRoles] = field(default_factory=dict)
+    #: JWT validation (None: only the listed tokens authenticate).
+    token: TokenSettings | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", MappingProxyType(dict(self.tokens)))
@@ -61,7 +72,7 @@ class AuthConfig:
         Raises:
             ConfigurationError: unknown keys or wrong types.
         """
-        _only(data, {"tokens", "superUserRoles", "tenants"}, "auth config")
+        _only(data, {"tokens", "superUserRoles", "tenants", *TOKEN_SETTINGS}, "auth config")
         tokens = data.get("tokens", {})
         if not isinstance(tokens, dict) or not all(
             isinstance(k, str) and k and isinstance(v, str) and v for k, v in tokens.items()
@@ -80,6 +91,7 @@ class AuthConfig:
             tokens=tokens,
             super_user_roles=frozenset(_strings(data.get("superUserRoles", []), "superUserRoles")),
             tenants=tenants,
+            token=TokenSettings.from_json(data),
         )
 
     @classmethod
@@ -115,12 +127,13 @@ class Authorizer:
 
     def __init__(self, config: AuthConfig) -> None:
         self.config = config
+        self._jwt = None if config.token is None else TokenVerifier(config.token)
 
     def authenticate(self, authorization: str | None) -> str:
         """The role of a ``Bearer`` token.
 
         Raises:
-            AuthenticationError: no token, or an unknown one.
+            AuthenticationError: no token, an unknown one, or a JWT that does not validate.
         """
         if not authorization or not authorization.startswith("Bearer "):
             raise AuthenticationError(
@@ -130,6 +143,8 @@ class Authorizer:
         for known, role in self.config.tokens.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 return role
+        if self._jwt is not None:
+            return self._jwt.role_of(token)
         raise AuthenticationError("Authentication failed: the token is not valid")
 
     def is_super_user(self, role: str) -> bool:

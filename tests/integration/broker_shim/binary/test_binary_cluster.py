@@ -6,6 +6,7 @@ over both sidecars get every repeat marked as a redelivery, through a stop and a
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import threading
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pulsar
 import pytest
 
@@ -24,6 +26,9 @@ from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
 from tests.integration.broker_shim.test_lookup_http import ShimProcess, lookups, wait_agreement
 from tests.support.kafka import free_port, make_topic, not_durable, wait_acks_durable
+
+#: The secret key JWTs are signed with (256 bits, made here).
+JWT_SECRET = b"policy-sync-test-jwt-secret-key!"
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -190,6 +195,7 @@ def test_connect_and_lookup_check_tokens_and_roles(kafka_bootstrap: str, tmp_pat
         json.dumps(
             {
                 "tokens": TOKENS,
+                "tokenSecretKey": "data:;base64," + base64.b64encode(JWT_SECRET).decode(),
                 "superUserRoles": ["admin"],
                 "tenants": {tenant: {"adminRoles": ["alice"], "lookupRoles": ["bob"]}},
             }
@@ -238,6 +244,31 @@ def test_connect_and_lookup_check_tokens_and_roles(kafka_bootstrap: str, tmp_pat
             assert consumer.receive(timeout_millis=30_000).data() == b"authorized"
         finally:
             bob.close()
+        # a JWT signed with the secret key, as `pulsar tokens create --subject bob` makes:
+        # its subject is the role; an expired one is refused at CONNECT
+        expired = jwt.encode({"sub": "bob", "exp": 1}, JWT_SECRET, algorithm="HS256")
+        late = pulsar.Client(
+            shim.broker_url,
+            authentication=pulsar.AuthenticationToken(expired),
+            operation_timeout_seconds=10,
+        )
+        with pytest.raises(pulsar.PulsarException):
+            late.create_producer(str(topic), send_timeout_millis=2000)
+        late.close()
+        valid = jwt.encode({"sub": "bob"}, JWT_SECRET, algorithm="HS256")
+        bob_jwt = pulsar.Client(
+            shim.broker_url,
+            authentication=pulsar.AuthenticationToken(valid),
+            operation_timeout_seconds=30,
+        )
+        try:
+            consumer = bob_jwt.subscribe(
+                str(topic), "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            bob_jwt.create_producer(str(topic)).send(b"by jwt")
+            assert consumer.receive(timeout_millis=30_000).data() == b"by jwt"
+        finally:
+            bob_jwt.close()
     finally:
         shim.stop()
 
