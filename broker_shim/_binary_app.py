@@ -28,14 +28,22 @@ def add_binary_listener(
     config: SidecarConfig,
     registry: CollectorRegistry,
     sock: socket.socket | None = None,
+    tls_sock: socket.socket | None = None,
 ) -> BinaryServer:
     """Serve ``pulsar://`` on ``sock`` or ``config.broker_port`` with ``engine`` (the
-    WebSocket API's), answering lookups with ``cluster()`` (the live cluster service, or
-    None without one) while ``app`` runs."""
+    WebSocket API's), and ``pulsar+ssl://`` on ``tls_sock`` or ``config.broker_port_tls``
+    when ``config.tls`` is set, answering lookups with ``cluster()`` (the live cluster
+    service, or None without one) while ``app`` runs.
+
+    Raises:
+        ConfigurationError: the TLS certificate or key cannot be used.
+    """
+    tls = None if config.tls is None else config.tls.server_context()
     server = BinaryServer(
         engine,
         cluster=cluster,
         advertised_url=config.advertised_broker_url,
+        advertised_url_tls=config.advertised_broker_url_tls if tls else None,
         producer_name_prefix=f"{config.cluster}-{config.broker_id}",
         registry=registry,
     )
@@ -46,6 +54,12 @@ def add_binary_listener(
             await server.start(sock=sock)
         else:
             await server.start(config.host, config.broker_port or 0)
+        if tls is None:
+            return
+        if tls_sock is not None:
+            await server.start(sock=tls_sock, tls=tls)
+        elif config.broker_port_tls is not None:
+            await server.start(config.host, config.broker_port_tls, tls=tls)
 
     async def stop(_app: web.Application) -> None:
         await server.close()

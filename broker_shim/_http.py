@@ -72,13 +72,15 @@ def build_app(
     *,
     freeze_heap: bool = True,
     broker_socket: socket.socket | None = None,
+    broker_tls_socket: socket.socket | None = None,
 ) -> web.Application:
     """The aiohttp application of one sidecar (everything is started on startup).
 
     ``freeze_heap``: ``gc.freeze()`` once the sidecar is ready (see
     :func:`_freeze_heap_when_ready`); pass False when the app shares its process.
     ``broker_socket``: an already bound socket for the binary protocol (else
-    ``sidecar.config.broker_port`` is bound on start, if set).
+    ``sidecar.config.broker_port`` is bound on start, if set); ``broker_tls_socket`` the
+    same for ``pulsar+ssl://`` (else ``sidecar.config.broker_port_tls``).
     """
     app = http_app()
     app[SIDECAR_KEY] = sidecar
@@ -146,5 +148,6 @@ def build_app(
             config=sidecar.config,
             registry=sidecar.metrics.registry,
             sock=broker_socket,
+            tls_sock=broker_tls_socket,
         )
     return app

@@ -36,6 +36,7 @@ from ._live_cluster import LiveCluster, LookupOwnership
 from ._metrics import SidecarMetrics
 from ._process_tuning import release_free_heap
 from ._supervisor import Backoff, supervise
+from ._tls import TlsSettings
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,11 @@ class SidecarConfig:
     #: Port of the Pulsar binary protocol (``broker-shim run`` defaults to 6650); None:
     #: no binary listener (the advertised URL then says 6650, as before).
     broker_port: int | None = None
+    #: Port of ``pulsar+ssl://`` (Pulsar's ``brokerServicePortTls``; None: no TLS
+    #: listener), its certificate and key, and the URL it is advertised as.
+    broker_port_tls: int | None = None
+    tls: TlsSettings | None = None
+    broker_url_tls: str | None = None
     cluster: str = "standalone"
     topic: str = "__change_events"
     state_dir: Path | None = None
@@ -76,6 +82,15 @@ class SidecarConfig:
         if self.broker_url:
             return self.broker_url
         return f"pulsar://{self.host}:{self.broker_port or 6650}"
+
+    @property
+    def advertised_broker_url_tls(self) -> str | None:
+        """The ``pulsar+ssl://`` URL lookups answer (None: no TLS listener)."""
+        if self.broker_url_tls:
+            return self.broker_url_tls
+        if self.broker_port_tls is None:
+            return None
+        return f"pulsar+ssl://{self.host}:{self.broker_port_tls}"
 
     @property
     def http_url(self) -> str:

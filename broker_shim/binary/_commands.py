@@ -115,12 +115,17 @@ def partitioned_metadata_failed(request_id: int, exc: BaseException) -> api.Base
     return out
 
 
-def lookup_response(request_id: int, url: str, *, local: bool, proxy: bool) -> api.BaseCommand:
-    """LOOKUP_RESPONSE: Connect (served here) or Redirect to ``url``."""
+def lookup_response(
+    request_id: int, url: str, *, local: bool, proxy: bool, url_tls: str | None = None
+) -> api.BaseCommand:
+    """LOOKUP_RESPONSE: Connect (served here) or Redirect to ``url`` (and ``url_tls``, the
+    owner's ``pulsar+ssl://`` address, which TLS clients go to)."""
     out = _T(type=_T.LOOKUP_RESPONSE)
     resp = out.lookupTopicResponse
     resp.request_id = request_id
     resp.brokerServiceUrl = url
+    if url_tls:
+        resp.brokerServiceUrlTls = url_tls
     resp.response = (
         api.CommandLookupTopicResponse.Connect if local else api.CommandLookupTopicResponse.Redirect
     )

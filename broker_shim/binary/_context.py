@@ -101,6 +101,8 @@ class ServerContext:
     config: BinaryConfig
     trace: Trace
     last_ids: LastIds
+    #: This sidecar's ``pulsar+ssl://`` URL when it serves TLS (lookup answers).
+    advertised_url_tls: str | None = None
     #: Without a cluster registry (Pulsar's standalone): whether the advertised URL is a
     #: loopback address, which makes Connect answers ``proxy_through_service_url``.
     advertises_loopback: bool = False

@@ -64,7 +64,7 @@ class Lookups:
             # loopback address, so the client keeps using the address it reached us by.
             proxy = False
             if svc is None:
-                url, local = ctx.advertised_url, True
+                url, url_tls, local = ctx.advertised_url, ctx.advertised_url_tls, True
                 proxy = ctx.advertises_loopback
             else:
                 svc.require_ready()
@@ -74,11 +74,15 @@ class Lookups:
                     live.broker_id == svc.identity.broker_id and live.incarnation == svc.incarnation
                 )
                 reg = live.registration
-                url = reg.service_url
+                url, url_tls = reg.service_url, reg.service_url_tls
                 listener = m.advertised_listener_name
                 if listener and listener in reg.advertised_listeners:
-                    url = reg.advertised_listeners[listener].service_url or url
-            out = commands.lookup_response(m.request_id, url, local=local, proxy=proxy)
+                    named = reg.advertised_listeners[listener]
+                    url = named.service_url or url
+                    url_tls = named.service_url_tls or url_tls
+            out = commands.lookup_response(
+                m.request_id, url, local=local, proxy=proxy, url_tls=url_tls
+            )
         except PolicySyncError as exc:
             out = commands.lookup_failed(m.request_id, exc)
         session.write_command(out)

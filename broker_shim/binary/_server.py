@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import ssl
 import threading
 import urllib.parse
 from collections import Counter
@@ -173,6 +174,7 @@ class BinaryServer:
         cluster: the current cluster service (lookups, auth), or None without one.
         advertised_url: this sidecar's ``pulsar://host:port`` (lookup answers).
         producer_name_prefix: generated producer names are ``<prefix>-<n>``.
+        advertised_url_tls: its ``pulsar+ssl://host:port`` when it serves TLS too.
     """
 
     def __init__(
@@ -184,6 +186,7 @@ class BinaryServer:
         producer_name_prefix: str,
         config: BinaryConfig | None = None,
         registry: CollectorRegistry | None = None,
+        advertised_url_tls: str | None = None,
     ) -> None:
         self.trace = CommandTrace(registry)
         self.last_ids = LastMessageIds(engine.transport)
@@ -191,6 +194,7 @@ class BinaryServer:
             engine=engine,
             cluster=cluster,
             advertised_url=advertised_url,
+            advertised_url_tls=advertised_url_tls,
             producer_name_prefix=producer_name_prefix,
             config=config or BinaryConfig(),
             trace=self.trace,
@@ -198,20 +202,33 @@ class BinaryServer:
             advertises_loopback=_is_loopback(advertised_url),
         )
         self.connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        #: The bound ports of the plain and the TLS listener (None: not listening).
         self.port: int | None = None
+        self.tls_port: int | None = None
 
     async def start(
-        self, host: str = "127.0.0.1", port: int = 0, *, sock: socket.socket | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> int:
-        """Listen (on ``sock`` if given, else ``host:port``); returns the bound port."""
+        """Listen (on ``sock`` if given, else ``host:port``), over TLS with ``tls``;
+        returns the bound port. A server may listen twice: plain and TLS."""
         if sock is not None:
-            self._server = await asyncio.start_server(self._accept, sock=sock)
+            server = await asyncio.start_server(self._accept, sock=sock, ssl=tls)
         else:
-            self._server = await asyncio.start_server(self._accept, host, port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        logger.info("Pulsar binary protocol listening on port %d", self.port)
-        return self.port
+            server = await asyncio.start_server(self._accept, host, port, ssl=tls)
+        self._servers.append(server)
+        bound = int(server.sockets[0].getsockname()[1])
+        if tls is None:
+            self.port = bound
+        else:
+            self.tls_port = bound
+        logger.info("Pulsar binary protocol listening on port %d%s", bound, " (TLS)" if tls else "")
+        return bound
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
@@ -229,11 +246,11 @@ class BinaryServer:
 
     async def close(self) -> None:
         """Stop listening and close every connection."""
-        if self._server is not None:
-            self._server.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
         for conn in list(self.connections):
             await conn.close()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for server in servers:
+            await server.wait_closed()
         await asyncio.to_thread(self.last_ids.close)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import socket
@@ -17,6 +18,7 @@ from sync.messaging import AutoTopicCreation, TopicType
 from .._http import build_app
 from .._shutdown import DEFAULT_SHUTDOWN_TIMEOUT_S, ShutdownGuard
 from .._sidecar import Sidecar, SidecarConfig
+from .._tls import TlsSettings
 from ._cluster_flags import add_lookup_flags, lookup_settings
 from ._common import add_bootstrap_flag, configure_logging, run_main
 
@@ -80,6 +82,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=_port_or_zero,
         default=6650,
         help="port of the Pulsar binary protocol (default 6650; 0: any free port)",
+    )
+    run.add_argument(
+        "--broker-port-tls",
+        type=_port_or_zero,
+        default=None,
+        help="port of pulsar+ssl:// (Pulsar's brokerServicePortTls; off by default; 0: any "
+        "free port); needs --tls-cert-file and --tls-key-file",
+    )
+    run.add_argument("--tls-cert-file", default=None, help="the TLS certificate (PEM)")
+    run.add_argument("--tls-key-file", default=None, help="the TLS certificate's key (PEM)")
+    run.add_argument(
+        "--tls-trust-cert-file",
+        default=None,
+        help="CA certificates (PEM) client certificates are checked against",
+    )
+    run.add_argument(
+        "--tls-require-trusted-client-cert",
+        action="store_true",
+        help="refuse TLS clients without a certificate --tls-trust-cert-file trusts",
     )
     run.add_argument("--cluster", default="standalone")
     run.add_argument("--host", default="127.0.0.1", help="address advertised to clients")
@@ -172,6 +193,31 @@ def auto_topic_creation(args: argparse.Namespace) -> AutoTopicCreation:
     )
 
 
+def tls_settings(args: argparse.Namespace) -> TlsSettings | None:
+    """The TLS listener's settings (None: no ``--broker-port-tls``), checked now.
+
+    Raises:
+        ConfigurationError: a TLS port without a certificate and key, or files that cannot
+            be used.
+    """
+    files = (args.tls_cert_file, args.tls_key_file)
+    if args.broker_port_tls is None:
+        if any(files) or args.tls_trust_cert_file or args.tls_require_trusted_client_cert:
+            raise ConfigurationError("the --tls-* flags need --broker-port-tls")
+        return None
+    if not all(files):
+        raise ConfigurationError("--broker-port-tls needs --tls-cert-file and --tls-key-file")
+    trust = args.tls_trust_cert_file
+    settings = TlsSettings(
+        cert_file=Path(args.tls_cert_file),
+        key_file=Path(args.tls_key_file),
+        trust_cert_file=None if trust is None else Path(trust),
+        require_client_cert=bool(args.tls_require_trusted_client_cert),
+    )
+    settings.server_context()  # refused now, before any port is bound
+    return settings
+
+
 def _state_dir(args: argparse.Namespace) -> Path:
     if args.state_dir:
         return Path(str(args.state_dir))
@@ -187,8 +233,15 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"--broker-url must be pulsar://HOST:PORT, got {args.broker_url!r}"
         )
+    tls = tls_settings(args)
     bind = args.listen_host or args.host
     broker_socket = _bind(bind, args.broker_port)
+    tls_socket = None if tls is None else _bind(bind, args.broker_port_tls)
+    lookup = lookup_settings(args)
+    tls_port = None if tls_socket is None else int(tls_socket.getsockname()[1])
+    if lookup is not None and tls_port is not None and lookup.service_url_tls is None:
+        # Registered for the cluster's lookups: TLS clients are sent here.
+        lookup = dataclasses.replace(lookup, service_url_tls=f"pulsar+ssl://{args.host}:{tls_port}")
     config = SidecarConfig(
         broker_id=str(args.broker_id),
         http_port=args.http_port,
@@ -196,11 +249,14 @@ def _run(args: argparse.Namespace) -> int:
         host=args.host,
         broker_url=args.broker_url,
         broker_port=int(broker_socket.getsockname()[1]),
+        broker_port_tls=tls_port,
+        tls=tls,
+        broker_url_tls=None if lookup is None else lookup.service_url_tls,
         cluster=args.cluster,
         topic=args.topic,
         state_dir=_state_dir(args),
         bootstrap_timeout_s=args.bootstrap_timeout,
-        lookup=lookup_settings(args),
+        lookup=lookup,
         forward_writes=bool(args.forward_writes),
         holder_session_timeout_ms=int(args.holder_session_timeout_ms),
         auto_topic_creation=auto_topic_creation(args),
@@ -215,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
     # run_app turns SIGTERM/SIGINT into a graceful shutdown: on_shutdown releases the
     # bundles and closes clients, requests still running get half the budget, on_cleanup
     # closes the cache (writing its snapshot); the guard ends whatever is left at the budget.
-    app = build_app(sidecar, broker_socket=broker_socket)
+    app = build_app(sidecar, broker_socket=broker_socket, broker_tls_socket=tls_socket)
     budget = float(args.shutdown_timeout)
     ShutdownGuard(budget).install(app)
     web.run_app(

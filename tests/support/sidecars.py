@@ -24,6 +24,7 @@ from broker_shim._http import build_app
 from broker_shim._http_shell import http_app
 from broker_shim._sidecar import Sidecar as AppSidecar
 from broker_shim._sidecar import SidecarConfig
+from broker_shim._tls import TlsSettings
 from broker_shim.binary import BinaryServer
 from broker_shim.ws import add_ws_routes
 from sync import CacheStateError, TopicName
@@ -211,11 +212,21 @@ class ProcessSidecar:
 class BinarySidecar(ThreadSidecar):
     """The real sidecar app served from a thread, with its ``pulsar://`` listener."""
 
-    def __init__(self, bootstrap: str, state_dir: Path, advertised_url: str | None = None) -> None:
-        """``advertised_url``: what lookups answer (default: the listener itself)."""
+    def __init__(
+        self,
+        bootstrap: str,
+        state_dir: Path,
+        advertised_url: str | None = None,
+        *,
+        tls: TlsSettings | None = None,
+    ) -> None:
+        """``advertised_url``: what lookups answer (default: the listener itself);
+        ``tls``: serve ``pulsar+ssl://`` too (at :attr:`broker_url_tls`)."""
         super().__init__(bootstrap, state_dir, app_factory=self._build)
         self.broker_port = free_port()
         self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
+        tls_port = None if tls is None else free_port()
+        self.broker_url_tls = None if tls_port is None else f"pulsar+ssl://127.0.0.1:{tls_port}"
         self.sidecar = AppSidecar(
             SidecarConfig(
                 broker_id=f"b-{uuid.uuid4().hex[:6]}",
@@ -224,6 +235,8 @@ class BinarySidecar(ThreadSidecar):
                 state_dir=state_dir,
                 broker_port=self.broker_port,
                 broker_url=advertised_url,
+                broker_port_tls=tls_port,
+                tls=tls,
             )
         )
         self.server: BinaryServer | None = None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -333,3 +335,86 @@ def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
             svc.close()
 
     run(scenario)
+
+
+def test_tls_listener_serves_beside_the_plain_one_and_checks_certificates(
+    tmp_path: Path,
+) -> None:
+    """``pulsar+ssl://``: a client trusting the CA connects and looks up (the answer
+    carries the TLS URL); one that does not trust it fails the handshake; with client
+    certificates required, a client without one is refused and one with a trusted one is
+    served. The plain listener serves as before."""
+    from broker_shim._tls import TlsSettings
+    from tests.support.tls import make_tls_files
+
+    files = make_tls_files(tmp_path)
+    tls_url = "pulsar+ssl://127.0.0.1:6651"
+
+    async def exchange(port: int, ctx: ssl.SSLContext | None) -> api.BaseCommand | None:
+        peer = Peer(*await asyncio.open_connection("127.0.0.1", port, ssl=ctx))
+        try:
+            peer.send(_connect())
+            connected = await peer.recv()
+            if connected is None:
+                return None
+            assert connected.type == _T.CONNECTED
+            peer.send(_cmd(_T.LOOKUP, topic="persistent://public/default/x", request_id=3))
+            return await peer.recv()
+        finally:
+            peer.writer.close()
+
+    def client(*, trusted: bool = True, cert: bool = False) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(files.ca) if trusted else None)
+        if cert:
+            ctx.load_cert_chain(files.client_cert, files.client_key)
+        return ctx
+
+    async def scenario(settings: TlsSettings) -> None:
+        srv = BinaryServer(
+            MessagingEngine(MemoryTransport(), lambda: None),
+            cluster=lambda: None,
+            advertised_url=URL,
+            advertised_url_tls=tls_url,
+            producer_name_prefix="t",
+            config=BinaryConfig(keepalive_s=5, protocol_version=21),
+        )
+        await srv.start()
+        await srv.start(tls=settings.server_context())
+        assert srv.port is not None and srv.tls_port is not None
+        try:
+            answer = await exchange(srv.port, None)
+            assert answer is not None and answer.lookupTopicResponse.brokerServiceUrl == URL
+            if settings.require_client_cert:
+                try:  # TLS 1.3: the client learns it at its first read, not in the handshake
+                    refused = await exchange(srv.tls_port, client())
+                except (ssl.SSLError, ConnectionError):
+                    refused = None
+                assert refused is None
+                answer = await exchange(srv.tls_port, client(cert=True))
+            else:
+                answer = await exchange(srv.tls_port, client())
+            assert answer is not None
+            resp = answer.lookupTopicResponse
+            assert (resp.brokerServiceUrl, resp.brokerServiceUrlTls) == (URL, tls_url)
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await exchange(srv.tls_port, client(trusted=False))
+        finally:
+            await srv.close()
+
+    asyncio.run(asyncio.wait_for(scenario(TlsSettings(files.cert, files.key)), 30))
+    required = TlsSettings(files.cert, files.key, files.ca, require_client_cert=True)
+    asyncio.run(asyncio.wait_for(scenario(required), 30))
+
+
+def test_tls_settings_refuse_unusable_files(tmp_path: Path) -> None:
+    from broker_shim._tls import TlsSettings
+    from sync.errors import ConfigurationError
+    from tests.support.tls import make_tls_files
+
+    files = make_tls_files(tmp_path)
+    with pytest.raises(ConfigurationError, match="--tls-cert-file"):
+        TlsSettings(tmp_path / "missing.pem", files.key).server_context()
+    with pytest.raises(ConfigurationError, match="--tls-cert-file"):
+        TlsSettings(files.cert, files.client_key).server_context()  # not its key
+    with pytest.raises(ConfigurationError, match="needs --tls-trust-cert-file"):
+        TlsSettings(files.cert, files.key, require_client_cert=True)

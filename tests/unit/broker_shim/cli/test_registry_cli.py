@@ -64,3 +64,31 @@ def test_flags_are_carried_over(tmp_path: Path) -> None:
 def test_bad_flags_are_refused_at_the_edge(flags: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         settings(*flags)
+
+
+def test_tls_flags_are_checked_before_any_port_is_bound(tmp_path: Path) -> None:
+    from broker_shim.cli.shim import tls_settings
+    from tests.support.tls import make_tls_files
+
+    def tls(*flags: str) -> object:
+        return tls_settings(build_parser().parse_args([*BASE, *flags]))
+
+    files = make_tls_files(tmp_path)
+    assert tls() is None
+    found = tls(
+        "--broker-port-tls", "0", "--tls-cert-file", str(files.cert),
+        "--tls-key-file", str(files.key), "--tls-trust-cert-file", str(files.ca),
+        "--tls-require-trusted-client-cert",
+    )  # fmt: skip
+    assert found is not None
+    for flags, message in (
+        (("--tls-cert-file", str(files.cert)), "need --broker-port-tls"),
+        (("--broker-port-tls", "0"), "needs --tls-cert-file and --tls-key-file"),
+        (
+            ("--broker-port-tls", "0", "--tls-cert-file", str(files.cert),
+             "--tls-key-file", str(tmp_path / "nope.key")),
+            "--tls-cert-file",
+        ),
+    ):  # fmt: skip
+        with pytest.raises(ConfigurationError, match=message):
+            tls(*flags)
