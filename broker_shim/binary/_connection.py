@@ -243,12 +243,16 @@ class Connection:
         if auth is not None:
             method = c.auth_method_name if c.HasField("auth_method_name") else "none"
             try:
-                if method != "token":
+                if method == "tls":
+                    self.role = auth.authenticate_certificate(self._certificate_name())
+                elif method == "token" and "token" in auth.config.providers:
+                    token = c.auth_data.decode("utf-8", "replace")
+                    self.role = auth.authenticate(f"Bearer {token}")
+                else:
                     raise AuthenticationError(
-                        f"Unsupported authentication method: [{method}] (use token)"
+                        f"Unsupported authentication method: [{method}] (use "
+                        f"{' or '.join(sorted(auth.config.providers))})"
                     )
-                token = c.auth_data.decode("utf-8", "replace")
-                self.role = auth.authenticate(f"Bearer {token}")
             except AuthenticationError as exc:
                 logger.info("binary connection %s: authentication failed: %s", self.peer, exc)
                 self.error(NO_REQUEST, exc)
@@ -263,6 +267,17 @@ class Connection:
             commands.connected(config.server_version, self.protocol_version, max_size)
         )
         logger.debug("binary connection %s: CONNECTED (%s)", self.peer, c.client_version)
+
+    def _certificate_name(self) -> str | None:
+        """The common name of the client's verified TLS certificate (None: none)."""
+        cert = self.writer.get_extra_info("peercert")
+        if not cert:
+            return None
+        for rdn in cert.get("subject", ()):
+            for key, value in rdn:
+                if key == "commonName" and value:
+                    return str(value)
+        return None
 
     async def on_ping(self, _cmd: api.BaseCommand) -> None:
         self.write_command(commands.pong())

@@ -24,6 +24,9 @@ Configuration file (JSON; unknown keys are refused)::
 
 (``tokenSecretKey`` or ``tokenPublicKey``, with ``tokenPublicAlg``, ``tokenAuthClaim``,
 ``tokenAudienceClaim`` and ``tokenAudience``: Pulsar's ``broker.conf`` names.)
+``"authenticationProviders": ["token", "tls"]`` (or Pulsar's class names) also lets a
+binary client authenticate with its TLS certificate: the role is the certificate's common
+name, as Pulsar's ``AuthenticationProviderTls``; the default is ``["token"]``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ from sync._errors import AuthenticationError, AuthorizationError, ConfigurationE
 from ._jwt import TOKEN_SETTINGS, TokenSettings, TokenVerifier
 
 __all__ = ["AuthConfig", "Authorizer", "TenantRoles"]
+
+#: Authentication providers by Pulsar's class names and their short names.
+_PROVIDERS = {
+    "token": "token",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "tls": "tls",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +71,8 @@ class AuthConfig:
     tenants: Mapping[str, TenantRoles] = field(default_factory=dict)
     #: JWT validation (None: only the listed tokens authenticate).
     token: TokenSettings | None = None
+    #: The authentication methods a client may use: ``token`` and/or ``tls``.
+    providers: frozenset[str] = frozenset({"token"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", MappingProxyType(dict(self.tokens)))
@@ -72,7 +85,15 @@ class AuthConfig:
         Raises:
             ConfigurationError: unknown keys or wrong types.
         """
-        _only(data, {"tokens", "superUserRoles", "tenants", *TOKEN_SETTINGS}, "auth config")
+        keys = {"tokens", "superUserRoles", "tenants", "authenticationProviders", *TOKEN_SETTINGS}
+        _only(data, keys, "auth config")
+        names = _strings(data.get("authenticationProviders", ["token"]), "authenticationProviders")
+        unknown = [n for n in names if n not in _PROVIDERS]
+        if unknown or not names:
+            raise ConfigurationError(
+                f"auth config: authenticationProviders {unknown or names} are not among "
+                f"{sorted(_PROVIDERS)}"
+            )
         tokens = data.get("tokens", {})
         if not isinstance(tokens, dict) or not all(
             isinstance(k, str) and k and isinstance(v, str) and v for k, v in tokens.items()
@@ -92,6 +113,7 @@ class AuthConfig:
             super_user_roles=frozenset(_strings(data.get("superUserRoles", []), "superUserRoles")),
             tenants=tenants,
             token=TokenSettings.from_json(data),
+            providers=frozenset(_PROVIDERS[n] for n in names),
         )
 
     @classmethod
@@ -135,6 +157,8 @@ class Authorizer:
         Raises:
             AuthenticationError: no token, an unknown one, or a JWT that does not validate.
         """
+        if "token" not in self.config.providers:
+            raise AuthenticationError("Unsupported authentication method: [token]")
         if not authorization or not authorization.startswith("Bearer "):
             raise AuthenticationError(
                 "Authentication required: send 'Authorization: Bearer <token>'"
@@ -146,6 +170,20 @@ class Authorizer:
         if self._jwt is not None:
             return self._jwt.role_of(token)
         raise AuthenticationError("Authentication failed: the token is not valid")
+
+    def authenticate_certificate(self, common_name: str | None) -> str:
+        """The role of a TLS client certificate: its common name (Pulsar's
+        ``AuthenticationProviderTls``).
+
+        Raises:
+            AuthenticationError: TLS authentication is not enabled, or the client sent no
+                certificate with a common name.
+        """
+        if "tls" not in self.config.providers:
+            raise AuthenticationError("Unsupported authentication method: [tls]")
+        if not common_name:
+            raise AuthenticationError("Client unable to authenticate with TLS certificate")
+        return common_name
 
     def is_super_user(self, role: str) -> bool:
         """True for a super-user role."""

@@ -3,6 +3,8 @@ plain listener (certificates made by the test), on Kafka."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,3 +76,65 @@ def test_a_client_that_does_not_trust_the_certificate_is_not_served(
             client.create_producer(str(make_topic(kafka_bootstrap, 1)), send_timeout_millis=2000)
     finally:
         client.close()
+
+
+def test_a_client_certificate_authenticates_its_common_name(
+    kafka_bootstrap: str, files: TlsFiles, tmp_path: Path
+) -> None:
+    """``authenticationProviders: ["token", "tls"]``: a client's certificate (CN=client)
+    is its role, as Pulsar's AuthenticationProviderTls; lookups send TLS clients to the
+    owner's ``pulsar+ssl://`` URL; a TLS client without a certificate is refused."""
+    from tests.integration.broker_shim.binary.test_binary_cluster import AuthBinaryShim
+    from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
+    from tests.support.kafka import free_port
+
+    tenant = "tls" + uuid.uuid4().hex[:6]
+    config = tmp_path / "auth.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tokens": TOKENS,
+                "authenticationProviders": ["token", "tls"],
+                "superUserRoles": ["admin"],
+                "tenants": {tenant: {"lookupRoles": ["client"]}},
+            }
+        )
+    )
+    tls_port = free_port()
+    shim = AuthBinaryShim(
+        kafka_bootstrap, "tl" + uuid.uuid4().hex[:6], "b0", tmp_path,
+        extra=(
+            "--auth-config", str(config), "--broker-port-tls", str(tls_port),
+            "--tls-cert-file", str(files.cert), "--tls-key-file", str(files.key),
+            "--tls-trust-cert-file", str(files.ca),
+        ),
+    )  # fmt: skip
+    shim.start()
+    try:
+        shim.wait_ready()
+        assert call(shim, "PUT", f"/admin/v2/tenants/{tenant}", "t-admin", "{}").status == 204
+        assert call(shim, "PUT", f"/admin/v2/namespaces/{tenant}/ns", "t-admin").status == 204
+        topic = f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}"
+        url = f"pulsar+ssl://127.0.0.1:{tls_port}"
+        anonymous = pulsar.Client(
+            url, tls_trust_certs_file_path=str(files.ca), operation_timeout_seconds=10
+        )
+        with pytest.raises(pulsar.PulsarException):
+            anonymous.create_producer(topic, send_timeout_millis=2000)
+        anonymous.close()
+        client = pulsar.Client(
+            url,
+            tls_trust_certs_file_path=str(files.ca),
+            authentication=pulsar.AuthenticationTLS(str(files.client_cert), str(files.client_key)),
+            operation_timeout_seconds=30,
+        )
+        try:
+            consumer = client.subscribe(
+                topic, "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            client.create_producer(topic).send(b"by certificate")
+            assert consumer.receive(timeout_millis=30_000).data() == b"by certificate"
+        finally:
+            client.close()
+    finally:
+        shim.stop()

@@ -133,3 +133,23 @@ def test_token_settings_are_checked_when_loaded(tmp_path: Path) -> None:
         AuthConfig.from_json(
             {"tokenPublicKey": base64.b64encode(der).decode(), "tokenPublicAlg": "ES256"}
         )
+
+
+def test_authentication_providers_token_and_tls() -> None:
+    """Pulsar's ``authenticationProviders`` (short or class names): with ``tls`` a client
+    certificate's common name is a role; without ``token`` no bearer token is taken."""
+    tls_class = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
+    both = _auth(tokens={"t": "ops"}, authenticationProviders=["token", tls_class])
+    assert both.authenticate_certificate("client") == "client"
+    assert both.authenticate(_bearer("t")) == "ops"
+    with pytest.raises(AuthenticationError, match="unable to authenticate with TLS"):
+        both.authenticate_certificate(None)
+    tls_only = _auth(authenticationProviders=["tls"])
+    with pytest.raises(AuthenticationError, match=r"Unsupported authentication method: \[token\]"):
+        tls_only.authenticate(_bearer("t"))
+    token_only = _auth(tokens={"t": "ops"})  # the default: tokens only
+    with pytest.raises(AuthenticationError, match=r"Unsupported authentication method: \[tls\]"):
+        token_only.authenticate_certificate("client")
+    for bad in (["kerberos"], []):
+        with pytest.raises(ConfigurationError, match="authenticationProviders"):
+            AuthConfig.from_json({"authenticationProviders": bad})
