@@ -63,7 +63,10 @@ class Lookups:
             # proxies; a Connect does when the broker runs standalone and advertises a
             # loopback address, so the client keeps using the address it reached us by.
             proxy = False
+            listener = m.advertised_listener_name
             if svc is None:
+                if listener:  # a standalone sidecar advertises no named listener
+                    raise UnavailableError(f"the broker do not have {listener} listener")
                 url, url_tls, local = ctx.advertised_url, ctx.advertised_url_tls, True
                 proxy = ctx.advertises_loopback
             else:
@@ -75,9 +78,12 @@ class Lookups:
                 )
                 reg = live.registration
                 url, url_tls = reg.service_url, reg.service_url_tls
-                listener = m.advertised_listener_name
-                if listener and listener in reg.advertised_listeners:
-                    named = reg.advertised_listeners[listener]
+                if listener:
+                    # Pulsar (NamespaceService.createLookupResult): a name the owner does
+                    # not advertise fails the lookup with ServiceNotReady.
+                    named = reg.advertised_listeners.get(listener)
+                    if named is None:
+                        raise UnavailableError(f"the broker do not have {listener} listener")
                     url = named.service_url or url
                     url_tls = named.service_url_tls or url_tls
             out = commands.lookup_response(

@@ -418,3 +418,29 @@ def test_tls_settings_refuse_unusable_files(tmp_path: Path) -> None:
         TlsSettings(files.cert, files.client_key).server_context()  # not its key
     with pytest.raises(ConfigurationError, match="needs --tls-trust-cert-file"):
         TlsSettings(files.cert, files.key, require_client_cert=True)
+
+
+def test_a_lookup_for_a_listener_name_not_advertised_fails_as_pulsars() -> None:
+    """Pulsar (``NamespaceService``): a listener name the broker does not advertise fails
+    the lookup with ServiceNotReady, "the broker do not have NAME listener"; without a
+    name the lookup answers as before."""
+
+    async def scenario() -> None:
+        async with serving() as srv:
+            peer = await _open(srv)
+            peer.send(_connect())
+            assert (await peer.recv()) is not None
+            topic = "persistent://public/default/x"
+            peer.send(_cmd(_T.LOOKUP, topic=topic, request_id=1, advertised_listener_name="ext"))
+            answer = await peer.recv()
+            assert answer is not None
+            resp = answer.lookupTopicResponse
+            assert resp.response == api.CommandLookupTopicResponse.Failed
+            assert resp.error == api.ServiceNotReady
+            assert resp.message == "the broker do not have ext listener"
+            peer.send(_cmd(_T.LOOKUP, topic=topic, request_id=2))
+            answer = await peer.recv()
+            assert answer is not None
+            assert answer.lookupTopicResponse.response == api.CommandLookupTopicResponse.Connect
+
+    run(scenario)
