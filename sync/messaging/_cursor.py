@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 
 from sync._constants import ACK_SET_METADATA_PREFIX
 
+from ._varint import get_varint, put_varint
+
 if TYPE_CHECKING:
     from ._consumer import Consumer
 
@@ -112,33 +114,13 @@ class Entry:
 # --------------------------------------------------------------------------- encoding
 
 
-def _put_varint(value: int, out: bytearray) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def _encode(base: int, ranges: Sequence[Range]) -> str:
     body = bytearray()
-    _put_varint(len(ranges), body)
+    put_varint(len(ranges), body)
     prev = base
     for start, end in ranges:
-        _put_varint(start - prev, body)
-        _put_varint(end - start, body)
+        put_varint(start - prev, body)
+        put_varint(end - start, body)
         prev = end
     raw = bytes(body)
     packed = zlib.compress(raw, 6)
@@ -202,12 +184,12 @@ def decode_ack_ranges(base: int, metadata: str) -> list[Range]:
         if not blob:
             return []
         raw = zlib.decompress(blob[1:]) if blob[0] == 1 else blob[1:]
-        count, pos = _get_varint(raw, 0)
+        count, pos = get_varint(raw, 0)
         ranges: list[Range] = []
         prev = base
         for _ in range(count):
-            gap, pos = _get_varint(raw, pos)
-            length, pos = _get_varint(raw, pos)
+            gap, pos = get_varint(raw, pos)
+            length, pos = get_varint(raw, pos)
             start = prev + gap
             end = start + length
             if length <= 0:

@@ -9,44 +9,29 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from sync._errors import (
-    InvalidMessageIdError,
-)
+from sync._errors import InvalidMessageIdError
+
+from ._varint import get_varint, put_varint
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["MessageId"]
 
 
-_UINT64 = (1 << 64) - 1
 _INT64_MAX = (1 << 63) - 1
 
 
-def _varint(value: int, out: bytearray) -> None:
-    value &= _UINT64  # negative int32/int64 values are encoded as 10-byte two's complement
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise InvalidMessageIdError("truncated or overlong varint in message id")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
+    try:
+        return get_varint(data, pos)
+    except ValueError:
+        raise InvalidMessageIdError("truncated or overlong varint in message id") from None
 
 
 @functools.lru_cache(maxsize=1024)
 def _partition_field(partition: int) -> bytes:
     out = bytearray(b"\x18")  # field 3, partition (int32)
-    _varint(partition, out)
+    put_varint(partition, out)
     return bytes(out)
 
 
@@ -76,11 +61,7 @@ class MessageId:
     def to_bytes(self) -> bytes:
         """The serialized ``MessageIdData``."""
         out = bytearray(b"\x08\x00\x10")  # ledgerId = 0, then the entryId tag
-        value = self.offset  # never negative (checked on construction): a plain varint
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
+        put_varint(self.offset, out)  # never negative (checked on construction)
         out += _partition_field(self.partition)
         return bytes(out)
 
