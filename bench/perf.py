@@ -51,7 +51,7 @@ from typing import Any
 
 from ._servers import Broker, cpu_seconds, listener_pid, pulsar_standalone, sidecar
 
-__all__ = ["SCENARIOS", "perf_binary", "run"]
+__all__ = ["SCENARIOS", "consume_rates", "perf_binary", "publish_stats", "run"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF_MODULE = "github.com/apache/pulsar-client-go/perf"
@@ -177,6 +177,16 @@ def _perf(binary: Path, broker: Broker, args: list[str], log: Path) -> Iterator[
                 proc.wait(5)
 
 
+def publish_stats(log: str) -> list[tuple[float, float, float]]:
+    """``(rate msg/s, p50 ms, p99 ms)`` of each 10-s interval a ``perf produce`` printed."""
+    return [(float(r), float(p50), float(p99)) for r, p50, _p95, p99 in _PUBLISH.findall(log)]
+
+
+def consume_rates(log: str) -> list[float]:
+    """The msg/s of each 10-s interval a ``perf consume`` printed."""
+    return [float(v) for v in _CONSUME.findall(log)]
+
+
 def _after_first(values: list[float]) -> float:
     kept = values[1:] or values
     return statistics.fmean(kept) if kept else 0.0
@@ -213,13 +223,13 @@ def _round(
         used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
         result.perf_cores = (sum(cpu_seconds(p) for p in perf_pids) - perf_before) / elapsed
     produced = (workdir / f"{tag}.log").read_text(errors="replace")
-    stats = [tuple(map(float, m)) for m in _PUBLISH.findall(produced)]
+    stats = publish_stats(produced)
     if not stats:
         result.notes.append(f"no publish figures (see {workdir / tag}.log)")
         return result
     result.publish = _after_first([s[0] for s in stats])
     result.p50 = _after_first([s[1] for s in stats])
-    result.p99 = _after_first([s[3] for s in stats])
+    result.p99 = _after_first([s[2] for s in stats])
     result.published = sum(s[0] for s in stats) * STATS_S
     if result.published:
         result.broker_cpu_us_per_msg = sum(used.values()) / result.published * 1e6
@@ -228,7 +238,7 @@ def _round(
         per_consumer = []
         for i in range(scenario.consumers):
             text = (workdir / f"{tag}-consume-{i}.log").read_text(errors="replace")
-            per_consumer.append([float(v) for v in _CONSUME.findall(text)])
+            per_consumer.append(consume_rates(text))
         result.consume = sum(_after_first(v) for v in per_consumer)
     return result
 
