@@ -124,7 +124,11 @@ class Writer:
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             return False, "policyctl timeout"
-        return out.returncode == 0, f"policyctl exit {out.returncode}"
+        if out.returncode == 0:
+            return True, ""
+        lines = out.stderr.strip().splitlines()
+        why = lines[-1][:160] if lines else "no message"
+        return False, f"policyctl exit {out.returncode}: {why}"
 
 
 def lost_writes(
