@@ -18,6 +18,7 @@ from websockets.exceptions import InvalidStatus
 from broker_shim._policy_rest import REST_POLICIES
 from sync import TopicName
 from tests.support.sidecars import PENDING, ThreadSidecar, applied
+from tests.support.waits import eventually
 
 T = TypeVar("T")
 
@@ -159,13 +160,12 @@ async def policy_enforced(
     """Wait until ``s``'s engine enforces the topic policy ``name`` (a REST policy name) as
     set (``present``) or lifted; ``timeout_s`` is a liveness bound, not a speed target."""
     field = REST_POLICIES[name].field
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def enforced() -> bool:
         value = applied(s, topic, field)
-        if value is not PENDING and (value is not None) == present:
-            return
-        assert time.monotonic() < deadline, f"{name} never {'set' if present else 'lifted'}"
-        await asyncio.sleep(0.05)
+        return value is not PENDING and (value is not None) == present
+
+    await eventually(enforced, f"{name} {'set' if present else 'lifted'}", timeout_s)
 
 
 def producer_url(s: ThreadSidecar, topic: TopicName, **query: Any) -> str:

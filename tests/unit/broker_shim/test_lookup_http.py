@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,6 +36,7 @@ from sync.naming._bundles import NamespaceBundles, topic_hash
 from sync.naming._kafka_names import kafka_topic_of
 from sync.naming._names import NamespaceName, TopicName
 from sync.transport import MemoryTransport
+from tests.support.waits import eventually
 
 #: The live cluster service each app of :func:`run` serves.
 LIVE = web.AppKey("live-cluster", LiveCluster)
@@ -91,10 +91,11 @@ def run(services: list[ClusterService], scenario: Scenario) -> None:
             for service in services:
                 await asyncio.to_thread(service.wait_ready, 20)
             names = {s.identity.broker_id for s in services}
-            deadline = time.monotonic() + 10
-            while not all(set(s.registry.live) == names for s in services):
-                assert time.monotonic() < deadline, "membership never settled"
-                await asyncio.sleep(0.01)
+            await eventually(
+                lambda: all(set(s.registry.live) == names for s in services),
+                "membership settles",
+                10,
+            )
             await scenario(clients, services)
         finally:
             for client in clients:
@@ -421,10 +422,11 @@ def test_a_failed_service_is_replaced_by_a_new_incarnation() -> None:
         # ... and the second fence is final: the member FAILED, the lookup got 503.
         assert resp.status == 503
         assert first.member.producer_renewals == 1
-        deadline = time.monotonic() + 10
-        while current.restarts == 0 or current.service.state.value != "READY":
-            assert time.monotonic() < deadline, "no restart"
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: current.restarts > 0 and current.service.state.value == "READY",
+            "a restart to READY",
+            10,
+        )
         assert first.member.state.value == "CLOSED"
         assert current.service.incarnation != first.incarnation
         resp = await client.get("/lookup/v2/topic/persistent/public/default/fenced")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from sync._errors import (
 from sync.cluster import LookupConfig
 from sync.naming._names import TopicName
 from tests.support.sidecars import memory_sidecar
+from tests.support.waits import eventually
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -69,10 +69,11 @@ def _serve(
         client: TestClient[Any, Any] = TestClient(TestServer(app))
         await client.start_server()
         try:
-            deadline = time.monotonic() + 20
-            while (await client.get("/health")).status != 200:
-                assert time.monotonic() < deadline, "sidecar never became healthy"
-                await asyncio.sleep(0.02)
+
+            async def healthy() -> bool:
+                return (await client.get("/health")).status == 200
+
+            await eventually(healthy, "the sidecar is healthy", 20)
             await scenario(client, sidecar)
         finally:
             await client.close()
@@ -119,13 +120,12 @@ def test_lookups_are_counted_by_result_and_timed() -> None:
         # Unloading moves the bundle out: fewer owned, more ownership changes.
         resp = await client.put("/admin/v2/namespaces/public/default/unload")
         assert resp.status == 204, await resp.text()
-        deadline = time.monotonic() + 10
-        while True:
-            later = await _scrape(client)
-            if later[("policy_sync_bundles_owned", ())] == 0:
-                break
-            assert time.monotonic() < deadline, "the unloaded bundle is still owned"
-            await asyncio.sleep(0.02)
+
+        async def released() -> bool:
+            return (await _scrape(client))[("policy_sync_bundles_owned", ())] == 0
+
+        await eventually(released, "the unloaded bundle is no longer owned", 10)
+        later = await _scrape(client)
         assert later[("policy_sync_ownership_changes_total", ())] > changes
 
     _serve(LookupConfig(), scenario)
@@ -141,10 +141,7 @@ def test_pending_lookups_and_refusals_are_visible() -> None:
         assert len({service.lookups.bundle_of(TopicName.parse(n)) for n in names}) == 3
         paths = [f"/lookup/v2/topic/persistent/public/default/{n}" for n in names]
         waiting = [asyncio.ensure_future(client.get(p)) for p in paths[:2]]
-        deadline = time.monotonic() + 5
-        while service.lookups.pending < 2:
-            assert time.monotonic() < deadline, "the lookups never started waiting"
-            await asyncio.sleep(0.01)
+        await eventually(lambda: service.lookups.pending >= 2, "both lookups wait", 5)
         during = await _scrape(client)
         assert during[("policy_sync_lookup_pending", ())] == 2
         assert during[("policy_sync_lookup_pending_limit", ())] == 2
