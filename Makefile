@@ -19,7 +19,7 @@ PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 help:
 	@echo "make demo   - run the main job end to end on a local Kafka it starts itself"
 	@echo "make test   - lint, types, unit and integration tests (real Kafka, real Spark)"
-	@echo "make bench  - benchmarks against a raw confluent-kafka baseline"
+	@echo "make bench  - benchmarks beside raw confluent-kafka and Apache Pulsar (pulsar-perf-go)"
 	@echo "make chaos  - chaos soak on the 3-broker cluster (CHAOS_SECONDS=600, CHAOS_SEED)"
 	@echo "make chaos-short - the 75-second soak as a pytest test"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
