@@ -263,10 +263,11 @@ def test_connect_and_lookup_check_tokens_and_roles(kafka_bootstrap: str, tmp_pat
         )
         try:
             consumer = bob_jwt.subscribe(
-                str(topic), "s", initial_position=pulsar.InitialPosition.Earliest
+                str(topic), "s-jwt", initial_position=pulsar.InitialPosition.Earliest
             )
             bob_jwt.create_producer(str(topic)).send(b"by jwt")
-            assert consumer.receive(timeout_millis=30_000).data() == b"by jwt"
+            got = [consumer.receive(timeout_millis=30_000).data() for _ in range(2)]
+            assert got == [b"authorized", b"by jwt"]
         finally:
             bob_jwt.close()
     finally:
