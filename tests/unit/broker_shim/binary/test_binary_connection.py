@@ -63,15 +63,22 @@ class Peer:
 
 
 @contextlib.asynccontextmanager
-async def serving(advertised_url: str = URL) -> AsyncIterator[BinaryServer]:
-    """A listener over an engine on the in-memory transport, without policies."""
-    engine = MessagingEngine(MemoryTransport(), lambda: None)
+async def serving(
+    advertised_url: str = URL,
+    *,
+    engine: MessagingEngine | None = None,
+    advertised_url_tls: str | None = None,
+    keepalive_s: float = 0.3,
+) -> AsyncIterator[BinaryServer]:
+    """A listener over ``engine`` (default: one on the in-memory transport, without
+    policies)."""
     srv = BinaryServer(
-        engine,
+        engine or MessagingEngine(MemoryTransport(), lambda: None),
         cluster=lambda: None,
         advertised_url=advertised_url,
+        advertised_url_tls=advertised_url_tls,
         producer_name_prefix="t",
-        config=BinaryConfig(keepalive_s=0.3, protocol_version=21),
+        config=BinaryConfig(keepalive_s=keepalive_s, protocol_version=21),
     )
     await srv.start()
     try:
@@ -295,44 +302,39 @@ def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
         svc = PolicyService(transport).start(timeout_s=10)
         engine = MessagingEngine(transport, lambda: svc)
         await engine.start()
-        srv = BinaryServer(
-            engine,
-            cluster=lambda: None,
-            advertised_url=URL,
-            producer_name_prefix="t",
-            config=BinaryConfig(keepalive_s=5, protocol_version=21),
-        )
-        await srv.start()
         try:
-            peer = await _open(srv)
-            peer.send(_connect())
-            assert (await peer.recv()) is not None
-            sub = _T(type=_T.SUBSCRIBE)
-            sub.subscribe.topic = str(topic)
-            sub.subscribe.subscription = "s"
-            sub.subscribe.subType = api.CommandSubscribe.Exclusive
-            sub.subscribe.consumer_id = 1
-            sub.subscribe.request_id = 1
-            sub.subscribe.initialPosition = api.CommandSubscribe.Earliest
-            peer.send(encode_command(sub))
-            answer = await peer.recv()
-            assert answer is not None and answer.type == _T.SUCCESS, answer
-            flow = _T(type=_T.FLOW)
-            flow.flow.consumer_id = 1
-            flow.flow.messagePermits = 10
-            peer.send(encode_command(flow))
-            got: list[int] = []
-            while len(got) < 2:
-                cmd = await peer.recv(timeout_s=10)
-                assert cmd is not None
-                if cmd.type == _T.MESSAGE:
-                    got.append(cmd.message.message_id.entryId)
-            assert got == [0, 2]
-            assert srv.trace.unreadable_count == 1
+            async with serving(engine=engine, keepalive_s=5) as srv:
+                await _read_past_the_poison(srv, topic)
         finally:
-            await srv.close()
             await engine.close()
             svc.close()
+
+    async def _read_past_the_poison(srv: BinaryServer, topic: TopicName) -> None:
+        peer = await _open(srv)
+        peer.send(_connect())
+        assert (await peer.recv()) is not None
+        sub = _T(type=_T.SUBSCRIBE)
+        sub.subscribe.topic = str(topic)
+        sub.subscribe.subscription = "s"
+        sub.subscribe.subType = api.CommandSubscribe.Exclusive
+        sub.subscribe.consumer_id = 1
+        sub.subscribe.request_id = 1
+        sub.subscribe.initialPosition = api.CommandSubscribe.Earliest
+        peer.send(encode_command(sub))
+        answer = await peer.recv()
+        assert answer is not None and answer.type == _T.SUCCESS, answer
+        flow = _T(type=_T.FLOW)
+        flow.flow.consumer_id = 1
+        flow.flow.messagePermits = 10
+        peer.send(encode_command(flow))
+        got: list[int] = []
+        while len(got) < 2:
+            cmd = await peer.recv(timeout_s=10)
+            assert cmd is not None
+            if cmd.type == _T.MESSAGE:
+                got.append(cmd.message.message_id.entryId)
+        assert got == [0, 2]
+        assert srv.trace.unreadable_count == 1
 
     run(scenario)
 
@@ -370,18 +372,9 @@ def test_tls_listener_serves_beside_the_plain_one_and_checks_certificates(
         return ctx
 
     async def scenario(settings: TlsSettings) -> None:
-        srv = BinaryServer(
-            MessagingEngine(MemoryTransport(), lambda: None),
-            cluster=lambda: None,
-            advertised_url=URL,
-            advertised_url_tls=tls_url,
-            producer_name_prefix="t",
-            config=BinaryConfig(keepalive_s=5, protocol_version=21),
-        )
-        await srv.start()
-        await srv.start(tls=settings.server_context())
-        assert srv.port is not None and srv.tls_port is not None
-        try:
+        async with serving(advertised_url_tls=tls_url, keepalive_s=5) as srv:
+            await srv.start(tls=settings.server_context())
+            assert srv.port is not None and srv.tls_port is not None
             answer = await exchange(srv.port, None)
             assert answer is not None and answer.lookupTopicResponse.brokerServiceUrl == URL
             if settings.require_client_cert:
@@ -398,8 +391,6 @@ def test_tls_listener_serves_beside_the_plain_one_and_checks_certificates(
             assert (resp.brokerServiceUrl, resp.brokerServiceUrlTls) == (URL, tls_url)
             with pytest.raises(ssl.SSLCertVerificationError):
                 await exchange(srv.tls_port, client(trusted=False))
-        finally:
-            await srv.close()
 
     asyncio.run(asyncio.wait_for(scenario(TlsSettings(files.cert, files.key)), 30))
     required = TlsSettings(files.cert, files.key, files.ca, require_client_cert=True)
