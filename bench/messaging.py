@@ -22,12 +22,8 @@ import base64
 import contextlib
 import os
 import random
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +39,7 @@ from sync.messaging import PartitionedProducer, ProducerClient
 from sync.routing import HashingScheme, RoundRobinPartitionRouter, RoutedMessage, TopicMetadata
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, TopicSpec
 
-from ._servers import free_port
+from ._servers import sidecar
 
 __all__ = ["run"]
 
@@ -148,50 +144,9 @@ def bench_raw_kafka(bootstrap: str, count: int) -> tuple[float, float]:
 
 @contextlib.contextmanager
 def _sidecar(bootstrap: str) -> Iterator[str]:
-    port = free_port()
-    state = tempfile.mkdtemp(prefix="bench-sidecar-")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "broker_shim.cli.shim",
-            "run",
-            "--broker-id",
-            "bench",
-            "--http-port",
-            str(port),
-            "--broker-port",
-            "0",
-            "--bootstrap-servers",
-            bootstrap,
-            "--state-dir",
-            state,
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the benchmark sidecar did not become healthy")
-            time.sleep(0.1)
-        yield f"ws://127.0.0.1:{port}/ws/v2"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    """One sidecar process (:func:`bench._servers.sidecar`); yields its WebSocket base URL."""
+    with sidecar(bootstrap) as broker:
+        yield broker.web_url.replace("http://", "ws://", 1) + "/ws/v2"
 
 
 async def _ws_produce(url: str, count: int, window: int) -> float:
