@@ -24,6 +24,7 @@ and from the subscription's ``subscriptionDispatchRate`` limiter of that partiti
 
 from __future__ import annotations
 
+import abc
 import heapq
 import logging
 from typing import Protocol
@@ -74,7 +75,7 @@ class DispatchHost(Protocol):
         ...
 
 
-class Dispatcher:
+class Dispatcher(abc.ABC):
     """The dispatch of one subscription type (see the module docstring)."""
 
     #: Whether messages with a delivery time wait for it (Pulsar: Shared and Key_Shared).
@@ -91,17 +92,20 @@ class Dispatcher:
 
     def add(self, part: DispatchPart, consumer: Consumer) -> None:
         """``consumer`` was attached to ``part`` (it is in ``part.consumers``)."""
+        return  # only Key_Shared keeps per-consumer state (its ring)
 
     def remove(self, part: DispatchPart, consumer: Consumer) -> None:
         """``consumer`` was detached from ``part`` (no longer in ``part.consumers``)."""
+        return  # only Key_Shared keeps per-consumer state (its ring)
 
     def repick(self, part: DispatchPart) -> None:
         """The consumers of ``part`` changed: choose again whom it dispatches to."""
+        return  # only the single-active types pick one consumer
 
+    @abc.abstractmethod
     def dispatch(self, part: DispatchPart) -> float:
         """Deliver what ``part`` can deliver now; returns how long a rate limit asks to
         wait before the next try (0: nothing waits for a rate)."""
-        raise NotImplementedError
 
     def next_entry(self, part: DispatchPart) -> Entry | None:
         """The message ``part`` delivers next, replays first (expired ones are
