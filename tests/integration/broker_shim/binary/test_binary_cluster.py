@@ -34,7 +34,12 @@ pytestmark = pytest.mark.timeout(300)
 
 
 class BinaryShim(ShimProcess):
-    """A sidecar process whose advertised ``pulsar://`` URL is its real binary listener."""
+    """A sidecar process whose advertised ``pulsar://`` URL is its real binary listener.
+
+    Its ownership session is 4 s: short enough for the kill -9 test to fail over within
+    its bound, long enough that a sidecar starved of CPU on a busy machine keeps its
+    bundles (at 1 s, sessions expired and bundles moved mid-test beside two CPU hogs).
+    It logs at info, and the fixture prints each log's tail, shown when a test fails."""
 
     def __init__(
         self,
@@ -50,10 +55,12 @@ class BinaryShim(ShimProcess):
             cluster,
             broker_id,
             workdir,
-            session_timeout_ms=1000,
+            session_timeout_ms=4000,
             slots=16,
             # argparse keeps the last value: these override ShimProcess's placeholders
             extra=(
+                "--log-level",
+                "info",
                 "--broker-port",
                 str(self.binary_port),
                 "--broker-url",
@@ -80,6 +87,9 @@ def shims(kafka_bootstrap: str, tmp_path: Path) -> Iterator[list[BinaryShim]]:
     finally:
         for s in shims:
             s.stop()
+        for s in shims:  # pytest shows this only for a failed test
+            lines = s.log.read_text(errors="replace").splitlines() if s.log.exists() else []
+            print(f"--- {s.log.name}, last 60 of {len(lines)} lines ---", *lines[-60:], sep="\n")
 
 
 def _owners(shims: list[BinaryShim], topics: list[TopicName]) -> list[str | None]:

@@ -26,7 +26,7 @@ def shims(kafka_bootstrap: str, tmp_path: Path) -> Iterator[list[BinaryShim]]:
     name = "unl" + uuid.uuid4().hex[:8]
     shims = [
         # No kill here: a session timeout that survives a loaded host (argparse keeps the
-        # last value, overriding BinaryShim's 1 s).
+        # last value, overriding BinaryShim's 4 s).
         BinaryShim(
             kafka_bootstrap,
             name,
