@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
-from sync import NamespaceName
-from sync.cluster import ClusterService
+from sync import NamespaceName, TopicName
+from sync.cluster import ClusterService, TopicOperation
 
 from ._live_cluster import LiveCluster
 
@@ -25,6 +25,7 @@ __all__ = [
     "add_cluster_routes",
     "check_admin",
     "check_lookup",
+    "check_topic",
     "check_super",
     "namespace_of",
     "role",
@@ -62,6 +63,16 @@ def check_lookup(service: ClusterService, request: web.Request, tenant: str) -> 
     caller = role(service, request)
     if auth is not None and caller is not None:
         auth.check_lookup(caller, tenant)
+
+
+def check_topic(
+    service: ClusterService, request: web.Request, topic: TopicName, operation: TopicOperation
+) -> None:
+    """Raises AuthorizationError (403) unless the caller may do ``operation`` on ``topic``."""
+    auth = service.auth
+    caller = role(service, request)
+    if auth is not None and caller is not None:
+        auth.check_topic(caller, topic, operation)
 
 
 def check_admin(service: ClusterService, request: web.Request, tenant: str) -> None:

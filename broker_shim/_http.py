@@ -32,6 +32,7 @@ from ._forward import WriteForwarder
 from ._http_shell import http_app
 from ._lookup_http import add_lookup_routes
 from ._metrics import LookupMetrics
+from ._permissions_http import add_permission_routes
 from ._process_tuning import freeze_startup_heap, raise_gc_young_threshold
 from ._sidecar import Sidecar
 from ._sidecar_http import SidecarRoutes
@@ -91,6 +92,8 @@ def build_app(
     if cluster is not None:
         # First: it starts first and leaves first (see LiveCluster.serve_with).
         cluster.serve_with(app)
+        # Before the lookup routes' …/{bundle}/… and the generic …/{policy} routes.
+        add_permission_routes(app, cluster)
         # First too: its GET …/partitions must win over the generic …/{policy} route
         # (issue 4), as the admin API's …/partitions and …/partitioned (issue 13).
         add_lookup_routes(app, cluster, metrics=LookupMetrics(sidecar.metrics.registry))

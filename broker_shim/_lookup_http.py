@@ -51,6 +51,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from sync.cluster import TopicOperation
 from sync.errors import BadRequestError, InvalidInputError, NotAcceptableError, NotFoundError
 
 from ._cluster_http import (
@@ -59,6 +60,7 @@ from ._cluster_http import (
     check_admin,
     check_lookup,
     check_super,
+    check_topic,
     namespace_of,
     role,
 )
@@ -86,7 +88,7 @@ async def lookup_topic(
         service = cluster.service
         topic = topic_from_path(request, 4)
         if service.auth is not None:
-            check_lookup(service, request, topic.tenant)
+            check_topic(service, request, topic, TopicOperation.LOOKUP)
         service.require_ready()
         listener = request.query.get("listenerName") or request.headers.get(_LISTENER_HEADER)
         lookups = service.lookups
@@ -104,7 +106,7 @@ async def topic_bundle(cluster: LiveCluster, request: web.Request) -> web.Stream
     """Pulsar ``GET …/bundle``: the bundle range serving the topic (a raw string)."""
     service = cluster.service
     topic = topic_from_path(request, 4)
-    check_lookup(service, request, topic.tenant)
+    check_topic(service, request, topic, TopicOperation.LOOKUP)
     service.require_ready()
     await service.lookups.layout_fresh(topic.namespace_name)
     bundle = service.lookups.bundle_of(topic)
@@ -116,7 +118,7 @@ async def get_partitions(cluster: LiveCluster, request: web.Request) -> web.Stre
     """Pulsar ``GET …/partitions``: ``{"partitions": N}`` (0 when not partitioned)."""
     service = cluster.service
     topic = topic_from_path(request, 3)
-    check_lookup(service, request, topic.tenant)
+    check_topic(service, request, topic, TopicOperation.LOOKUP)
     service.require_ready()
     partitions = await service.lookups.partitions_fresh(topic)
     record = service.store.topic(topic)
@@ -295,7 +297,7 @@ async def route_info(cluster: LiveCluster, request: web.Request) -> web.StreamRe
     """RocketMQ GET_ROUTEINFO_BY_TOPIC."""
     service = cluster.service
     topic = topic_from_path(request, 4)
-    check_lookup(service, request, topic.tenant)
+    check_topic(service, request, topic, TopicOperation.LOOKUP)
     service.require_ready()
     if service.store.topic(topic) is None:
         await service.lookups.refresh()

@@ -165,6 +165,8 @@ REGISTRY_KEY_KV: Final = "kv/"
 REGISTRY_KEY_PERM: Final = "perm/"
 #: ``tenant/<tenant>``: a Pulsar tenant (admin roles, allowed clusters).
 REGISTRY_KEY_TENANT: Final = "tenant/"
+#: ``auth/<tenant>/<namespace>``: a namespace's permissions (Pulsar's ``auth_policies``).
+REGISTRY_KEY_AUTH: Final = "auth/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

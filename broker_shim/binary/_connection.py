@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 
 from sync import TopicName
+from sync.cluster import TopicOperation
 from sync.errors import AuthenticationError, InvalidInputError, UnavailableError
 
 from . import PulsarApi_pb2 as api
@@ -289,11 +290,11 @@ class Connection:
         raise ProtocolViolation(f"second CONNECT on connection {self.peer}")
 
     # -- what every role checks -------------------------------------------------------
-    def check_lookup(self, topic: TopicName) -> None:
-        """Refuse a topic the authenticated role may not look up."""
+    def authorize(self, topic: TopicName, operation: TopicOperation) -> None:
+        """Refuse an operation on a topic the authenticated role is not allowed."""
         svc = self.ctx.cluster()
         if svc is not None and svc.auth is not None and self.role is not None:
-            svc.auth.check_lookup(self.role, topic.tenant)
+            svc.auth.check_topic(self.role, topic, operation)
 
     async def require_owned(self, topic: TopicName) -> None:
         """Refuse a topic this sidecar does not own (the client redoes its lookup)."""

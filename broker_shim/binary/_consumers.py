@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from sync.cluster import TopicOperation
 from sync.errors import ConsumerBusyError, InvalidInputError, PolicySyncError
 from sync.messaging import (
     CloseCause,
@@ -96,7 +97,7 @@ class Consumers:
             return
         try:
             topic = parse_topic(m.topic)
-            self.session.check_lookup(topic)
+            self.session.authorize(topic, TopicOperation.CONSUME)
             await self.session.require_owned(topic)
             sub_type = _SUB_TYPES.get(m.subType)
             if sub_type is None:

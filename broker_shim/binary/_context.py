@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from sync import TopicName
+from sync.cluster import TopicOperation
 from sync.errors import InvalidInputError
 from sync.messaging import MessagingEngine
 
@@ -137,8 +138,9 @@ class Session(Protocol):
         """Run a task that lives no longer than the connection."""
         ...
 
-    def check_lookup(self, topic: TopicName) -> None:
-        """Refuse a topic the authenticated role may not look up."""
+    def authorize(self, topic: TopicName, operation: TopicOperation) -> None:
+        """Refuse an operation on a topic the authenticated role is not allowed (Pulsar's
+        AuthorizationError and text)."""
 
     async def require_owned(self, topic: TopicName) -> None:
         """Refuse a topic this sidecar does not own (the client redoes its lookup)."""

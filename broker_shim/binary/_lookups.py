@@ -4,6 +4,7 @@ GET_SCHEMA (Pulsar's ``ServerCnx.handleLookup`` and friends, over the cluster se
 from __future__ import annotations
 
 from sync import NamespaceName, TopicName
+from sync.cluster import TopicOperation
 from sync.errors import PolicySyncError, UnavailableError
 
 from . import PulsarApi_pb2 as api
@@ -25,7 +26,7 @@ class Lookups:
         m = cmd.partitionMetadata
         try:
             topic = parse_topic(m.topic)
-            session.check_lookup(topic)
+            session.authorize(topic, TopicOperation.LOOKUP)
             svc = ctx.cluster()
             if svc is not None:
                 svc.require_ready()
@@ -57,7 +58,7 @@ class Lookups:
         m = cmd.lookupTopic
         try:
             topic = parse_topic(m.topic)
-            session.check_lookup(topic)
+            session.authorize(topic, TopicOperation.LOOKUP)
             svc = ctx.cluster()
             # Pulsar (TopicLookupBase.shouldRedirectThroughServiceUrl): a Redirect never
             # proxies; a Connect does when the broker runs standalone and advertises a

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections import deque
 
+from sync.cluster import TopicOperation
 from sync.errors import InvalidInputError, PolicySyncError
 from sync.messaging import MessageId, ProducerAccessMode, ProducerConfig, ProducerHandle
 from sync.routing import MessageRoutingMode
@@ -121,7 +122,7 @@ class Producers:
             return
         try:
             topic = parse_topic(m.topic)
-            self.session.check_lookup(topic)
+            self.session.authorize(topic, TopicOperation.PRODUCE)
             await self.session.require_owned(topic)
             name = (
                 m.producer_name

@@ -17,7 +17,10 @@ three Kafka topics; the modules, each owning one behaviour:
   slot owners) and ``_ownership_housekeeping`` (the slot-0 owner's registry jobs);
 * ``_lookup``    topic → bundle → owner → Pulsar ``LookupData``;
 * ``_admin``     namespaces, splits, unloads, topics, KV config, write perms;
-* ``_auth``      optional token auth with per-tenant roles;
+* ``_auth``      optional authentication (tokens, JWTs, TLS certificates) and
+  authorization (super-users, tenant admins, granted permissions);
+* ``_permissions`` Pulsar's produce/consume permissions of a namespace (a registry record),
+  granted and revoked by ``_permission_admin``;
 * ``_service``   start-up, shutdown and status of all of the above;
 
 HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` flags in
@@ -28,12 +31,15 @@ from ._auth import AuthConfig, Authorizer, TenantRoles
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
 from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
+from ._permissions import AuthAction, AuthPolicies, TopicOperation, parse_actions
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
 from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState
 
 __all__ = [
+    "AuthAction",
     "AuthConfig",
+    "AuthPolicies",
     "Authorizer",
     "BrokerIdentity",
     "BundleState",
@@ -49,7 +55,9 @@ __all__ = [
     "RequestOp",
     "ServiceState",
     "TenantRoles",
+    "TopicOperation",
     "ViewState",
     "allowed_transitions",
+    "parse_actions",
     "slot_of",
 ]

@@ -33,6 +33,7 @@ from ._lookup import LookupService, namespace_missing
 from ._metadata import Change, MetadataStore, MetadataWriter
 from ._ownership_model import RequestOp
 from ._ownership_table import OwnershipTable
+from ._permissions import auth_key
 from ._records import (
     PERM_READ,
     BundleState,
@@ -271,7 +272,10 @@ class ClusterAdmin:
                 raise NotFoundError(f"Namespace {namespace} does not exist.")
             if any(parse_topic_cached(t).namespace_name == namespace for t in list(store.topics)):
                 raise ConflictError("Cannot delete non empty namespace")
-            return Change({namespace_key(namespace): None}, None)
+            writes: dict[str, bytes | None] = {namespace_key(namespace): None}
+            if namespace in store.auth:  # its permissions go with it, as Pulsar's policies
+                writes[auth_key(namespace)] = None
+            return Change(writes, None)
 
         self.writer.update(decide)
         logger.info("deleted namespace %s", namespace)

@@ -4,13 +4,17 @@ A request authenticates with ``Authorization: Bearer <token>`` (the binary proto
 CONNECT with the ``token`` method): a token listed in ``tokens`` maps to its role, and,
 with Pulsar's token settings given, any other token is validated as a JWT whose ``sub``
 claim is the role (see :mod:`._jwt`).
-Permissions, loosely Pulsar's:
+Permissions, as Pulsar's ``PulsarAuthorizationProvider``:
 
 * super-user roles may do everything (cluster-wide operations need one: broker listing,
   KV config, write perms);
-* a tenant's admin roles administrate its namespaces and topics (create, split, unload);
-* a tenant's lookup roles may look topics up and read partition and bundle metadata
-  (Pulsar's ``TopicOperation.LOOKUP``, granted by produce or consume permission).
+* a tenant's admin roles (the tenant's ``adminRoles``, and those of this file) administrate
+  its namespaces and topics (create, split, unload, grant) and may produce and consume;
+* other roles produce and consume with the ``produce`` and ``consume`` permissions granted
+  on the namespace or the topic (``…/permissions/{role}``, :mod:`._permissions`); either
+  lets them look the topic up;
+* a tenant's lookup roles of this file may look its topics up and read partition and
+  bundle metadata (Pulsar's ``TopicOperation.LOOKUP``), without producing or consuming.
 
 Checks run before anything is written: a refused request (401 without a valid token, 403
 without the right) changes nothing.
@@ -37,13 +41,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from sync._errors import AuthenticationError, AuthorizationError, ConfigurationError
+from sync.naming._names import NamespaceName, TopicName
 
 from ._jwt import TOKEN_SETTINGS, TokenSettings, TokenVerifier
+from ._permissions import AuthPolicies, TopicOperation
+from ._records import TenantRecord
 
-__all__ = ["AuthConfig", "Authorizer", "TenantRoles"]
+__all__ = ["AuthConfig", "Authorizer", "Grants", "TenantRoles"]
+
+
+class Grants(Protocol):
+    """Where the tenants' admin roles and the namespaces' permissions are read (the
+    registry's :class:`~sync.cluster._metadata.MetadataStore`)."""
+
+    @property
+    def tenants(self) -> Mapping[str, TenantRecord]: ...
+
+    @property
+    def auth(self) -> Mapping[NamespaceName, AuthPolicies]: ...
+
 
 #: Authentication providers by Pulsar's class names and their short names.
 _PROVIDERS = {
@@ -147,8 +166,9 @@ def _strings(value: Any, what: str) -> list[str]:
 class Authorizer:
     """Applies an :class:`AuthConfig` to requests."""
 
-    def __init__(self, config: AuthConfig) -> None:
+    def __init__(self, config: AuthConfig, grants: Grants | None = None) -> None:
         self.config = config
+        self._grants = grants
         self._jwt = None if config.token is None else TokenVerifier(config.token)
 
     def authenticate(self, authorization: str | None) -> str:
@@ -195,13 +215,20 @@ class Authorizer:
         if not self.is_super_user(role):
             raise AuthorizationError(f"This operation requires super-user access (role {role!r})")
 
+    def is_tenant_admin(self, role: str, tenant: str) -> bool:
+        """A super-user, or an admin role of ``tenant`` (its record's or this file's)."""
+        if self.is_super_user(role):
+            return True
+        roles = self.config.tenants.get(tenant)
+        if roles is not None and role in roles.admin_roles:
+            return True
+        record = None if self._grants is None else self._grants.tenants.get(tenant)
+        return record is not None and role in record.admin_roles
+
     def check_tenant_admin(self, role: str, tenant: str) -> None:
         """Raises:
         AuthorizationError: ``role`` may not administrate ``tenant``."""
-        if self.is_super_user(role):
-            return
-        roles = self.config.tenants.get(tenant)
-        if roles is None or role not in roles.admin_roles:
+        if not self.is_tenant_admin(role, tenant):
             raise AuthorizationError(
                 f"Don't have permission to administrate resources on this tenant "
                 f"({tenant}, role {role!r})"
@@ -213,8 +240,28 @@ class Authorizer:
         Raises:
             AuthorizationError: "Client is not authorized to Lookup".
         """
-        if self.is_super_user(role):
-            return
-        roles = self.config.tenants.get(tenant)
-        if roles is None or (role not in roles.lookup_roles and role not in roles.admin_roles):
+        if not self._may_look_up(role, tenant):
             raise AuthorizationError(f"Client is not authorized to Lookup (role {role!r})")
+
+    def _may_look_up(self, role: str, tenant: str) -> bool:
+        if self.is_tenant_admin(role, tenant):
+            return True
+        roles = self.config.tenants.get(tenant)
+        return roles is not None and role in roles.lookup_roles
+
+    def check_topic(self, role: str, topic: TopicName, operation: TopicOperation) -> None:
+        """Pulsar's topic operations: a super-user or tenant admin may do all of them;
+        anyone else needs the permission (:mod:`._permissions`), or, to look up, one of
+        the tenant's lookup roles of this file.
+
+        Raises:
+            AuthorizationError: Pulsar's text ("Client is not authorized to Produce", …).
+        """
+        if operation is TopicOperation.LOOKUP:
+            if self._may_look_up(role, topic.tenant):
+                return
+        elif self.is_tenant_admin(role, topic.tenant):
+            return
+        grants = None if self._grants is None else self._grants.auth.get(topic.namespace_name)
+        if grants is None or not grants.allows(topic, role, operation):
+            raise AuthorizationError(operation.value)

@@ -2,7 +2,8 @@
 
 :class:`MetadataStore` keeps every sidecar's local view of ``__policy_sync.registry``:
 broker registrations, membership snapshots, namespace bundle layouts, topic metadata, KV
-config and wiped write perms, each indexed for the lookup hot path.
+config, wiped write perms, tenants and namespaces' permissions, each indexed for the
+lookup hot path.
 
 :class:`MetadataWriter` changes namespace layouts, topic metadata, KV config and perms with
 read-modify-write cycles serialized by Kafka's producer fencing, through the one fenced
@@ -26,6 +27,7 @@ from sync._constants import (
     COMPACTED_TABLE_CREATE_CONFIG,
     COMPACTED_TABLE_REQUIRED_CONFIG,
     METADATA_TRANSACTIONAL_ID,
+    REGISTRY_KEY_AUTH,
     REGISTRY_KEY_BROKER,
     REGISTRY_KEY_KV,
     REGISTRY_KEY_MEMBERS,
@@ -41,6 +43,7 @@ from sync.naming._names import NamespaceName, TopicName
 from sync.table._fenced_writer import Draft, FenceConfig, FencedWriter
 from sync.transport import TopicSpec, Transport
 
+from ._permissions import AuthPolicies
 from ._records import (
     BrokerRegistration,
     Membership,
@@ -107,8 +110,22 @@ class Layout:
 
 
 RegistryValue = (
-    BrokerRegistration | Membership | Layout | TopicRecord | TenantRecord | WritePerm | str
+    BrokerRegistration
+    | Membership
+    | Layout
+    | TopicRecord
+    | TenantRecord
+    | WritePerm
+    | AuthPolicies
+    | str
 )
+
+
+def _namespace_in(key: str, prefix: str) -> NamespaceName:
+    try:
+        return NamespaceName.parse(key[len(prefix) :])
+    except InvalidInputError as exc:
+        raise CodecError(f"bad namespace key {key!r}: {exc}") from exc
 
 
 def _decode(key: str, raw: bytes) -> RegistryValue:
@@ -117,10 +134,7 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
     if key.startswith(REGISTRY_KEY_MEMBERS):
         return Membership.from_json(raw)
     if key.startswith(REGISTRY_KEY_NAMESPACE):
-        try:
-            namespace = NamespaceName.parse(key[len(REGISTRY_KEY_NAMESPACE) :])
-        except InvalidInputError as exc:
-            raise CodecError(f"bad namespace key {key!r}: {exc}") from exc
+        namespace = _namespace_in(key, REGISTRY_KEY_NAMESPACE)
         bundles, version = decode_layout(namespace, raw)
         return Layout.of(bundles, version)
     if key.startswith(REGISTRY_KEY_TOPIC):
@@ -129,6 +143,9 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         return WritePerm.from_json(raw)
     if key.startswith(REGISTRY_KEY_TENANT):
         return TenantRecord.from_json(raw)
+    if key.startswith(REGISTRY_KEY_AUTH):
+        _namespace_in(key, REGISTRY_KEY_AUTH)
+        return AuthPolicies.from_json(raw)
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -157,6 +174,8 @@ class MetadataStore:
         self.kv: dict[str, dict[str, str]] = {}
         self.perms: dict[tuple[str, str], WritePerm] = {}
         self.tenants: dict[str, TenantRecord] = {}
+        #: Each namespace's permissions (absent: none granted).
+        self.auth: dict[NamespaceName, AuthPolicies] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -225,6 +244,13 @@ class MetadataStore:
                 self.tenants[tenant] = new
             else:
                 self.tenants.pop(tenant, None)
+        elif key.startswith(REGISTRY_KEY_AUTH):
+            if isinstance(new, AuthPolicies):
+                self.auth[_namespace_in(key, REGISTRY_KEY_AUTH)] = new
+            else:  # by name: a tombstone's key was never checked
+                name = key[len(REGISTRY_KEY_AUTH) :]
+                for gone in [n for n in self.auth if str(n) == name]:
+                    del self.auth[gone]
         self.version += 1
         for watcher in self._watchers:
             try:

@@ -37,6 +37,7 @@ from ._ownership_housekeeping import describe_members
 from ._ownership_member import OwnershipMember
 from ._ownership_model import MemberState, OwnershipConfig
 from ._ownership_table import OwnershipTable
+from ._permission_admin import PermissionAdmin
 from ._records import ListenerUrls
 from ._registry import BrokerIdentity, BrokerRegistry, Registrar
 
@@ -184,7 +185,8 @@ class ClusterService:
             default_bundles=config.lookup.default_bundles,
             replication_factor=rf,
         )
-        self.auth = None if config.auth is None else Authorizer(config.auth)
+        self.permissions = PermissionAdmin(self.store, self.writer)
+        self.auth = None if config.auth is None else Authorizer(config.auth, self.store)
         self.pause_watch = PauseWatch(
             self._catch_up,
             name=f"cluster view of {self.identity.broker_id}",

@@ -240,13 +240,23 @@ def test_connect_and_lookup_check_tokens_and_roles(kafka_bootstrap: str, tmp_pat
         with pytest.raises(pulsar.PulsarException):
             eve.create_producer(str(topic), send_timeout_millis=2000)
         eve.close()
-        # bob may look the tenant's topics up: he produces and consumes
+        # bob may look the tenant's topics up, but produces and consumes only once the
+        # tenant's admin granted him those permissions (Pulsar's AuthorizationError before)
         bob = pulsar.Client(
             shim.broker_url,
             authentication=pulsar.AuthenticationToken("t-bob"),
             operation_timeout_seconds=30,
         )
         try:
+            with pytest.raises(pulsar.AuthorizationError):
+                bob.create_producer(str(topic), send_timeout_millis=2000)
+            grant = f"{ns}/permissions/bob"
+            assert call(shim, "POST", grant, "t-alice", '["consume"]').status == 204
+            consumer = bob.subscribe(str(topic), "s0")  # consume alone: still no producer
+            consumer.close()
+            with pytest.raises(pulsar.AuthorizationError):
+                bob.create_producer(str(topic), send_timeout_millis=2000)
+            assert call(shim, "POST", grant, "t-alice", '["produce", "consume"]').status == 204
             consumer = bob.subscribe(
                 str(topic), "s", initial_position=pulsar.InitialPosition.Earliest
             )

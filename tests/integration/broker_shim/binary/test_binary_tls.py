@@ -114,6 +114,8 @@ def test_a_client_certificate_authenticates_its_common_name(
         shim.wait_ready()
         assert call(shim, "PUT", f"/admin/v2/tenants/{tenant}", "t-admin", "{}").status == 204
         assert call(shim, "PUT", f"/admin/v2/namespaces/{tenant}/ns", "t-admin").status == 204
+        grant = f"/admin/v2/namespaces/{tenant}/ns/permissions/client"
+        assert call(shim, "POST", grant, "t-admin", '["produce", "consume"]').status == 204
         topic = f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}"
         url = f"pulsar+ssl://127.0.0.1:{tls_port}"
         anonymous = pulsar.Client(

@@ -8,9 +8,11 @@ import sync.cluster
 def test_cluster_exports() -> None:
     assert sorted(sync.cluster.__all__) == sorted(
         [
-            "AuthConfig", "Authorizer", "BrokerIdentity", "BundleState", "ClusterConfig",
+            "AuthAction", "AuthConfig", "AuthPolicies", "Authorizer", "BrokerIdentity",
+            "BundleState", "ClusterConfig",
             "ClusterService", "ClusterSettings", "ListenerUrls", "LookupConfig",
             "LookupService", "MemberState", "OwnershipConfig", "OwnershipRecord", "RequestOp",
-            "ServiceState", "TenantRoles", "ViewState", "allowed_transitions", "slot_of",
+            "ServiceState", "TenantRoles", "TopicOperation", "ViewState", "allowed_transitions",
+            "parse_actions", "slot_of",
         ]
     )  # fmt: skip

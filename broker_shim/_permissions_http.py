@@ -1,0 +1,84 @@
+"""Pulsar admin REST for produce/consume permissions (what ``pulsar-admin namespaces
+grant-permission`` and ``topics grant-permission`` call)::
+
+    GET    /admin/v2/namespaces/{tenant}/{namespace}/permissions          {role: [actions]}
+    POST   /admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}   ["produce", …] -> 204
+    DELETE /admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}   -> 204
+    GET    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions    namespace's + topic's
+    POST   /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions/{role}   -> 204
+    DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions/{role}   -> 204
+
+A tenant admin's operations (as Pulsar's GRANT_PERMISSION and REVOKE_PERMISSION); the
+body and names are checked before anything is read or written. Stored as the namespace's
+``auth/…`` registry record (:mod:`sync.cluster._permissions`) and enforced, with an auth
+config, on the binary protocol's lookups, producers and consumers and on HTTP lookups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from sync import NamespaceName, TopicName
+from sync.cluster import parse_actions
+
+from ._cluster_http import ClusterHandler, add_cluster_routes, check_admin, namespace_of
+from ._http_shell import json_body, topic_from_path
+from ._live_cluster import LiveCluster
+
+__all__ = ["add_permission_routes"]
+
+
+def _target(request: web.Request) -> tuple[NamespaceName, TopicName | None]:
+    """The namespace and, on a topic path, the topic of a request (both validated)."""
+    if "topic" in request.match_info:
+        topic = topic_from_path(request, 3)
+        return topic.namespace_name, topic
+    return namespace_of(request), None
+
+
+async def get_permissions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    namespace, topic = _target(request)
+    check_admin(service, request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    policies = service.permissions.of(namespace)
+    grants = policies.namespace_grants() if topic is None else policies.topic_grants(topic)
+    return web.json_response(grants)
+
+
+async def grant_permission(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    namespace, topic = _target(request)
+    check_admin(service, request, namespace.tenant)
+    actions = parse_actions(await json_body(request))
+    service.require_ready()
+    role = request.match_info["role"]
+    await asyncio.to_thread(service.permissions.grant, namespace, role, actions, topic)
+    return web.Response(status=204)
+
+
+async def revoke_permission(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    service = cluster.service
+    namespace, topic = _target(request)
+    check_admin(service, request, namespace.tenant)
+    service.require_ready()
+    role = request.match_info["role"]
+    await asyncio.to_thread(service.permissions.revoke, namespace, role, topic)
+    return web.Response(status=204)
+
+
+def add_permission_routes(app: web.Application, cluster: LiveCluster) -> None:
+    """Register the routes above (before the generic ``…/{policy}`` routes)."""
+    ns = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
+    topic = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/permissions"
+    routes: list[tuple[str, str, ClusterHandler]] = []
+    for base in (ns, topic):
+        routes += [
+            ("GET", base, get_permissions),
+            ("POST", f"{base}/{{role}}", grant_permission),
+            ("DELETE", f"{base}/{{role}}", revoke_permission),
+        ]
+    add_cluster_routes(app, cluster, routes)

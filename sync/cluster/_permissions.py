@@ -1,0 +1,168 @@
+"""Pulsar's produce/consume permissions: the ``AuthPolicies`` of a namespace.
+
+Pulsar keeps, in each namespace's policies, which roles may do what
+(``auth_policies``): ``namespace_auth`` (role -> actions, for every topic of the
+namespace) and ``destination_auth`` (topic -> role -> actions). Here that is one registry
+record per namespace, ``auth/<tenant>/<namespace>``, in Pulsar's JSON, written by the one
+fenced metadata writer (:mod:`._permission_admin`) and read by every sidecar's
+:class:`~sync.cluster._metadata.MetadataStore`.
+
+What a role may do with a topic (Pulsar's ``PulsarAuthorizationProvider``): produce with
+``produce`` granted on the namespace or on the topic, consume with ``consume``, look up
+with either. A partition is checked as its partitioned topic (a grant on a partitioned
+topic covers its partitions). Super-users and the tenant's admins may do all of it (see
+:class:`~sync.cluster._auth.Authorizer`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from sync._constants import REGISTRY_KEY_AUTH
+from sync._errors import BadRequestError, CodecError
+from sync.naming._names import NamespaceName, TopicName
+
+from ._records import decode_json, encode_json
+
+__all__ = [
+    "AuthAction",
+    "AuthPolicies",
+    "TopicOperation",
+    "auth_key",
+    "parse_actions",
+]
+
+
+class AuthAction(enum.StrEnum):
+    """Pulsar's ``AuthAction``: what a permission allows."""
+
+    PRODUCE = "produce"
+    CONSUME = "consume"
+    FUNCTIONS = "functions"
+    SOURCES = "sources"
+    SINKS = "sinks"
+    PACKAGES = "packages"
+
+
+class TopicOperation(enum.Enum):
+    """The topic operations the front ends authorize, with Pulsar's refusal texts."""
+
+    LOOKUP = "Client is not authorized to Lookup"
+    PRODUCE = "Client is not authorized to Produce"
+    CONSUME = "Client is not authorized to subscribe"
+
+
+#: Which granted action allows an operation (a lookup: either of them).
+_NEEDS = {
+    TopicOperation.LOOKUP: frozenset({AuthAction.PRODUCE, AuthAction.CONSUME}),
+    TopicOperation.PRODUCE: frozenset({AuthAction.PRODUCE}),
+    TopicOperation.CONSUME: frozenset({AuthAction.CONSUME}),
+}
+
+Grants = Mapping[str, frozenset[AuthAction]]
+
+
+def parse_actions(body: Any) -> frozenset[AuthAction]:
+    """The actions of a grant request's body (a JSON list, Pulsar's ``Set<AuthAction>``).
+
+    Raises:
+        BadRequestError: not a list of known action names.
+    """
+    if body is None:
+        raise BadRequestError("Actions should not be null")
+    if not isinstance(body, list) or not all(isinstance(a, str) for a in body):
+        raise BadRequestError('the body must be a JSON list of actions, e.g. ["produce"]')
+    known = {a.value for a in AuthAction}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise BadRequestError(
+            f"Cannot deserialize value of type `AuthAction` from String {unknown[0]!r}: "
+            f"not one of the values accepted for Enum class: {sorted(known)}"
+        )
+    return frozenset(AuthAction(a) for a in body)
+
+
+def _grants(value: Any, what: str) -> dict[str, frozenset[AuthAction]]:
+    if not isinstance(value, dict):
+        raise CodecError(f"auth policies: {what} must be an object")
+    try:
+        return {str(role): parse_actions(actions) for role, actions in value.items()}
+    except BadRequestError as exc:
+        raise CodecError(f"auth policies: {what}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class AuthPolicies:
+    """One namespace's permissions (Pulsar's ``AuthPolicies``)."""
+
+    namespace_auth: Grants = field(default_factory=dict)
+    #: Base topic (canonical name) -> role -> actions.
+    destination_auth: Mapping[str, Grants] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "namespace_auth", MappingProxyType(dict(self.namespace_auth)))
+        object.__setattr__(
+            self,
+            "destination_auth",
+            MappingProxyType(
+                {t: MappingProxyType(dict(g)) for t, g in self.destination_auth.items()}
+            ),
+        )
+
+    def allows(self, topic: TopicName, role: str, operation: TopicOperation) -> bool:
+        """Whether ``role`` was granted what ``operation`` needs on ``topic``."""
+        needs = _NEEDS[operation]
+        if needs & self.namespace_auth.get(role, frozenset()):
+            return True
+        grants = self.destination_auth.get(topic.base.canonical, {})
+        return bool(needs & grants.get(role, frozenset()))
+
+    def topic_grants(self, topic: TopicName) -> dict[str, list[str]]:
+        """Pulsar's ``GET …/{topic}/permissions``: the namespace's grants with the
+        topic's own added."""
+        merged: dict[str, set[str]] = {r: set(a) for r, a in self.namespace_auth.items()}
+        for r, a in self.destination_auth.get(topic.base.canonical, {}).items():
+            merged.setdefault(r, set()).update(a)
+        return {r: sorted(a) for r, a in sorted(merged.items())}
+
+    def namespace_grants(self) -> dict[str, list[str]]:
+        """Pulsar's ``GET /admin/v2/namespaces/{t}/{ns}/permissions``."""
+        return {r: sorted(a) for r, a in sorted(self.namespace_auth.items())}
+
+    def to_json(self) -> bytes:
+        """The record's value in the registry topic: Pulsar's ``auth_policies`` JSON."""
+        return encode_json(
+            {
+                "namespace_auth": self.namespace_grants(),
+                "destination_auth": {
+                    t: {r: sorted(a) for r, a in sorted(g.items())}
+                    for t, g in sorted(self.destination_auth.items())
+                },
+                "subscription_auth_roles": {},
+            }
+        )
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> AuthPolicies:
+        """Decode a value written by :meth:`to_json`.
+
+        Raises:
+            CodecError: the value is not an auth-policies record.
+        """
+        d = decode_json(raw, "auth policies")
+        destinations = d.get("destination_auth", {})
+        if not isinstance(destinations, dict):
+            raise CodecError("auth policies: destination_auth must be an object")
+        return cls(
+            _grants(d.get("namespace_auth", {}), "namespace_auth"),
+            {str(t): _grants(g, f"destination_auth[{t}]") for t, g in destinations.items()},
+        )
+
+
+def auth_key(namespace: NamespaceName) -> str:
+    """Registry key of a namespace's permissions."""
+    return f"{REGISTRY_KEY_AUTH}{namespace}"

@@ -1,0 +1,139 @@
+"""Produce/consume permissions over Pulsar's admin REST, on the in-memory twin: granted
+and revoked by a tenant admin, seen by every sidecar, enforced on lookups; refused requests
+write nothing. The same with the real client on a real Kafka:
+``tests/integration/broker_shim/binary/test_binary_permissions.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from sync import NamespaceName, TopicName
+from sync.cluster import AuthAction, AuthPolicies, ClusterService, TopicOperation, parse_actions
+from sync.errors import AuthorizationError, BadRequestError, CodecError
+from tests.unit.broker_shim.test_lookup_http import AUTH, _bearer, cluster, run
+
+NS = "/admin/v2/namespaces/acme/app"
+TOPIC = "/admin/v2/persistent/acme/app/orders"
+
+
+def test_auth_policies_round_trip_in_pulsars_json() -> None:
+    orders = TopicName.parse("persistent://acme/app/orders")
+    policies = AuthPolicies(
+        {"bob": frozenset({AuthAction.PRODUCE})},
+        {orders.canonical: {"carol": frozenset({AuthAction.CONSUME, AuthAction.PRODUCE})}},
+    )
+    assert AuthPolicies.from_json(policies.to_json()) == policies
+    assert json.loads(policies.to_json()) == {
+        "namespace_auth": {"bob": ["produce"]},
+        "destination_auth": {"persistent://acme/app/orders": {"carol": ["consume", "produce"]}},
+        "subscription_auth_roles": {},
+    }
+    # a partition is checked as its partitioned topic; a lookup needs either action
+    partition = TopicName.parse("persistent://acme/app/orders-partition-1")
+    assert policies.allows(partition, "carol", TopicOperation.CONSUME)
+    assert policies.allows(orders, "bob", TopicOperation.LOOKUP)
+    assert not policies.allows(orders, "bob", TopicOperation.CONSUME)
+    other = TopicName.parse("persistent://acme/app/other")
+    assert not policies.allows(other, "carol", TopicOperation.LOOKUP)
+    assert policies.topic_grants(orders) == {"bob": ["produce"], "carol": ["consume", "produce"]}
+    with pytest.raises(CodecError):
+        AuthPolicies.from_json(b'{"namespace_auth": {"bob": ["write"]}}')
+
+
+def test_actions_are_pulsars_auth_actions() -> None:
+    assert parse_actions(["produce", "consume"]) == {AuthAction.PRODUCE, AuthAction.CONSUME}
+    assert parse_actions([]) == frozenset()
+    for bad in (None, "produce", [1], ["write"]):
+        with pytest.raises(BadRequestError):
+            parse_actions(bad)
+
+
+def test_grant_and_revoke_over_rest_like_pulsar() -> None:
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        a, b = clients
+        admin = _bearer("t-admin")
+        services[0].admin.ensure_tenant("acme")
+        assert (await a.put(NS, headers=_bearer("t-alice"))).status == 204
+        namespace = NamespaceName("acme", "app")
+        before = services[0].store.version
+        # refused, nothing written: no admin, a bad body, an unknown namespace
+        grant = f"{NS}/permissions/bob"
+        assert (await a.post(grant, data='["produce"]', headers=_bearer("t-bob"))).status == 403
+        bad = await a.post(grant, data='["write"]', headers=admin)
+        assert bad.status == 400 and "AuthAction" in (await bad.json())["reason"]
+        assert (await a.post(grant, data="{", headers=admin)).status == 400
+        missing = "/admin/v2/namespaces/acme/nope/permissions/bob"
+        resp = await a.post(missing, data='["produce"]', headers=admin)
+        assert (resp.status, (await resp.json())["reason"]) == (404, "Namespace does not exist")
+        assert services[0].store.version == before
+        # a tenant admin grants; every sidecar sees it
+        assert (await a.post(grant, data='["produce"]', headers=_bearer("t-alice"))).status == 204
+        got = await b.get(f"{NS}/permissions", headers=admin)
+        assert await got.json() == {"bob": ["produce"]}
+        carol = f"{TOPIC}/permissions/carol"
+        assert (await b.post(carol, data='["consume"]', headers=admin)).status == 204
+        got = await a.get(f"{TOPIC}/permissions", headers=admin)
+        assert await got.json() == {"bob": ["produce"], "carol": ["consume"]}
+        assert await (await a.get(f"{NS}/permissions", headers=admin)).json() == {
+            "bob": ["produce"]
+        }
+        # Pulsar: a topic-level revoke of a namespace-level grant is refused with 412
+        resp = await a.delete(f"{TOPIC}/permissions/bob", headers=admin)
+        assert (resp.status, (await resp.json())["reason"]) == (
+            412,
+            "Permissions are not set at the topic level",
+        )
+        assert (await a.delete(carol, headers=admin)).status == 204
+        assert (await a.delete(grant, headers=admin)).status == 204
+        assert (await a.delete(grant, headers=admin)).status == 204  # Pulsar: idempotent
+        assert await (await b.get(f"{TOPIC}/permissions", headers=admin)).json() == {}
+        assert services[1].store.auth.get(namespace) == AuthPolicies()
+        # deleting the namespace deletes its permissions (Pulsar's policies go with it)
+        assert (await a.post(grant, data='["consume"]', headers=admin)).status == 204
+        assert (await b.delete(NS, headers=admin)).status == 204
+        assert namespace not in services[1].store.auth
+        assert (await a.put(NS, headers=admin)).status == 204
+        assert await (await a.get(f"{NS}/permissions", headers=admin)).json() == {}
+
+    run(cluster(2, auth=AUTH), scenario)
+
+
+def test_permissions_decide_who_produces_consumes_and_looks_up() -> None:
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        c = clients[0]
+        service = services[0]
+        service.admin.ensure_tenant("acme")
+        assert (await c.put(NS, headers=_bearer("t-alice"))).status == 204
+        auth = service.auth
+        assert auth is not None
+        orders = TopicName.parse("persistent://acme/app/orders")
+        # bob: a lookup role of the auth config looks up, but neither produces nor consumes
+        auth.check_topic("bob", orders, TopicOperation.LOOKUP)
+        for operation in (TopicOperation.PRODUCE, TopicOperation.CONSUME):
+            with pytest.raises(AuthorizationError, match=operation.value):
+                auth.check_topic("bob", orders, operation)
+        # dave: nothing until granted; then only what was granted
+        lookup = "/lookup/v2/topic/persistent/acme/app/orders"
+        resp = await c.get(lookup, headers=_bearer("t-dave"))
+        assert resp.status == 403
+        grant = f"{TOPIC}/permissions/dave"
+        assert (await c.post(grant, data='["consume"]', headers=_bearer("t-alice"))).status == 204
+        assert (await c.get(lookup, headers=_bearer("t-dave"))).status == 200
+        auth.check_topic("dave", orders, TopicOperation.CONSUME)
+        with pytest.raises(AuthorizationError, match="Client is not authorized to Produce"):
+            auth.check_topic("dave", orders, TopicOperation.PRODUCE)
+        # a tenant admin named only in the tenant's record may do everything
+        tenant = json.dumps({"adminRoles": ["erin"], "allowedClusters": []})
+        assert (
+            await c.post("/admin/v2/tenants/acme", data=tenant, headers=_bearer("t-admin"))
+        ).status == 204
+        auth.check_topic("erin", orders, TopicOperation.PRODUCE)
+        auth.check_tenant_admin("erin", "acme")
+
+    tokens = {**AUTH.tokens, "t-dave": "dave"}
+    config = type(AUTH)(tokens=tokens, super_user_roles=AUTH.super_user_roles, tenants=AUTH.tenants)
+    run(cluster(1, auth=config), scenario)
