@@ -46,7 +46,9 @@ def add_cluster_routes(
 
 
 def role(service: ClusterService, request: web.Request) -> str | None:
-    """The authenticated role, or None when auth is off.
+    """The authenticated role, or None when auth is off. A WebSocket handshake may carry
+    its token as the ``token`` query parameter instead (Pulsar's WebSocket service takes
+    it so, for browsers, which cannot set headers on one).
 
     Raises:
         AuthenticationError: auth is on and the request has no valid token (401).
@@ -54,7 +56,10 @@ def role(service: ClusterService, request: web.Request) -> str | None:
     auth = service.auth
     if auth is None:
         return None
-    return auth.authenticate(request.headers.get("Authorization"))
+    header = request.headers.get("Authorization")
+    if header is None and request.path.startswith("/ws/") and "token" in request.query:
+        header = f"Bearer {request.query['token']}"
+    return auth.authenticate(header)
 
 
 def check_lookup(service: ClusterService, request: web.Request, tenant: str) -> None:

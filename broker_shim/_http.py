@@ -22,14 +22,16 @@ import socket
 
 from aiohttp import web
 
-from sync import CacheState
-from sync.cluster import MemberState, ServiceState
+from sync import CacheState, TopicName
+from sync.cluster import MemberState, ServiceState, TopicOperation
 
 from ._admin_http import add_admin_routes
 from ._binary_app import add_binary_listener
+from ._cluster_http import check_topic
 from ._compaction_http import add_compaction_routes
 from ._forward import WriteForwarder
 from ._http_shell import http_app
+from ._live_cluster import LiveCluster
 from ._lookup_http import add_lookup_routes
 from ._metrics import LookupMetrics
 from ._permissions_http import add_permission_routes
@@ -37,7 +39,7 @@ from ._process_tuning import freeze_startup_heap, raise_gc_young_threshold
 from ._sidecar import Sidecar
 from ._sidecar_http import SidecarRoutes
 from ._topic_policy_http import PolicyRoutes
-from .ws import add_ws_routes
+from .ws import Authorize, add_ws_routes, allow_all
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,18 @@ async def _freeze_heap_when_ready(sidecar: Sidecar) -> None:
     while not _ready(sidecar):
         await asyncio.sleep(0.2)
     freeze_startup_heap()
+
+
+def ws_authorizer(cluster: LiveCluster | None) -> Authorize:
+    """The WebSocket API's authorization: the cluster service's, when it has an auth
+    config (Pulsar's WebSocket service authorizes against its brokers' permissions)."""
+    if cluster is None:
+        return allow_all
+
+    def authorize(request: web.Request, topic: TopicName, operation: TopicOperation) -> None:
+        check_topic(cluster.service, request, topic, operation)
+
+    return authorize
 
 
 def build_app(
@@ -118,7 +132,7 @@ def build_app(
     )
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
-    add_ws_routes(app, engine)
+    add_ws_routes(app, engine, ws_authorizer(cluster))
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)

@@ -81,6 +81,8 @@ _STATUS: Final[_Table] = (
 #: that forbids it is 403 here (Pulsar's proxy says 500, which hides that the client must
 #: change something); not ready yet, a bundle moving or Kafka failing is 503 (retry).
 _HANDSHAKE_STATUS: Final[_Table] = (
+    (AuthenticationError, 401),
+    (AuthorizationError, 403),
     (InvalidInputError, 400),
     (NotFoundError, 404),
     ((ConsumerBusyError, ProducerBusyError, SubscriptionBusyError), 409),

@@ -40,6 +40,10 @@ serialized ``MessageIdData`` — see :class:`sync.messaging._producer.MessageId`
 ``GET /ws/pingpong``
     Answers WebSocket pings (and echoes text frames).
 
+With an auth config, a handshake authenticates with ``Authorization: Bearer <token>`` (or
+Pulsar's ``token`` query parameter) and needs the ``produce`` or ``consume`` permission
+(``docs/configuration.md``, "Authorization"): 401 and 403 otherwise.
+
 Refusals at the handshake are HTTP errors with ``{"reason": ...}``, as Pulsar's proxy
 answers: 400 bad name or query parameter (``Invalid query params: …``), 404 no such topic,
 409 busy (``Failed to subscribe: Exclusive consumer is already connected``,
@@ -73,10 +77,10 @@ from aiohttp import WSMsgType, web
 from sync.messaging import MessagingEngine
 
 from ._consumer import consumer_endpoint, reader_endpoint
-from ._frames import CONSUMER_PATH, PRODUCER_PATH, READER_PATH
+from ._frames import CONSUMER_PATH, PRODUCER_PATH, READER_PATH, Authorize, allow_all
 from ._producer import producer_endpoint
 
-__all__ = ["add_ws_routes"]
+__all__ = ["Authorize", "add_ws_routes", "allow_all"]
 
 
 #: Pulsar's WebSocket liveness endpoint: a client pings, the server pongs.
@@ -94,14 +98,17 @@ async def pingpong_endpoint(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def add_ws_routes(app: web.Application, engine: MessagingEngine) -> None:
+def add_ws_routes(
+    app: web.Application, engine: MessagingEngine, authorize: Authorize = allow_all
+) -> None:
     """Serve Pulsar's WebSocket producer, consumer and reader endpoints on ``app`` with
-    ``engine`` (started and closed by whoever built it: the sidecar's composition root)."""
+    ``engine`` (started and closed by whoever built it: the sidecar's composition root);
+    ``authorize`` refuses a handshake whose role may not produce or consume the topic."""
     app.add_routes(
         [
-            web.get(PRODUCER_PATH, functools.partial(producer_endpoint, engine)),
-            web.get(CONSUMER_PATH, functools.partial(consumer_endpoint, engine)),
-            web.get(READER_PATH, functools.partial(reader_endpoint, engine)),
+            web.get(PRODUCER_PATH, functools.partial(producer_endpoint, engine, authorize)),
+            web.get(CONSUMER_PATH, functools.partial(consumer_endpoint, engine, authorize)),
+            web.get(READER_PATH, functools.partial(reader_endpoint, engine, authorize)),
             web.get(PINGPONG_PATH, pingpong_endpoint),
         ]
     )

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from sync import PolicySyncError
+from sync.cluster import TopicOperation
 from sync.errors import (
     InvalidInputError,
     MessagingError,
@@ -35,6 +36,7 @@ from .._http_shell import (
 from ._frames import (
     CLOSE_BAD_FRAME,
     WS_CLOSE_CODES,
+    Authorize,
     FrameBatcher,
     encode_message_frame,
     enum_param,
@@ -50,7 +52,9 @@ from ._frames import (
 logger = logging.getLogger(__name__)
 
 
-async def consumer_endpoint(engine: MessagingEngine, request: web.Request) -> web.StreamResponse:
+async def consumer_endpoint(
+    engine: MessagingEngine, authorize: Authorize, request: web.Request
+) -> web.StreamResponse:
     """``/ws/v2/consumer/.../{subscription}``: receive messages, acknowledge them."""
     query = request.query
     try:
@@ -66,6 +70,7 @@ async def consumer_endpoint(engine: MessagingEngine, request: web.Request) -> we
         pull_mode = query_flag(query, "pullMode", lenient=True)
         nack_ms = query.get("negativeAckRedeliveryDelay")
         nack_delay = None if nack_ms is None else int_param(query, "negativeAckRedeliveryDelay", 0)
+        authorize(request, topic, TopicOperation.CONSUME)
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to subscribe")
     await redirect(request, engine, topic)
@@ -108,7 +113,9 @@ def _reader_start(query: Mapping[str, str]) -> tuple[InitialPosition, MessageId 
         raise InvalidInputError(f"messageId: {exc}") from exc
 
 
-async def reader_endpoint(engine: MessagingEngine, request: web.Request) -> web.StreamResponse:
+async def reader_endpoint(
+    engine: MessagingEngine, authorize: Authorize, request: web.Request
+) -> web.StreamResponse:
     """``/ws/v2/reader/...``: read a topic from a position, without a durable subscription.
 
     The same engine as the consumer endpoint, on a non-durable subscription named
@@ -121,6 +128,7 @@ async def reader_endpoint(engine: MessagingEngine, request: web.Request) -> web.
         topic = topic_of(request)
         initial, start = _reader_start(query)
         queue_size = int_param(query, "receiverQueueSize", 0, 0)
+        authorize(request, topic, TopicOperation.CONSUME)
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to create reader")
     await redirect(request, engine, topic)

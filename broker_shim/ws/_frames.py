@@ -10,7 +10,7 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -18,6 +18,7 @@ from aiohttp import WSMessage, WSMsgType, web
 from yarl import URL
 
 from sync import TopicName, UnavailableError
+from sync.cluster import TopicOperation
 from sync.errors import (
     InvalidInputError,
 )
@@ -137,6 +138,15 @@ def reason_text(text: str) -> bytes:
     if len(data) <= MAX_CLOSE_REASON:
         return data
     return data[: MAX_CLOSE_REASON - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+
+
+#: Refuses (raising AuthenticationError or AuthorizationError) a handshake whose role may
+#: not do the operation on the topic.
+Authorize = Callable[[web.Request, TopicName, TopicOperation], None]
+
+
+def allow_all(_request: web.Request, _topic: TopicName, _operation: TopicOperation) -> None:
+    """No authorization (the sidecar runs without an auth config)."""
 
 
 def topic_of(request: web.Request) -> TopicName:

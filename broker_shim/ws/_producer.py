@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from sync import PolicySyncError
+from sync.cluster import TopicOperation
 from sync.errors import (
     InvalidInputError,
     MessageTooLargeError,
@@ -37,6 +38,7 @@ from ._frames import (
     ERR_UNKNOWN,
     HELD_TOO_LONG,
     WS_CLOSE_CODES,
+    Authorize,
     FrameBatcher,
     enum_param,
     error_frame,
@@ -76,11 +78,14 @@ def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
     return config, int_param(query, "maxPendingMessages", 0, 0)
 
 
-async def producer_endpoint(engine: MessagingEngine, request: web.Request) -> web.StreamResponse:
+async def producer_endpoint(
+    engine: MessagingEngine, authorize: Authorize, request: web.Request
+) -> web.StreamResponse:
     """``/ws/v2/producer/...``: publish JSON frames to a topic."""
     try:
         topic = topic_of(request)
         config, max_pending = _producer_config(request.query)
+        authorize(request, topic, TopicOperation.PRODUCE)
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to create producer")
     await redirect(request, engine, topic)

@@ -240,3 +240,48 @@ def test_lookups_are_authorized_like_pulsar_topic_lookup(
                 refused_client.get_topic_partitions(topic)
         finally:
             refused_client.close()
+
+
+def test_websocket_handshakes_need_the_permission(
+    cluster: tuple[str, str, list[AuthShim]], kafka_bootstrap: str
+) -> None:
+    """Pulsar's WebSocket API with auth: the token in the ``Authorization`` header or the
+    ``token`` query parameter; producing needs ``produce``, consuming ``consume``."""
+    import websockets
+
+    from tests.support.ws import connect, path_of, produce, receive, refused, run
+
+    name, tenant, (a, _b) = cluster
+    assert call(a, "PUT", f"/admin/v2/namespaces/{tenant}/ws", "t-alice").status == 204
+    topic = TopicName.parse(f"persistent://{tenant}/ws/t-{uuid.uuid4().hex[:6]}")
+    base = f"ws://127.0.0.1:{a.port}/ws/v2"
+    producer = f"{base}/producer/{path_of(topic)}"
+    consumer = f"{base}/consumer/{path_of(topic)}/s?subscriptionInitialPosition=Earliest"
+
+    async def scenario() -> None:
+        assert (await refused(producer))[0] == 401
+        assert (await refused(producer + "?token=t-nope"))[0] == 401
+        status, reason = await refused(producer + "?token=t-bob")  # a lookup role only
+        assert (status, reason) == (
+            403,
+            "Failed to create producer: Client is not authorized to Produce",
+        )
+        grant = f"/admin/v2/namespaces/{tenant}/ws/permissions/bob"
+        assert call(a, "POST", grant, "t-alice", '["produce"]').status == 204
+        async with connect(producer + "?token=t-bob") as ws:
+            await produce(ws, [b"by bob"])
+        status, reason = await refused(consumer + "&token=t-bob")
+        assert (status, reason) == (
+            403,
+            "Failed to subscribe: Client is not authorized to subscribe",
+        )
+        # The tenant's admin, the header way, straight to the owner: a client drops the
+        # Authorization header on a redirect to another origin (the query token stays).
+        lookup = f"/lookup/v2/topic/persistent/{tenant}/ws/{topic.local_name}"
+        owner = call(a, "GET", lookup, "t-admin").json()["httpUrl"].replace("http", "ws", 1)
+        direct = consumer.replace(base, f"{owner}/ws/v2")
+        headers = {"Authorization": "Bearer t-alice"}
+        async with websockets.connect(direct, additional_headers=headers, open_timeout=30) as ws:
+            assert [m["payload"] for m in await receive(ws, 1, 30)] == ["YnkgYm9i"]
+
+    run(scenario())
