@@ -249,6 +249,8 @@ class Connection:
                 elif method == "token" and "token" in auth.config.providers:
                     token = c.auth_data.decode("utf-8", "replace")
                     self.role = auth.authenticate(f"Bearer {token}")
+                elif method == "basic":
+                    self.role = auth.authenticate_basic(c.auth_data.decode("utf-8", "replace"))
                 else:
                     raise AuthenticationError(
                         f"Unsupported authentication method: [{method}] (use "

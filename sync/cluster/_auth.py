@@ -28,9 +28,11 @@ Configuration file (JSON; unknown keys are refused)::
 
 (``tokenSecretKey`` or ``tokenPublicKey``, with ``tokenPublicAlg``, ``tokenAuthClaim``,
 ``tokenAudienceClaim`` and ``tokenAudience``: Pulsar's ``broker.conf`` names.)
-``"authenticationProviders": ["token", "tls"]`` (or Pulsar's class names) also lets a
-binary client authenticate with its TLS certificate: the role is the certificate's common
-name, as Pulsar's ``AuthenticationProviderTls``; the default is ``["token"]``.
+``"authenticationProviders": ["token", "tls", "basic"]`` (or Pulsar's class names) also
+lets a binary client authenticate with its TLS certificate: the role is the certificate's
+common name, as Pulsar's ``AuthenticationProviderTls``; and any client with a user and
+password of the htpasswd file ``basicAuthConf`` (:mod:`._basic_auth`); the default is
+``["token"]``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any, Protocol
 from sync._errors import AuthenticationError, AuthorizationError, ConfigurationError
 from sync.naming._names import NamespaceName, TopicName
 
+from ._basic_auth import BasicUsers
 from ._jwt import TOKEN_SETTINGS, TokenSettings, TokenVerifier
 from ._permissions import AuthPolicies, TopicOperation
 from ._records import TenantRecord
@@ -70,6 +73,8 @@ _PROVIDERS = {
     "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
     "tls": "tls",
     "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+    "basic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
 }
 
 
@@ -90,8 +95,10 @@ class AuthConfig:
     tenants: Mapping[str, TenantRoles] = field(default_factory=dict)
     #: JWT validation (None: only the listed tokens authenticate).
     token: TokenSettings | None = None
-    #: The authentication methods a client may use: ``token`` and/or ``tls``.
+    #: The authentication methods a client may use: ``token``, ``tls``, ``basic``.
     providers: frozenset[str] = frozenset({"token"})
+    #: The users of ``basicAuthConf`` (with the ``basic`` provider).
+    basic: BasicUsers | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", MappingProxyType(dict(self.tokens)))
@@ -104,7 +111,14 @@ class AuthConfig:
         Raises:
             ConfigurationError: unknown keys or wrong types.
         """
-        keys = {"tokens", "superUserRoles", "tenants", "authenticationProviders", *TOKEN_SETTINGS}
+        keys = {
+            "tokens",
+            "superUserRoles",
+            "tenants",
+            "authenticationProviders",
+            "basicAuthConf",
+            *TOKEN_SETTINGS,
+        }
         _only(data, keys, "auth config")
         names = _strings(data.get("authenticationProviders", ["token"]), "authenticationProviders")
         unknown = [n for n in names if n not in _PROVIDERS]
@@ -127,12 +141,19 @@ class AuthConfig:
                 frozenset(_strings(roles.get("adminRoles", []), f"{tenant}.adminRoles")),
                 frozenset(_strings(roles.get("lookupRoles", []), f"{tenant}.lookupRoles")),
             )
+        providers = frozenset(_PROVIDERS[n] for n in names)
+        basic = data.get("basicAuthConf")
+        if basic is not None and not isinstance(basic, str):
+            raise ConfigurationError("auth config: basicAuthConf must be a string")
+        if "basic" in providers and not basic:
+            raise ConfigurationError("auth config: No basic authentication config provided")
         return cls(
             tokens=tokens,
             super_user_roles=frozenset(_strings(data.get("superUserRoles", []), "superUserRoles")),
             tenants=tenants,
             token=TokenSettings.from_json(data),
-            providers=frozenset(_PROVIDERS[n] for n in names),
+            providers=providers,
+            basic=BasicUsers.load(basic) if basic and "basic" in providers else None,
         )
 
     @classmethod
@@ -172,13 +193,21 @@ class Authorizer:
         self._jwt = None if config.token is None else TokenVerifier(config.token)
 
     def authenticate(self, authorization: str | None) -> str:
-        """The role of a ``Bearer`` token.
+        """The role of an ``Authorization`` header: a ``Bearer`` token, or ``Basic``
+        credentials with the basic provider.
 
         Raises:
-            AuthenticationError: no token, an unknown one, or a JWT that does not validate.
+            AuthenticationError: none, an unknown token, a JWT that does not validate, or
+                wrong credentials.
         """
+        if authorization and authorization[:6].lower() == "basic ":
+            return self.authenticate_basic(None, header=authorization)
         if "token" not in self.config.providers:
-            raise AuthenticationError("Unsupported authentication method: [token]")
+            if authorization:
+                raise AuthenticationError("Unsupported authentication method: [token]")
+            raise AuthenticationError(
+                "Authentication required: send 'Authorization: Basic <user:password in base64>'"
+            )
         if not authorization or not authorization.startswith("Bearer "):
             raise AuthenticationError(
                 "Authentication required: send 'Authorization: Bearer <token>'"
@@ -190,6 +219,21 @@ class Authorizer:
         if self._jwt is not None:
             return self._jwt.role_of(token)
         raise AuthenticationError("Authentication failed: the token is not valid")
+
+    def authenticate_basic(self, credentials: str | None, *, header: str | None = None) -> str:
+        """The role of ``user:password`` (the binary protocol's ``basic`` auth data), or of
+        an HTTP ``Basic`` header: the user, as Pulsar's ``AuthenticationProviderBasic``.
+
+        Raises:
+            AuthenticationError: basic authentication is not enabled, or the user is
+                unknown or the password wrong.
+        """
+        basic = self.config.basic
+        if basic is None:
+            raise AuthenticationError("Unsupported authentication method: [basic]")
+        if header is not None:
+            return basic.role_of_header(header)
+        return basic.role_of(credentials or "")
 
     def authenticate_certificate(self, common_name: str | None) -> str:
         """The role of a TLS client certificate: its common name (Pulsar's

@@ -56,9 +56,9 @@ _RSA = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"]
 _EC = ["ES256", "ES384", "ES512"]
 
 
-def read_key(value: str) -> bytes:
-    """A key as Pulsar's ``AuthTokenUtils.readKeyFromUrl`` reads it: a ``data:`` URL, a
-    ``file:`` URL, a path that exists, or base64 text.
+def read_key(value: str, what: str = "token key") -> bytes:
+    """A key (or ``what`` else) as Pulsar's ``AuthTokenUtils.readKeyFromUrl`` reads it: a
+    ``data:`` URL, a ``file:`` URL, a path that exists, or base64 text.
 
     Raises:
         ConfigurationError: none of these.
@@ -66,24 +66,28 @@ def read_key(value: str) -> bytes:
     if value.startswith("data:"):
         meta, sep, data = value[len("data:") :].partition(",")
         if not sep:
-            raise ConfigurationError(f"token key {value[:40]!r}…: a data URL needs a comma")
+            raise ConfigurationError(f"{what} {value[:40]!r}…: a data URL needs a comma")
         if meta.endswith(";base64"):
             try:
                 return base64.b64decode(data, validate=True)
             except (binascii.Error, ValueError) as exc:
-                raise ConfigurationError(f"token key: bad base64 in data URL: {exc}") from exc
+                raise ConfigurationError(f"{what}: bad base64 in data URL: {exc}") from exc
         return urllib.parse.unquote_to_bytes(data)
     path = Path(urllib.parse.urlparse(value).path) if value.startswith("file:") else Path(value)
     try:
         if value.startswith("file:") or path.exists():
             return path.read_bytes()
     except OSError as exc:
-        raise ConfigurationError(f"cannot read token key {path}: {exc}") from exc
+        raise ConfigurationError(f"cannot read {what} {path}: {exc}") from exc
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
+        if what == "token key":  # Pulsar's words
+            raise ConfigurationError(
+                f"Secret/Public Key file {value} doesn't exist (nor is it base64 text)"
+            ) from None
         raise ConfigurationError(
-            f"Secret/Public Key file {value} doesn't exist (nor is it base64 text)"
+            f"{what}: {value[:40]!r} is no data: or file: URL, existing path or base64 text"
         ) from None
 
 
