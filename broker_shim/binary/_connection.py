@@ -249,8 +249,10 @@ class Connection:
                 elif method == "token" and "token" in auth.config.providers:
                     token = c.auth_data.decode("utf-8", "replace")
                     self.role = auth.authenticate(f"Bearer {token}")
-                elif method == "basic":
+                elif method == "basic" and auth.config.basic is not None:
                     self.role = auth.authenticate_basic(c.auth_data.decode("utf-8", "replace"))
+                elif auth.config.anonymous_role is not None:
+                    self.role = auth.anonymous()  # Pulsar: no provider of that name
                 else:
                     raise AuthenticationError(
                         f"Unsupported authentication method: [{method}] (use "

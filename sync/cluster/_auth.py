@@ -99,6 +99,8 @@ class AuthConfig:
     providers: frozenset[str] = frozenset({"token"})
     #: The users of ``basicAuthConf`` (with the ``basic`` provider).
     basic: BasicUsers | None = None
+    #: Pulsar's ``anonymousUserRole``: the role of a client that sends no credentials.
+    anonymous_role: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", MappingProxyType(dict(self.tokens)))
@@ -117,6 +119,7 @@ class AuthConfig:
             "tenants",
             "authenticationProviders",
             "basicAuthConf",
+            "anonymousUserRole",
             *TOKEN_SETTINGS,
         }
         _only(data, keys, "auth config")
@@ -147,6 +150,9 @@ class AuthConfig:
             raise ConfigurationError("auth config: basicAuthConf must be a string")
         if "basic" in providers and not basic:
             raise ConfigurationError("auth config: No basic authentication config provided")
+        anonymous = data.get("anonymousUserRole")
+        if anonymous is not None and (not isinstance(anonymous, str) or not anonymous):
+            raise ConfigurationError("auth config: anonymousUserRole must be a non-empty string")
         return cls(
             tokens=tokens,
             super_user_roles=frozenset(_strings(data.get("superUserRoles", []), "superUserRoles")),
@@ -154,6 +160,7 @@ class AuthConfig:
             token=TokenSettings.from_json(data),
             providers=providers,
             basic=BasicUsers.load(basic) if basic and "basic" in providers else None,
+            anonymous_role=anonymous,
         )
 
     @classmethod
@@ -194,12 +201,33 @@ class Authorizer:
 
     def authenticate(self, authorization: str | None) -> str:
         """The role of an ``Authorization`` header: a ``Bearer`` token, or ``Basic``
-        credentials with the basic provider.
+        credentials with the basic provider; failing those, the anonymous role if there is
+        one (Pulsar's ``authenticateHttpRequest``).
 
         Raises:
             AuthenticationError: none, an unknown token, a JWT that does not validate, or
-                wrong credentials.
+                wrong credentials, and no anonymous role.
         """
+        try:
+            return self._authenticate(authorization)
+        except AuthenticationError:
+            if self.config.anonymous_role is None:
+                raise
+            return self.config.anonymous_role
+
+    def anonymous(self) -> str:
+        """The role of a binary client that names no method this sidecar provides.
+
+        Raises:
+            AuthenticationError: no anonymous role (Pulsar's words).
+        """
+        if self.config.anonymous_role is None:
+            raise AuthenticationError(
+                "No anonymous role, and no authentication provider configured"
+            )
+        return self.config.anonymous_role
+
+    def _authenticate(self, authorization: str | None) -> str:
         if authorization and authorization[:6].lower() == "basic ":
             return self.authenticate_basic(None, header=authorization)
         if "token" not in self.config.providers:

@@ -68,3 +68,16 @@ def test_the_basic_provider_is_configured_like_pulsars() -> None:
     tokens_only = Authorizer(AuthConfig.from_json({"tokens": {"t": "r"}}))
     with pytest.raises(AuthenticationError, match=r"\[basic\]"):
         tokens_only.authenticate(_header("alice:secret"))
+
+
+def test_the_anonymous_role_is_pulsars_anonymous_user_role() -> None:
+    auth = Authorizer(AuthConfig.from_json({"tokens": {"t": "r"}, "anonymousUserRole": "guest"}))
+    assert auth.authenticate(None) == "guest"
+    assert auth.authenticate("Bearer unknown") == "guest"  # as Pulsar's HTTP authentication
+    assert auth.authenticate("Bearer t") == "r"
+    assert auth.anonymous() == "guest"
+    strict = Authorizer(AuthConfig.from_json({"tokens": {"t": "r"}}))
+    with pytest.raises(AuthenticationError, match="No anonymous role"):
+        strict.anonymous()
+    with pytest.raises(ConfigurationError, match="anonymousUserRole"):
+        AuthConfig.from_json({"anonymousUserRole": ""})

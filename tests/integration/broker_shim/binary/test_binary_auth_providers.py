@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import pulsar
@@ -26,23 +27,13 @@ from tests.unit.sync.cluster.test_basic_auth import HTPASSWD
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_basic_credentials_connect_and_wrong_ones_are_refused(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    tenant = "ba" + uuid.uuid4().hex[:6]
-    users = tmp_path / "htpasswd"
-    users.write_text(HTPASSWD)
+def _sidecar(
+    kafka_bootstrap: str, tmp_path: Path, tenant: str, settings: Mapping[str, object]
+) -> AuthBinaryShim:
+    """A ready sidecar with these auth settings (and the test tokens, ``admin`` a
+    super-user), and ``tenant/ns`` created."""
     config = tmp_path / "auth.json"
-    config.write_text(
-        json.dumps(
-            {
-                "tokens": TOKENS,
-                "authenticationProviders": ["token", "basic"],
-                "basicAuthConf": str(users),
-                "superUserRoles": ["admin"],
-            }
-        )
-    )
+    config.write_text(json.dumps({"tokens": TOKENS, "superUserRoles": ["admin"], **settings}))
     shim = AuthBinaryShim(
         kafka_bootstrap, "ba" + uuid.uuid4().hex[:6], "b0", tmp_path,
         extra=("--auth-config", str(config)),
@@ -52,6 +43,21 @@ def test_basic_credentials_connect_and_wrong_ones_are_refused(
         shim.wait_ready()
         assert call(shim, "PUT", f"/admin/v2/tenants/{tenant}", "t-admin", "{}").status == 204
         assert call(shim, "PUT", f"/admin/v2/namespaces/{tenant}/ns", "t-admin").status == 204
+    except BaseException:
+        shim.stop()
+        raise
+    return shim
+
+
+def test_basic_credentials_connect_and_wrong_ones_are_refused(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tenant = "ba" + uuid.uuid4().hex[:6]
+    users = tmp_path / "htpasswd"
+    users.write_text(HTPASSWD)
+    settings = {"authenticationProviders": ["token", "basic"], "basicAuthConf": str(users)}
+    shim = _sidecar(kafka_bootstrap, tmp_path, tenant, settings)
+    try:
         grant = f"/admin/v2/namespaces/{tenant}/ns/permissions/alice"
         assert call(shim, "POST", grant, "t-admin", '["produce", "consume"]').status == 204
         topic = f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}"
@@ -96,5 +102,29 @@ def test_basic_credentials_connect_and_wrong_ones_are_refused(
         assert http("GET", shim.url + lookup, headers={"Authorization": basic}).status == 200
         bad = "Basic " + base64.b64encode(b"alice:nope").decode()
         assert http("GET", shim.url + lookup, headers={"Authorization": bad}).status == 401
+    finally:
+        shim.stop()
+
+
+def test_a_client_without_credentials_gets_the_anonymous_role(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tenant = "an" + uuid.uuid4().hex[:6]
+    shim = _sidecar(kafka_bootstrap, tmp_path, tenant, {"anonymousUserRole": "guest"})
+    try:
+        topic = f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}"
+        anonymous = pulsar.Client(shim.broker_url, operation_timeout_seconds=30)
+        try:
+            with pytest.raises(pulsar.AuthorizationError):  # guest was granted nothing yet
+                anonymous.create_producer(topic, send_timeout_millis=2000)
+            grant = f"/admin/v2/namespaces/{tenant}/ns/permissions/guest"
+            assert call(shim, "POST", grant, "t-admin", '["produce", "consume"]').status == 204
+            consumer = anonymous.subscribe(
+                topic, "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            anonymous.create_producer(topic).send(b"by guest")
+            assert consumer.receive(timeout_millis=30_000).data() == b"by guest"
+        finally:
+            anonymous.close()
     finally:
         shim.stop()
