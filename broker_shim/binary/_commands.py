@@ -238,9 +238,17 @@ def ack_response(consumer_id: int, request_id: int, *, found: bool) -> api.BaseC
 
 
 def last_message_id_response(
-    request_id: int, last: tuple[int, int] | None, *, partitioned: bool
+    request_id: int,
+    last: tuple[int, int] | None,
+    *,
+    partitioned: bool,
+    mark_delete: tuple[int, int] | None = None,
 ) -> api.BaseCommand:
-    """GET_LAST_MESSAGE_ID_RESPONSE: ``last`` is (offset, partition), None for empty."""
+    """GET_LAST_MESSAGE_ID_RESPONSE: ``last`` is (offset, partition), None for empty;
+    ``mark_delete`` the subscription's mark-delete position (offset, partition), offset -1
+    before the first message, as Pulsar's ``(ledger, -1)``. Clients compare the two for
+    ``hasMessageAvailable`` on a reader started at the latest message or after a seek
+    by time."""
     out = _T(type=_T.GET_LAST_MESSAGE_ID_RESPONSE)
     resp = out.getLastMessageIdResponse
     resp.request_id = request_id
@@ -252,6 +260,11 @@ def last_message_id_response(
         mid.ledgerId = 0
         mid.entryId = last[0]
         mid.partition = last[1] if partitioned else -1
+    if mark_delete is not None:
+        md = resp.consumer_mark_delete_position
+        md.ledgerId = 0
+        md.entryId = mark_delete[0] & 0xFFFF_FFFF_FFFF_FFFF  # -1: Java's long, unsigned here
+        md.partition = mark_delete[1] if partitioned else -1
     return out
 
 

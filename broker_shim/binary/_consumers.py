@@ -81,6 +81,10 @@ class Consumers:
         self.consumers: dict[int, _Consumer] = {}
         #: Consumers the engine disconnected to reconnect (unload, seek), until they do.
         self.reset_by_seek: dict[int, _Consumer] = {}
+        #: Readers sought by publish time: where each starts when it reconnects (their
+        #: SUBSCRIBE then names no start id, and a reader's position is not committed),
+        #: until the reader seeks by id or closes.
+        self.seek_starts: dict[int, dict[int, int]] = {}
 
     async def close_all(self) -> None:
         """The connection closes: release every consumer."""
@@ -108,7 +112,17 @@ class Consumers:
                 else InitialPosition.Latest
             )
             skip_below = 0
-            if m.HasField("start_message_id"):
+            # Kept (not popped): a sibling partition's seek may disconnect it again.
+            start_at = self.seek_starts.get(m.consumer_id)
+            resume_after: MessageId | None = None
+            if start_at is not None and not m.durable and not m.HasField("start_message_id"):
+                # Pulsar keeps a reader's cursor across the seek's reconnect: here it starts
+                # right before the offset found for the time (on its one partition).
+                offset = start_at.get(max(topic.partition_index, 0), 0)
+                initial = InitialPosition.Earliest
+                if offset > 0:
+                    resume_after = MessageId(topic.partition_index, offset - 1)
+            elif m.HasField("start_message_id"):
                 start = m.start_message_id
                 if start.ledgerId == EARLIEST_LEDGER:
                     initial = InitialPosition.Earliest
@@ -126,6 +140,7 @@ class Consumers:
                 initial_position=initial,
                 negative_ack_delay_s=0.0,  # the client waits its nack delay itself
                 durable=m.durable,  # readers: nothing committed, no Kafka group left
+                start_message_id=resume_after,
                 read_compacted=m.read_compacted,
             )
         except PolicySyncError as exc:
@@ -275,6 +290,7 @@ class Consumers:
     async def on_close_consumer(self, cmd: api.BaseCommand) -> None:
         m = cmd.close_consumer
         self.reset_by_seek.pop(m.consumer_id, None)
+        self.seek_starts.pop(m.consumer_id, None)
         cons = self.consumers.pop(m.consumer_id, None)
         if cons is not None:
             cons.closed_by_client = True
@@ -316,9 +332,12 @@ class Consumers:
                 offsets = await self.session.ctx.last_ids.offsets_at(
                     kafka_topic, parts, m.message_publish_time
                 )
+                if not cons.durable:
+                    self.seek_starts[m.consumer_id] = offsets
                 await self.session.ctx.engine.reset_subscription(sub.topic, sub.name, offsets)
                 self.session.success(m.request_id)
                 return
+            self.seek_starts.pop(m.consumer_id, None)  # the client names where it starts
             target = m.message_id
             if target.ledgerId == EARLIEST_LEDGER:
                 offsets = await self.session.ctx.last_ids.start_offsets(kafka_topic, parts)
@@ -350,6 +369,12 @@ class Consumers:
             return
         end, part = max(((ends.get(p, 0), p) for p in parts), default=(0, 0))
         last = None if end <= 0 else (end - 1, part)
+        mark = sub.mark_delete_position(part)
         self.session.write_command(
-            commands.last_message_id_response(m.request_id, last, partitioned=sub.partitioned)
+            commands.last_message_id_response(
+                m.request_id,
+                last,
+                partitioned=sub.partitioned,
+                mark_delete=None if mark is None else (mark, part),
+            )
         )

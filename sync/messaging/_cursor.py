@@ -291,6 +291,12 @@ class PartitionCursor:
         i = bisect.bisect_right(self._skip, (offset, 1 << 63)) - 1
         return i >= 0 and self._skip[i][0] <= offset < self._skip[i][1]
 
+    def mark_delete(self) -> int:
+        """Pulsar's mark-delete position: the last offset of the acknowledged prefix (the
+        one before the first message not acknowledged or not read yet; -1 for none)."""
+        first = next(iter(self.entries), None)
+        return (self.read_pos if first is None else first) - 1
+
     def commit_point(self, max_metadata_bytes: int) -> tuple[int, str, int]:
         """``(offset, metadata, dropped_ranges)`` to commit for this partition now."""
         it = iter(self.entries)

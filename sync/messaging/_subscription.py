@@ -183,6 +183,13 @@ class Subscription:
             )
         logger.debug("subscription %s loaded: %s", self.label, self._committer.last)
 
+    def start_at(self, offsets: Mapping[int, int]) -> None:
+        """A non-durable subscription: partitions not served yet start at these offsets
+        when taken up (each reader of a partitioned topic names its own start)."""
+        for p, offset in offsets.items():
+            if p not in self._parts:
+                self._start_offsets[p] = offset
+
     async def serve(self, partitions: Collection[int]) -> None:
         """Read, dispatch and commit ``partitions`` too (those served already are kept).
 
@@ -812,6 +819,12 @@ class Subscription:
     def backlog(self) -> int:
         """Messages read and not acknowledged (in memory; not the Kafka lag)."""
         return sum(len(p.cursor.entries) for p in self._parts.values())
+
+    def mark_delete_position(self, partition: int) -> int | None:
+        """The last offset of the acknowledged prefix of ``partition`` (Pulsar's
+        mark-delete position; -1 before the first message), None if not served here."""
+        part = self._parts.get(partition)
+        return None if part is None else part.cursor.mark_delete()
 
     def committed_positions(self) -> dict[int, tuple[int, str]]:
         """The last positions written to Kafka, per partition."""

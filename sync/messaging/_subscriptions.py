@@ -133,6 +133,9 @@ class SubscriptionOps:
                     await sub.close()
                     raise
             else:
+                if not sub.durable and start_message_id is not None:
+                    # A reader of another partition: it starts where it says, too.
+                    sub.start_at(start_offsets(start_message_id, ts.num_partitions))
                 await sub.serve(parts)
             await self._watch_owner.note_claim(ts, topic)
             queue = receiver_queue_size or self._config().default_receiver_queue_size

@@ -245,3 +245,32 @@ def test_manual_compaction_and_its_status_through_the_admin_api(
     missing = url.replace(topic.local_name, topic.local_name + "-missing")
     status, body = request_json("PUT", missing)
     assert status == 404, body
+
+
+def test_a_read_compacted_consumer_gets_the_latest_value_of_a_batched_key(
+    pair: tuple[ThreadSidecar, BinarySidecar], client: pulsar.Client, kafka_bootstrap: str
+) -> None:
+    """Issue 27's case: one key sent twice by a batching producer, an admin-triggered
+    compaction, then a consumer with ``is_read_compacted=True`` from the earliest: only
+    the latest value, as Pulsar gives it."""
+    _writer, server = pair
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(str(topic))  # batching on: both in one batch
+    for value in (b"hello-0", b"hello-1"):
+        producer.send_async(value, None, partition_key="k")
+    producer.flush()
+    producer.close()
+    url = f"{server.http_url}/admin/v2/{path_of(topic)}/compaction"
+    assert request_json("PUT", url)[0] == 204
+    _wait_for(lambda: request_json("GET", url)[1]["status"] == "SUCCESS", "compaction done")
+    consumer = client.subscribe(
+        str(topic),
+        "compacted",
+        is_read_compacted=True,
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
+    first = consumer.receive(timeout_millis=20_000)
+    assert (first.partition_key(), first.data()) == ("k", b"hello-1")
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=1000)
+    consumer.close()
