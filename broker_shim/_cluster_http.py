@@ -71,13 +71,18 @@ def check_lookup(service: ClusterService, request: web.Request, tenant: str) -> 
 
 
 def check_topic(
-    service: ClusterService, request: web.Request, topic: TopicName, operation: TopicOperation
+    service: ClusterService,
+    request: web.Request,
+    topic: TopicName,
+    operation: TopicOperation,
+    subscription: str = "",
 ) -> None:
-    """Raises AuthorizationError (403) unless the caller may do ``operation`` on ``topic``."""
+    """Raises AuthorizationError (403) unless the caller may do ``operation`` on ``topic``
+    (consuming: on ``subscription``)."""
     auth = service.auth
     caller = role(service, request)
     if auth is not None and caller is not None:
-        auth.check_topic(caller, topic, operation)
+        auth.check_topic(caller, topic, operation, subscription)
 
 
 def check_admin(service: ClusterService, request: web.Request, tenant: str) -> None:

@@ -76,8 +76,10 @@ def ws_authorizer(cluster: LiveCluster | None) -> Authorize:
     if cluster is None:
         return allow_all
 
-    def authorize(request: web.Request, topic: TopicName, operation: TopicOperation) -> None:
-        check_topic(cluster.service, request, topic, operation)
+    def authorize(
+        request: web.Request, topic: TopicName, operation: TopicOperation, subscription: str
+    ) -> None:
+        check_topic(cluster.service, request, topic, operation, subscription)
 
     return authorize
 

@@ -7,6 +7,9 @@ grant-permission`` and ``topics grant-permission`` call)::
     GET    /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions    namespace's + topic's
     POST   /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions/{role}   -> 204
     DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions/{role}   -> 204
+    GET    /admin/v2/namespaces/{tenant}/{namespace}/permissions/subscription     {sub: [roles]}
+    POST   …/namespaces/{tenant}/{namespace}/permissions/subscription/{sub}  ["role"] -> 204
+    DELETE …/namespaces/{tenant}/{namespace}/permissions/{sub}/{role}         -> 204
 
 A tenant admin's operations (as Pulsar's GRANT_PERMISSION and REVOKE_PERMISSION); the
 body and names are checked before anything is read or written. Stored as the namespace's
@@ -21,7 +24,7 @@ import asyncio
 from aiohttp import web
 
 from sync import NamespaceName, TopicName
-from sync.cluster import parse_actions
+from sync.cluster import parse_actions, parse_roles
 
 from ._cluster_http import ClusterHandler, add_cluster_routes, check_admin, namespace_of
 from ._http_shell import json_body, topic_from_path
@@ -60,6 +63,44 @@ async def grant_permission(cluster: LiveCluster, request: web.Request) -> web.St
     return web.Response(status=204)
 
 
+async def get_subscription_permissions(
+    cluster: LiveCluster, request: web.Request
+) -> web.StreamResponse:
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(service.permissions.of(namespace).subscription_grants())
+
+
+async def grant_subscription_permission(
+    cluster: LiveCluster, request: web.Request
+) -> web.StreamResponse:
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
+    roles = parse_roles(await json_body(request))
+    service.require_ready()
+    subscription = request.match_info["subscription"]
+    await asyncio.to_thread(service.permissions.grant_subscription, namespace, subscription, roles)
+    return web.Response(status=204)
+
+
+async def revoke_subscription_permission(
+    cluster: LiveCluster, request: web.Request
+) -> web.StreamResponse:
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
+    service.require_ready()
+    m = request.match_info
+    await asyncio.to_thread(
+        service.permissions.revoke_subscription, namespace, m["subscription"], m["role"]
+    )
+    return web.Response(status=204)
+
+
 async def revoke_permission(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     service = cluster.service
     namespace, topic = _target(request)
@@ -74,7 +115,12 @@ def add_permission_routes(app: web.Application, cluster: LiveCluster) -> None:
     """Register the routes above (before the generic ``…/{policy}`` routes)."""
     ns = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
     topic = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/permissions"
-    routes: list[tuple[str, str, ClusterHandler]] = []
+    routes: list[tuple[str, str, ClusterHandler]] = [
+        # before …/permissions/{role}: "subscription" is not a role here
+        ("GET", f"{ns}/subscription", get_subscription_permissions),
+        ("POST", f"{ns}/subscription/{{subscription}}", grant_subscription_permission),
+        ("DELETE", f"{ns}/{{subscription}}/{{role}}", revoke_subscription_permission),
+    ]
     for base in (ns, topic):
         routes += [
             ("GET", base, get_permissions),

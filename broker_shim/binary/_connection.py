@@ -294,11 +294,13 @@ class Connection:
         raise ProtocolViolation(f"second CONNECT on connection {self.peer}")
 
     # -- what every role checks -------------------------------------------------------
-    def authorize(self, topic: TopicName, operation: TopicOperation) -> None:
+    def authorize(
+        self, topic: TopicName, operation: TopicOperation, subscription: str = ""
+    ) -> None:
         """Refuse an operation on a topic the authenticated role is not allowed."""
         svc = self.ctx.cluster()
         if svc is not None and svc.auth is not None and self.role is not None:
-            svc.auth.check_topic(self.role, topic, operation)
+            svc.auth.check_topic(self.role, topic, operation, subscription)
 
     async def require_owned(self, topic: TopicName) -> None:
         """Refuse a topic this sidecar does not own (the client redoes its lookup)."""

@@ -101,7 +101,7 @@ class Consumers:
             return
         try:
             topic = parse_topic(m.topic)
-            self.session.authorize(topic, TopicOperation.CONSUME)
+            self.session.authorize(topic, TopicOperation.CONSUME, m.subscription)
             await self.session.require_owned(topic)
             sub_type = _SUB_TYPES.get(m.subType)
             if sub_type is None:

@@ -138,7 +138,9 @@ class Session(Protocol):
         """Run a task that lives no longer than the connection."""
         ...
 
-    def authorize(self, topic: TopicName, operation: TopicOperation) -> None:
+    def authorize(
+        self, topic: TopicName, operation: TopicOperation, subscription: str = ""
+    ) -> None:
         """Refuse an operation on a topic the authenticated role is not allowed (Pulsar's
         AuthorizationError and text)."""
 

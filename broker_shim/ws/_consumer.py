@@ -70,7 +70,7 @@ async def consumer_endpoint(
         pull_mode = query_flag(query, "pullMode", lenient=True)
         nack_ms = query.get("negativeAckRedeliveryDelay")
         nack_delay = None if nack_ms is None else int_param(query, "negativeAckRedeliveryDelay", 0)
-        authorize(request, topic, TopicOperation.CONSUME)
+        authorize(request, topic, TopicOperation.CONSUME, subscription)
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to subscribe")
     await redirect(request, engine, topic)
@@ -128,7 +128,7 @@ async def reader_endpoint(
         topic = topic_of(request)
         initial, start = _reader_start(query)
         queue_size = int_param(query, "receiverQueueSize", 0, 0)
-        authorize(request, topic, TopicOperation.CONSUME)
+        authorize(request, topic, TopicOperation.CONSUME, "")
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to create reader")
     await redirect(request, engine, topic)

@@ -141,11 +141,13 @@ def reason_text(text: str) -> bytes:
 
 
 #: Refuses (raising AuthenticationError or AuthorizationError) a handshake whose role may
-#: not do the operation on the topic.
-Authorize = Callable[[web.Request, TopicName, TopicOperation], None]
+#: not do the operation on the topic (consuming: on the subscription named last).
+Authorize = Callable[[web.Request, TopicName, TopicOperation, str], None]
 
 
-def allow_all(_request: web.Request, _topic: TopicName, _operation: TopicOperation) -> None:
+def allow_all(
+    _request: web.Request, _topic: TopicName, _operation: TopicOperation, _subscription: str
+) -> None:
     """No authorization (the sidecar runs without an auth config)."""
 
 

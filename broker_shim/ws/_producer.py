@@ -85,7 +85,7 @@ async def producer_endpoint(
     try:
         topic = topic_of(request)
         config, max_pending = _producer_config(request.query)
-        authorize(request, topic, TopicOperation.PRODUCE)
+        authorize(request, topic, TopicOperation.PRODUCE, "")
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to create producer")
     await redirect(request, engine, topic)

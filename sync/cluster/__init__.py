@@ -31,7 +31,7 @@ from ._auth import AuthConfig, Authorizer, TenantRoles
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
 from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
-from ._permissions import AuthAction, AuthPolicies, TopicOperation, parse_actions
+from ._permissions import AuthAction, AuthPolicies, TopicOperation, parse_actions, parse_roles
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
 from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState
@@ -59,5 +59,6 @@ __all__ = [
     "ViewState",
     "allowed_transitions",
     "parse_actions",
+    "parse_roles",
     "slot_of",
 ]

@@ -321,10 +321,13 @@ class Authorizer:
         roles = self.config.tenants.get(tenant)
         return roles is not None and role in roles.lookup_roles
 
-    def check_topic(self, role: str, topic: TopicName, operation: TopicOperation) -> None:
+    def check_topic(
+        self, role: str, topic: TopicName, operation: TopicOperation, subscription: str = ""
+    ) -> None:
         """Pulsar's topic operations: a super-user or tenant admin may do all of them;
-        anyone else needs the permission (:mod:`._permissions`), or, to look up, one of
-        the tenant's lookup roles of this file.
+        anyone else needs the permission (:mod:`._permissions`; to consume, also a role of
+        ``subscription`` if it has roles), or, to look up, one of the tenant's lookup roles
+        of this file.
 
         Raises:
             AuthorizationError: Pulsar's text ("Client is not authorized to Produce", …).
@@ -335,5 +338,5 @@ class Authorizer:
         elif self.is_tenant_admin(role, topic.tenant):
             return
         grants = None if self._grants is None else self._grants.auth.get(topic.namespace_name)
-        if grants is None or not grants.allows(topic, role, operation):
+        if grants is None or not grants.allows(topic, role, operation, subscription):
             raise AuthorizationError(operation.value)

@@ -4,6 +4,7 @@ admin REST): each a fenced read-modify-write of the namespace's ``auth/…`` reg
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from sync._errors import InvalidInputError, NotFoundError
@@ -53,14 +54,14 @@ class PermissionAdmin:
         def decide(store: MetadataStore) -> Change[None]:
             current = _require(store, namespace)
             if topic is None:
-                updated = AuthPolicies(
-                    {**current.namespace_auth, role: actions}, current.destination_auth
+                updated = dataclasses.replace(
+                    current, namespace_auth={**current.namespace_auth, role: actions}
                 )
             else:
                 name = topic.base.canonical
                 grants = {**current.destination_auth.get(name, {}), role: actions}
-                updated = AuthPolicies(
-                    current.namespace_auth, {**current.destination_auth, name: grants}
+                updated = dataclasses.replace(
+                    current, destination_auth={**current.destination_auth, name: grants}
                 )
             return Change({auth_key(namespace): updated.to_json()}, None)
 
@@ -80,7 +81,7 @@ class PermissionAdmin:
             current = _require(store, namespace)
             if topic is None:
                 grants = {r: a for r, a in current.namespace_auth.items() if r != role}
-                updated = AuthPolicies(grants, current.destination_auth)
+                updated = dataclasses.replace(current, namespace_auth=grants)
             else:
                 name = topic.base.canonical
                 own = current.destination_auth.get(name, {})
@@ -90,11 +91,53 @@ class PermissionAdmin:
                 destinations = {t: g for t, g in current.destination_auth.items() if t != name}
                 if rest:
                     destinations[name] = rest
-                updated = AuthPolicies(current.namespace_auth, destinations)
+                updated = dataclasses.replace(current, destination_auth=destinations)
             return Change({auth_key(namespace): updated.to_json()}, None)
 
         self.writer.update(decide)
         logger.info("revoked the permissions of role %s on %s", role, topic or namespace)
+
+    def grant_subscription(
+        self, namespace: NamespaceName, subscription: str, roles: frozenset[str]
+    ) -> None:
+        """Let only ``roles`` consume on ``subscription`` (replacing its roles, as Pulsar).
+
+        Raises:
+            NotFoundError: the namespace does not exist.
+        """
+
+        def decide(store: MetadataStore) -> Change[None]:
+            current = _require(store, namespace)
+            updated = dataclasses.replace(
+                current,
+                subscription_auth_roles={**current.subscription_auth_roles, subscription: roles},
+            )
+            return Change({auth_key(namespace): updated.to_json()}, None)
+
+        self.writer.update(decide)
+        logger.info("granted subscription %s of %s to %s", subscription, namespace, sorted(roles))
+
+    def revoke_subscription(self, namespace: NamespaceName, subscription: str, role: str) -> None:
+        """Take ``role`` off ``subscription``'s roles (none left: open to any role with
+        ``consume`` again).
+
+        Raises:
+            NotFoundError: the namespace does not exist.
+            InvalidInputError: "couldn't find subscription" (never granted; Pulsar's 412).
+        """
+
+        def decide(store: MetadataStore) -> Change[None]:
+            current = _require(store, namespace)
+            roles = current.subscription_auth_roles.get(subscription)
+            if roles is None:  # Pulsar: IllegalArgumentException, 412
+                raise InvalidInputError("couldn't find subscription")
+            # Pulsar keeps the (maybe empty) set: empty lets any role with consume in
+            rest = {**current.subscription_auth_roles, subscription: roles - {role}}
+            updated = dataclasses.replace(current, subscription_auth_roles=rest)
+            return Change({auth_key(namespace): updated.to_json()}, None)
+
+        self.writer.update(decide)
+        logger.info("revoked role %s from subscription %s of %s", role, subscription, namespace)
 
 
 def _require(store: MetadataStore, namespace: NamespaceName) -> AuthPolicies:

@@ -34,6 +34,7 @@ __all__ = [
     "TopicOperation",
     "auth_key",
     "parse_actions",
+    "parse_roles",
 ]
 
 
@@ -86,6 +87,17 @@ def parse_actions(body: Any) -> frozenset[AuthAction]:
     return frozenset(AuthAction(a) for a in body)
 
 
+def parse_roles(body: Any) -> frozenset[str]:
+    """The roles of a subscription grant's body (a JSON list of role names).
+
+    Raises:
+        BadRequestError: not a list of non-empty strings.
+    """
+    if not isinstance(body, list) or not all(isinstance(r, str) and r for r in body):
+        raise BadRequestError('the body must be a JSON list of roles, e.g. ["app"]')
+    return frozenset(body)
+
+
 def _grants(value: Any, what: str) -> dict[str, frozenset[AuthAction]]:
     if not isinstance(value, dict):
         raise CodecError(f"auth policies: {what} must be an object")
@@ -102,9 +114,15 @@ class AuthPolicies:
     namespace_auth: Grants = field(default_factory=dict)
     #: Base topic (canonical name) -> role -> actions.
     destination_auth: Mapping[str, Grants] = field(default_factory=dict)
+    #: Subscription name -> the only roles that may consume on it (none listed: any role
+    #: with ``consume``), Pulsar's ``…/permissions/subscription/{subscription}``.
+    subscription_auth_roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "namespace_auth", MappingProxyType(dict(self.namespace_auth)))
+        object.__setattr__(
+            self, "subscription_auth_roles", MappingProxyType(dict(self.subscription_auth_roles))
+        )
         object.__setattr__(
             self,
             "destination_auth",
@@ -113,9 +131,14 @@ class AuthPolicies:
             ),
         )
 
-    def allows(self, topic: TopicName, role: str, operation: TopicOperation) -> bool:
-        """Whether ``role`` was granted what ``operation`` needs on ``topic``."""
+    def allows(
+        self, topic: TopicName, role: str, operation: TopicOperation, subscription: str = ""
+    ) -> bool:
+        """Whether ``role`` was granted what ``operation`` needs on ``topic`` (to consume
+        on ``subscription``, the subscription's roles, if it has any, must include it)."""
         needs = _NEEDS[operation]
+        if operation is TopicOperation.CONSUME and not self.subscription_allows(subscription, role):
+            return False
         if needs & self.namespace_auth.get(role, frozenset()):
             return True
         grants = self.destination_auth.get(topic.base.canonical, {})
@@ -128,6 +151,15 @@ class AuthPolicies:
         for r, a in self.destination_auth.get(topic.base.canonical, {}).items():
             merged.setdefault(r, set()).update(a)
         return {r: sorted(a) for r, a in sorted(merged.items())}
+
+    def subscription_allows(self, subscription: str, role: str) -> bool:
+        """Whether ``role`` may use ``subscription`` (any role, when none is listed)."""
+        roles = self.subscription_auth_roles.get(subscription) if subscription else None
+        return not roles or role in roles
+
+    def subscription_grants(self) -> dict[str, list[str]]:
+        """Pulsar's ``GET …/permissions/subscription``: subscription -> roles."""
+        return {s: sorted(r) for s, r in sorted(self.subscription_auth_roles.items())}
 
     def namespace_grants(self) -> dict[str, list[str]]:
         """Pulsar's ``GET /admin/v2/namespaces/{t}/{ns}/permissions``."""
@@ -142,7 +174,7 @@ class AuthPolicies:
                     t: {r: sorted(a) for r, a in sorted(g.items())}
                     for t, g in sorted(self.destination_auth.items())
                 },
-                "subscription_auth_roles": {},
+                "subscription_auth_roles": self.subscription_grants(),
             }
         )
 
@@ -157,9 +189,16 @@ class AuthPolicies:
         destinations = d.get("destination_auth", {})
         if not isinstance(destinations, dict):
             raise CodecError("auth policies: destination_auth must be an object")
+        subscriptions = d.get("subscription_auth_roles", {})
+        if not isinstance(subscriptions, dict) or not all(
+            isinstance(r, list) and all(isinstance(x, str) for x in r)
+            for r in subscriptions.values()
+        ):
+            raise CodecError("auth policies: subscription_auth_roles must map names to roles")
         return cls(
             _grants(d.get("namespace_auth", {}), "namespace_auth"),
             {str(t): _grants(g, f"destination_auth[{t}]") for t, g in destinations.items()},
+            {str(s): frozenset(r) for s, r in subscriptions.items()},
         )
 
 

@@ -137,3 +137,49 @@ def test_permissions_decide_who_produces_consumes_and_looks_up() -> None:
     tokens = {**AUTH.tokens, "t-dave": "dave"}
     config = type(AUTH)(tokens=tokens, super_user_roles=AUTH.super_user_roles, tenants=AUTH.tenants)
     run(cluster(1, auth=config), scenario)
+
+
+def test_subscription_roles_narrow_who_consumes_on_a_subscription() -> None:
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        a, b = clients
+        admin = _bearer("t-admin")
+        services[0].admin.ensure_tenant("acme")
+        assert (await a.put(NS, headers=admin)).status == 204
+        assert (
+            await a.post(f"{NS}/permissions/bob", data='["consume"]', headers=admin)
+        ).status == 204
+        assert (
+            await a.post(f"{NS}/permissions/dave", data='["consume"]', headers=admin)
+        ).status == 204
+        grant = f"{NS}/permissions/subscription/billing"
+        assert (await a.post(grant, data='["x", 1]', headers=admin)).status == 400
+        assert (await a.post(grant, data='["bob"]', headers=_bearer("t-bob"))).status == 403
+        assert (await a.post(grant, data='["bob"]', headers=admin)).status == 204
+        got = await b.get(f"{NS}/permissions/subscription", headers=admin)
+        assert await got.json() == {"billing": ["bob"]}
+        auth = services[1].auth
+        assert auth is not None
+        orders = TopicName.parse("persistent://acme/app/orders")
+        auth.check_topic("bob", orders, TopicOperation.CONSUME, "billing")
+        auth.check_topic("dave", orders, TopicOperation.CONSUME, "other")
+        with pytest.raises(AuthorizationError, match="Client is not authorized to subscribe"):
+            auth.check_topic("dave", orders, TopicOperation.CONSUME, "billing")
+        # revoking the last role opens the subscription to any consumer again
+        assert (await b.delete(f"{NS}/permissions/billing/bob", headers=admin)).status == 204
+        assert await (await a.get(f"{NS}/permissions/subscription", headers=admin)).json() == {
+            "billing": []
+        }
+        auth = services[0].auth
+        assert auth is not None
+        auth.check_topic("dave", orders, TopicOperation.CONSUME, "billing")
+        resp = await a.delete(f"{NS}/permissions/never/bob", headers=admin)
+        assert (resp.status, (await resp.json())["reason"]) == (412, "couldn't find subscription")
+        # namespace grants kept their place beside the subscription roles
+        assert await (await a.get(f"{NS}/permissions", headers=admin)).json() == {
+            "bob": ["consume"],
+            "dave": ["consume"],
+        }
+
+    tokens = {**AUTH.tokens, "t-dave": "dave"}
+    config = type(AUTH)(tokens=tokens, super_user_roles=AUTH.super_user_roles, tenants=AUTH.tenants)
+    run(cluster(2, auth=config), scenario)

@@ -13,6 +13,6 @@ def test_cluster_exports() -> None:
             "ClusterService", "ClusterSettings", "ListenerUrls", "LookupConfig",
             "LookupService", "MemberState", "OwnershipConfig", "OwnershipRecord", "RequestOp",
             "ServiceState", "TenantRoles", "TopicOperation", "ViewState", "allowed_transitions",
-            "parse_actions", "slot_of",
+            "parse_actions", "parse_roles", "slot_of",
         ]
     )  # fmt: skip
