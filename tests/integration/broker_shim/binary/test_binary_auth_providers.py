@@ -128,3 +128,38 @@ def test_a_client_without_credentials_gets_the_anonymous_role(
             anonymous.close()
     finally:
         shim.stop()
+
+
+def test_a_subscription_with_roles_refuses_other_consumers(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tenant = "sr" + uuid.uuid4().hex[:6]
+    shim = _sidecar(kafka_bootstrap, tmp_path, tenant, {})
+    try:
+        ns = f"/admin/v2/namespaces/{tenant}/ns"
+        for role in ("alice", "bob"):
+            grant = f"{ns}/permissions/{role}"
+            assert call(shim, "POST", grant, "t-admin", '["consume"]').status == 204
+        sub = f"{ns}/permissions/subscription/billing"
+        assert call(shim, "POST", sub, "t-admin", '["alice"]').status == 204
+        topic = f"persistent://{tenant}/ns/t-{uuid.uuid4().hex[:6]}"
+        bob = pulsar.Client(
+            shim.broker_url,
+            authentication=pulsar.AuthenticationToken("t-bob"),
+            operation_timeout_seconds=30,
+        )
+        alice = pulsar.Client(
+            shim.broker_url,
+            authentication=pulsar.AuthenticationToken("t-alice"),
+            operation_timeout_seconds=30,
+        )
+        try:
+            with pytest.raises(pulsar.AuthorizationError):
+                bob.subscribe(topic, "billing")
+            bob.subscribe(topic, "audit").close()  # another subscription: his consume holds
+            alice.subscribe(topic, "billing").close()
+        finally:
+            bob.close()
+            alice.close()
+    finally:
+        shim.stop()
