@@ -167,6 +167,9 @@ REGISTRY_KEY_PERM: Final = "perm/"
 REGISTRY_KEY_TENANT: Final = "tenant/"
 #: ``auth/<tenant>/<namespace>``: a namespace's permissions (Pulsar's ``auth_policies``).
 REGISTRY_KEY_AUTH: Final = "auth/"
+#: ``schema/<canonical base topic>``: a topic's schema versions (Pulsar's schema registry;
+#: a partitioned topic's partitions share its record).
+REGISTRY_KEY_SCHEMA: Final = "schema/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

@@ -21,6 +21,8 @@ three Kafka topics; the modules, each owning one behaviour:
   authorization (super-users, tenant admins, granted permissions);
 * ``_permissions`` Pulsar's produce/consume permissions of a namespace (a registry record),
   granted and revoked by ``_permission_admin``;
+* ``_schemas``   Pulsar's schema registry: a topic's schema versions (a registry record),
+  validated and compared by ``_schema_compat``, read and written by ``_schema_admin``;
 * ``_service``   start-up, shutdown and status of all of the above;
 
 HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` flags in
@@ -34,6 +36,16 @@ from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
 from ._permissions import AuthAction, AuthPolicies, TopicOperation, parse_actions, parse_roles
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
+from ._schema_admin import NO_SCHEMA_VERSION, SchemaAdmin
+from ._schema_compat import validate_schema_data
+from ._schemas import (
+    PostSchemaPayload,
+    SchemaCompatibilityStrategy,
+    SchemaEntry,
+    SchemaHistory,
+    SchemaType,
+    parse_schema_payload,
+)
 from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState
 
 __all__ = [
@@ -50,9 +62,16 @@ __all__ = [
     "LookupConfig",
     "LookupService",
     "MemberState",
+    "NO_SCHEMA_VERSION",
     "OwnershipConfig",
     "OwnershipRecord",
+    "PostSchemaPayload",
     "RequestOp",
+    "SchemaAdmin",
+    "SchemaCompatibilityStrategy",
+    "SchemaEntry",
+    "SchemaHistory",
+    "SchemaType",
     "ServiceState",
     "TenantRoles",
     "TopicOperation",
@@ -60,5 +79,7 @@ __all__ = [
     "allowed_transitions",
     "parse_actions",
     "parse_roles",
+    "parse_schema_payload",
     "slot_of",
+    "validate_schema_data",
 ]

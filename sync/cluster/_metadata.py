@@ -2,8 +2,8 @@
 
 :class:`MetadataStore` keeps every sidecar's local view of ``__policy_sync.registry``:
 broker registrations, membership snapshots, namespace bundle layouts, topic metadata, KV
-config, wiped write perms, tenants and namespaces' permissions, each indexed for the
-lookup hot path.
+config, wiped write perms, tenants, namespaces' permissions and topics' schema histories,
+each indexed for the lookup hot path.
 
 :class:`MetadataWriter` changes namespace layouts, topic metadata, KV config and perms with
 read-modify-write cycles serialized by Kafka's producer fencing, through the one fenced
@@ -33,6 +33,7 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_SCHEMA,
     REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
     REGISTRY_TOPIC,
@@ -53,6 +54,7 @@ from ._records import (
     decode_layout,
     split_kv_key,
 )
+from ._schemas import SchemaHistory
 from ._table import TableView
 
 logger = logging.getLogger(__name__)
@@ -117,6 +119,7 @@ RegistryValue = (
     | TenantRecord
     | WritePerm
     | AuthPolicies
+    | SchemaHistory
     | str
 )
 
@@ -146,6 +149,11 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
     if key.startswith(REGISTRY_KEY_AUTH):
         _namespace_in(key, REGISTRY_KEY_AUTH)
         return AuthPolicies.from_json(raw)
+    if key.startswith(REGISTRY_KEY_SCHEMA):
+        history = SchemaHistory.from_json(raw)
+        if history.topic != key[len(REGISTRY_KEY_SCHEMA) :]:
+            raise CodecError(f"schema history of {history.topic} under key {key!r}")
+        return history
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -176,6 +184,8 @@ class MetadataStore:
         self.tenants: dict[str, TenantRecord] = {}
         #: Each namespace's permissions (absent: none granted).
         self.auth: dict[NamespaceName, AuthPolicies] = {}
+        #: Each base topic's schema history (canonical name; absent: no schema ever).
+        self.schemas: dict[str, SchemaHistory] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -251,6 +261,12 @@ class MetadataStore:
                 name = key[len(REGISTRY_KEY_AUTH) :]
                 for gone in [n for n in self.auth if str(n) == name]:
                     del self.auth[gone]
+        elif key.startswith(REGISTRY_KEY_SCHEMA):
+            topic = key[len(REGISTRY_KEY_SCHEMA) :]
+            if isinstance(new, SchemaHistory):
+                self.schemas[topic] = new
+            else:
+                self.schemas.pop(topic, None)
         self.version += 1
         for watcher in self._watchers:
             try:

@@ -40,6 +40,7 @@ from ._ownership_table import OwnershipTable
 from ._permission_admin import PermissionAdmin
 from ._records import ListenerUrls
 from ._registry import BrokerIdentity, BrokerRegistry, Registrar
+from ._schema_admin import SchemaAdmin, default_strategy
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +187,9 @@ class ClusterService:
             replication_factor=rf,
         )
         self.permissions = PermissionAdmin(self.store, self.writer)
+        # Pulsar's schema registry; its compatibility strategy is the broker default (FULL)
+        # until the topic and namespace policies can set one
+        self.schemas = SchemaAdmin(self.store, self.writer, default_strategy)
         self.auth = None if config.auth is None else Authorizer(config.auth, self.store)
         self.pause_watch = PauseWatch(
             self._catch_up,

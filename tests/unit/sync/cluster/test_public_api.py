@@ -11,8 +11,11 @@ def test_cluster_exports() -> None:
             "AuthAction", "AuthConfig", "AuthPolicies", "Authorizer", "BrokerIdentity",
             "BundleState", "ClusterConfig",
             "ClusterService", "ClusterSettings", "ListenerUrls", "LookupConfig",
-            "LookupService", "MemberState", "OwnershipConfig", "OwnershipRecord", "RequestOp",
+            "LookupService", "MemberState", "NO_SCHEMA_VERSION", "OwnershipConfig",
+            "OwnershipRecord", "PostSchemaPayload", "RequestOp", "SchemaAdmin",
+            "SchemaCompatibilityStrategy", "SchemaEntry", "SchemaHistory", "SchemaType",
             "ServiceState", "TenantRoles", "TopicOperation", "ViewState", "allowed_transitions",
-            "parse_actions", "parse_roles", "slot_of",
+            "parse_actions", "parse_roles", "parse_schema_payload", "slot_of",
+            "validate_schema_data",
         ]
     )  # fmt: skip

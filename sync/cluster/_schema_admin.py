@@ -1,0 +1,193 @@
+"""Pulsar's schema registry operations (what ``SchemasResourceBase`` asks of
+``SchemaRegistryServiceImpl``): reads from the sidecar's view of the registry, writes as
+fenced read-modify-writes of the topic's ``schema/…`` record (see :mod:`._schemas`), so a
+refused upload writes nothing and two concurrent uploads get consecutive versions.
+
+The compatibility strategy of a topic comes from a callable the service passes in (Pulsar:
+the topic's ``schemaCompatibilityStrategy`` policy, else the namespace's, else the broker's
+default, FULL); UNDEFINED counts as FULL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from sync._errors import NotFoundError, UnprocessableError
+from sync.naming._names import TopicName
+
+from ._metadata import Change, MetadataStore, MetadataWriter
+from ._schema_compat import check_compatible, find_identical, find_same_bytes, validate_schema_data
+from ._schemas import (
+    PostSchemaPayload,
+    SchemaCompatibilityStrategy,
+    SchemaEntry,
+    SchemaHistory,
+    SchemaType,
+    schema_key,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["MAX_HISTORY_BYTES", "NO_SCHEMA_VERSION", "SchemaAdmin", "default_strategy"]
+
+#: Pulsar's ``SchemaRegistryService.NO_SCHEMA_VERSION``: a version lookup that found none.
+NO_SCHEMA_VERSION = -1
+#: The largest schema history record written (Kafka refuses a record over the registry
+#: topic's ``max.message.bytes``, 1 MiB by default; a clear 422 beats retrying forever).
+MAX_HISTORY_BYTES = 900_000
+
+#: A topic's compatibility strategy.
+StrategyOf = Callable[[TopicName], SchemaCompatibilityStrategy]
+
+
+def default_strategy(_topic: TopicName) -> SchemaCompatibilityStrategy:
+    """The broker's default: FULL (no topic or namespace policy read yet)."""
+    return SchemaCompatibilityStrategy.FULL
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SchemaAdmin:
+    """Reads and writes topics' schema histories (Pulsar's ``…/schemas`` admin REST)."""
+
+    def __init__(
+        self, store: MetadataStore, writer: MetadataWriter, strategy: StrategyOf = default_strategy
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.strategy_of = strategy
+
+    def history(self, topic: TopicName) -> SchemaHistory:
+        """``topic``'s history (none yet: empty).
+
+        Raises:
+            NotFoundError: "Namespace does not exist".
+        """
+        return _history(self.store, topic)
+
+    def strategy(self, topic: TopicName) -> SchemaCompatibilityStrategy:
+        """The strategy checks on ``topic`` use (UNDEFINED resolved to FULL)."""
+        return self.strategy_of(topic).resolved()
+
+    def latest(self, topic: TopicName) -> SchemaEntry:
+        """The latest version (``GET …/schema``).
+
+        Raises:
+            NotFoundError: "Schema not found" (none, or deleted), or no such namespace.
+        """
+        entry = self.history(topic).latest
+        if entry is None:
+            raise NotFoundError("Schema not found")
+        return entry
+
+    def version(self, topic: TopicName, version: int) -> SchemaEntry:
+        """Version ``version`` (``GET …/schema/{version}``); deleted ones are gone.
+
+        Raises:
+            NotFoundError: "Schema not found", or no such namespace.
+        """
+        entry = self.history(topic).get(version)
+        if entry is None:
+            raise NotFoundError("Schema not found")
+        return entry
+
+    def versions(self, topic: TopicName) -> tuple[SchemaEntry, ...]:
+        """The live versions, oldest first (``GET …/schemas``; none: empty)."""
+        return self.history(topic).live
+
+    def find_version(self, topic: TopicName, payload: PostSchemaPayload) -> int:
+        """The version holding exactly ``payload`` (type and bytes), else
+        :data:`NO_SCHEMA_VERSION` (``POST …/version``)."""
+        entry = find_same_bytes(self.history(topic).live, payload)
+        return NO_SCHEMA_VERSION if entry is None else entry.version
+
+    def test_compatibility(
+        self, topic: TopicName, payload: PostSchemaPayload
+    ) -> SchemaCompatibilityStrategy:
+        """Check ``payload`` as an upload would, writing nothing; returns the strategy.
+
+        Raises:
+            UnprocessableError: invalid schema data (422).
+            ConflictError: incompatible, with the reason (409).
+            NotFoundError: no such namespace.
+        """
+        validate_schema_data(payload)
+        strategy = self.strategy(topic)
+        check_compatible(self.history(topic).live, payload, strategy)
+        return strategy
+
+    def post(self, topic: TopicName, payload: PostSchemaPayload, user: str = "") -> int:
+        """Add ``payload`` as the topic's next version, or return the live version it
+        already is (``POST …/schema``).
+
+        Raises:
+            UnprocessableError: invalid schema data, or a history too large to store (422).
+            ConflictError: incompatible under the topic's strategy (409); nothing written.
+            NotFoundError: no such namespace.
+        """
+        validate_schema_data(payload)
+        strategy = self.strategy(topic)
+        key = schema_key(topic)
+
+        def decide(store: MetadataStore) -> Change[int]:
+            history = _history(store, topic)
+            live = history.live
+            same = find_identical(live, payload)
+            if same is not None:
+                return Change({}, same.version)
+            check_compatible(live, payload, strategy)
+            entry = SchemaEntry(
+                history.next_version,
+                payload.type,
+                payload.schema,
+                payload.properties,
+                _now_ms(),
+                user,
+            )
+            value = history.appended(entry).to_json()
+            if len(value) > MAX_HISTORY_BYTES:
+                raise UnprocessableError(
+                    f"the schema history of {history.topic} would be {len(value)} bytes, over "
+                    f"the {MAX_HISTORY_BYTES} this registry stores; delete the schema with "
+                    "force=true to start a new history"
+                )
+            return Change({key: value}, entry.version)
+
+        version = self.writer.update(decide)
+        logger.info("schema of %s: version %d (%s)", topic.base, version, payload.type)
+        return version
+
+    def delete(self, topic: TopicName, user: str = "", *, force: bool = False) -> int:
+        """Delete the topic's schema (``DELETE …/schema``): Pulsar's soft delete appends a
+        deleted marker and answers its version (even when there was no schema); ``force``
+        drops the whole history and answers -1.
+
+        Raises:
+            NotFoundError: no such namespace.
+        """
+        key = schema_key(topic)
+
+        def decide(store: MetadataStore) -> Change[int]:
+            history = _history(store, topic)
+            if force:
+                writes: dict[str, bytes | None] = {key: None} if history.versions else {}
+                return Change(writes, NO_SCHEMA_VERSION)
+            marker = SchemaEntry(
+                history.next_version, SchemaType.NONE, "", {}, _now_ms(), user, deleted=True
+            )
+            return Change({key: history.appended(marker).to_json()}, marker.version)
+
+        version = self.writer.update(decide)
+        logger.info("deleted the schema of %s (force=%s): version %d", topic.base, force, version)
+        return version
+
+
+def _history(store: MetadataStore, topic: TopicName) -> SchemaHistory:
+    if store.layout(topic.namespace_name) is None:
+        raise NotFoundError("Namespace does not exist")
+    base = topic.base.canonical
+    return store.schemas.get(base) or SchemaHistory(base)

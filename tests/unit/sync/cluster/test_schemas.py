@@ -1,0 +1,215 @@
+"""Pulsar's schema registry, without Kafka: the history record, validation, identity and
+every compatibility strategy on Avro pairs (the REST API over the in-memory twin:
+``tests/unit/broker_shim/test_schemas_http.py``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from sync._errors import BadRequestError, CodecError, ConflictError, UnprocessableError
+from sync.cluster import (
+    PostSchemaPayload,
+    SchemaCompatibilityStrategy,
+    SchemaEntry,
+    SchemaHistory,
+    SchemaType,
+    parse_schema_payload,
+    validate_schema_data,
+)
+from sync.cluster._schema_compat import check_compatible, find_identical, find_same_bytes
+from sync.cluster._schemas import schema_key
+from sync.naming._names import TopicName
+
+S = SchemaCompatibilityStrategy
+
+
+def record(*fields: Mapping[str, object], name: str = "User") -> str:
+    """An Avro record definition with ``fields``."""
+    return json.dumps({"type": "record", "name": name, "fields": list(fields)})
+
+
+ID = {"name": "id", "type": "long"}
+V1 = record(ID)
+#: a field added with a default: old data reads with the new schema, new with the old
+WITH_DEFAULT = record(ID, {"name": "email", "type": "string", "default": ""})
+#: a field added without a default: the new schema cannot read old data
+WITHOUT_DEFAULT = record(ID, {"name": "email", "type": "string"})
+#: a field's type changed to one neither side promotes to
+RETYPED = record({"name": "id", "type": "string"})
+#: an age field with a default instead of the email
+V3 = record(ID, {"name": "age", "type": "int", "default": 0})
+
+
+def avro(definition: str) -> PostSchemaPayload:
+    return PostSchemaPayload(SchemaType.AVRO, definition)
+
+
+def live(*definitions: str) -> list[SchemaEntry]:
+    return [SchemaEntry(i, SchemaType.AVRO, d) for i, d in enumerate(definitions)]
+
+
+def test_history_round_trips_in_pulsar_like_json() -> None:
+    topic = TopicName.parse("persistent://acme/app/orders-partition-2")
+    assert schema_key(topic) == "schema/persistent://acme/app/orders"
+    history = SchemaHistory(topic.base.canonical).appended(
+        SchemaEntry(0, SchemaType.AVRO, V1, {"owner": "billing"}, 1_700_000_000_000, "alice")
+    )
+    history = history.appended(SchemaEntry(1, SchemaType.NONE, "", {}, 1_700_000_000_001, "", True))
+    assert SchemaHistory.from_json(history.to_json()) == history
+    assert json.loads(history.to_json())["versions"][0] == {
+        "version": 0,
+        "type": "AVRO",
+        "data": V1,
+        "properties": {"owner": "billing"},
+        "timestamp": 1_700_000_000_000,
+        "user": "alice",
+        "isDeleted": False,
+    }
+    # a soft delete hides every earlier version; the next write gets version 2
+    assert history.live == () and history.latest is None and history.get(0) is None
+    assert history.next_version == 2
+    assert history.versions[0].response() == {
+        "version": 0,
+        "type": "AVRO",
+        "timestamp": 1_700_000_000_000,
+        "data": V1,
+        "properties": {"owner": "billing"},
+    }
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[]",
+        b'{"topic": "t"}',
+        b'{"topic": "t", "versions": [{"version": 1, "type": "AVRO", "data": ""}]}',
+        b'{"topic": "t", "versions": [{"version": 0, "type": "WEIRD", "data": ""}]}',
+        b'{"topic": "t", "versions": [{"version": 0, "type": "AVRO", "data": 5}]}',
+    ],
+)
+def test_bad_history_records_are_codec_errors(raw: bytes) -> None:
+    with pytest.raises(CodecError):
+        SchemaHistory.from_json(raw)
+
+
+def test_payloads_are_pulsars_post_schema_payload() -> None:
+    body = {"type": "AVRO", "schema": V1, "properties": {"a": "b"}, "unknown": 1}
+    assert parse_schema_payload(body) == PostSchemaPayload(SchemaType.AVRO, V1, {"a": "b"})
+    bad_bodies: list[Any] = [None, [], {"schema": ""}, {"type": "AVRO"},
+                             {"type": 4, "schema": ""},
+                             {"type": "AVRO", "schema": "", "properties": {"a": 1}}]  # fmt: skip
+    for bad in bad_bodies:
+        with pytest.raises(BadRequestError):
+            parse_schema_payload(bad)
+    with pytest.raises(UnprocessableError, match="No enum constant .*SchemaType.PICKLE"):
+        parse_schema_payload({"type": "PICKLE", "schema": ""})
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "reason"),
+    [
+        (SchemaType.AVRO, "{not json", "Invalid schema definition data for AVRO schema"),
+        (SchemaType.AVRO, '{"type": "record", "name": "U"}', "Invalid schema definition data"),
+        (SchemaType.JSON, '"nope"', "Invalid schema definition data for JSON schema"),
+        (SchemaType.AVRO, '["null", "string"]', "Avro schema typed [UNION] is not supported"),
+        (SchemaType.STRING, "x", "Invalid schema definition data for string schema : 'x'"),
+        (SchemaType.INT32, "ab", "should be zero, but 2 bytes is found"),
+        (SchemaType.AUTO_CONSUME, "", "Schema AUTO_CONSUME is a client-side schema type"),
+    ],
+)
+def test_invalid_schema_data_is_refused_as_pulsar(kind: SchemaType, data: str, reason: str) -> None:
+    with pytest.raises(UnprocessableError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+        validate_schema_data(PostSchemaPayload(kind, data))
+
+
+def test_valid_schema_data() -> None:
+    for kind, data in [(SchemaType.AVRO, V1), (SchemaType.JSON, '["null", "string"]'),
+                       (SchemaType.STRING, ""), (SchemaType.STRING, "null"),
+                       (SchemaType.INT64, ""), (SchemaType.BYTES, "anything"),
+                       (SchemaType.PROTOBUF, V1)]:  # fmt: skip
+        validate_schema_data(PostSchemaPayload(kind, data))
+
+
+def test_identity_of_an_upload_and_of_a_version_lookup() -> None:
+    versions = live(V1, WITH_DEFAULT)
+    # the same Avro schema written differently (spacing, a doc) is the same version ...
+    reformatted = json.dumps(json.loads(WITH_DEFAULT), indent=4)
+    documented = record(ID, {"name": "email", "type": "string", "default": "", "doc": "mail"})
+    for same in (WITH_DEFAULT, reformatted, documented):
+        found = find_identical(versions, avro(same))
+        assert found is not None and found.version == 1
+    # ... for an upload; a version lookup compares the bytes
+    found = find_same_bytes(versions, avro(WITH_DEFAULT))
+    assert found is not None and found.version == 1
+    assert find_same_bytes(versions, avro(reformatted)) is None
+    # another type with the same data is another schema
+    assert find_identical(versions, PostSchemaPayload(SchemaType.JSON, V1)) is None
+    strings = [SchemaEntry(0, SchemaType.STRING, "")]
+    assert find_identical(strings, PostSchemaPayload(SchemaType.STRING, "")) == strings[0]
+
+
+#: strategy -> (compatible new schema, incompatible new schema), against V1
+PAIRS = {
+    S.BACKWARD: (WITH_DEFAULT, WITHOUT_DEFAULT),
+    S.FORWARD: (WITHOUT_DEFAULT, RETYPED),
+    S.FULL: (WITH_DEFAULT, WITHOUT_DEFAULT),
+    S.UNDEFINED: (WITH_DEFAULT, WITHOUT_DEFAULT),  # the broker's default: FULL
+    S.ALWAYS_COMPATIBLE: (RETYPED, None),
+    S.ALWAYS_INCOMPATIBLE: (None, WITH_DEFAULT),
+    S.BACKWARD_TRANSITIVE: (WITH_DEFAULT, WITHOUT_DEFAULT),
+    S.FORWARD_TRANSITIVE: (WITHOUT_DEFAULT, RETYPED),
+    S.FULL_TRANSITIVE: (WITH_DEFAULT, RETYPED),
+}
+
+
+@pytest.mark.parametrize("strategy", list(S))
+def test_every_strategy_on_avro_pairs(strategy: SchemaCompatibilityStrategy) -> None:
+    compatible, incompatible = PAIRS[strategy]
+    if compatible is not None:
+        check_compatible(live(V1), avro(compatible), strategy)
+    if incompatible is not None:
+        with pytest.raises(ConflictError) as caught:
+            check_compatible(live(V1), avro(incompatible), strategy)
+        assert str(caught.value).startswith(
+            f"Error during schema compatibility check with strategy {strategy.resolved()}: "
+            "org.apache.avro.SchemaValidationException: Unable to read schema: \n"
+        )
+    # nothing to check against: anything goes, even under ALWAYS_INCOMPATIBLE
+    check_compatible([], avro(RETYPED), strategy)
+
+
+def test_transitive_strategies_check_every_version_plain_ones_the_latest() -> None:
+    # version 0 had a string id; version 1 (V1) a long one: V3 and WITH_DEFAULT agree
+    # with the latest version, not with version 0
+    history = live(RETYPED, V1)
+    for plain in (S.BACKWARD, S.FORWARD, S.FULL):
+        check_compatible(history, avro(V3), plain)
+        check_compatible(history, avro(WITH_DEFAULT), plain)
+        transitive = S(f"{plain}_TRANSITIVE")
+        with pytest.raises(ConflictError, match=f"with strategy {transitive}: "):
+            check_compatible(history, avro(V3), transitive)
+    # a soft delete starts over: only the versions after it count (SchemaHistory.live)
+    deleted = SchemaHistory("persistent://a/b/c")
+    for entry in [*history, SchemaEntry(2, SchemaType.NONE, "", deleted=True)]:
+        deleted = deleted.appended(entry)
+    check_compatible(deleted.live, avro(RETYPED), S.FULL_TRANSITIVE)
+
+
+def test_other_types_compare_by_type_and_strategy() -> None:
+    strings = [SchemaEntry(0, SchemaType.STRING, "")]
+    check_compatible(strings, PostSchemaPayload(SchemaType.STRING, ""), S.FULL)
+    with pytest.raises(ConflictError, match="exists schema type STRING, new schema type INT32"):
+        check_compatible(strings, PostSchemaPayload(SchemaType.INT32, ""), S.FULL)
+    with pytest.raises(ConflictError, match="exists schema type AVRO, new schema type JSON"):
+        check_compatible(live(V1), PostSchemaPayload(SchemaType.JSON, V1), S.FULL_TRANSITIVE)
+    check_compatible(strings, PostSchemaPayload(SchemaType.INT32, ""), S.ALWAYS_COMPATIBLE)
+    # PROTOBUF (an Avro definition, checked by Pulsar's default check): any change passes
+    protobuf = [SchemaEntry(0, SchemaType.PROTOBUF, V1)]
+    check_compatible(protobuf, PostSchemaPayload(SchemaType.PROTOBUF, RETYPED), S.FULL)
+    with pytest.raises(ConflictError, match="Schema compatibility strategy is ALWAYS_INCOMPATIBLE"):
+        check_compatible(protobuf, PostSchemaPayload(SchemaType.PROTOBUF, RETYPED),
+                         S.ALWAYS_INCOMPATIBLE)  # fmt: skip
