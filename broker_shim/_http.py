@@ -36,6 +36,7 @@ from ._lookup_http import add_lookup_routes
 from ._metrics import LookupMetrics
 from ._permissions_http import add_permission_routes
 from ._process_tuning import freeze_startup_heap, raise_gc_young_threshold
+from ._schemas_http import add_schema_routes
 from ._sidecar import Sidecar
 from ._sidecar_http import SidecarRoutes
 from ._topic_policy_http import PolicyRoutes
@@ -110,6 +111,8 @@ def build_app(
         cluster.serve_with(app)
         # Before the lookup routes' …/{bundle}/… and the generic …/{policy} routes.
         add_permission_routes(app, cluster)
+        # Before the generic /admin/v2/{domain}/… routes: "schemas" is not a domain.
+        add_schema_routes(app, cluster)
         # First too: its GET …/partitions must win over the generic …/{policy} route
         # (issue 4), as the admin API's …/partitions and …/partitioned (issue 13).
         add_lookup_routes(app, cluster, metrics=LookupMetrics(sidecar.metrics.registry))

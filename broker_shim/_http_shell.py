@@ -225,8 +225,10 @@ def _topic(domain: str, tenant: str, namespace: str, local: str) -> TopicName:
     return topic
 
 
-def topic_from_path(request: web.Request, first: int) -> TopicName:
-    """The topic whose four still-encoded segments start at path segment ``first``.
+def topic_from_path(request: web.Request, first: int, *, domain: str | None = None) -> TopicName:
+    """The topic whose four still-encoded segments start at path segment ``first`` (with
+    ``domain``: its three segments tenant, namespace and name, as on Pulsar's
+    ``/admin/v2/schemas/…`` paths, which name persistent topics).
 
     Pulsar decodes the local name itself (``java.net.URLDecoder``: ``+`` is a space), so the
     segments come from the raw path, not from aiohttp's decoded ``match_info`` (which keeps
@@ -236,7 +238,10 @@ def topic_from_path(request: web.Request, first: int) -> TopicName:
         InvalidTopicNameError: not a valid topic name (412 on admin routes).
     """
     parts = request.raw_path.split("?", 1)[0].split("/")
-    domain, tenant, namespace, local = parts[first : first + 4]
+    if domain is None:
+        domain, tenant, namespace, local = parts[first : first + 4]
+    else:
+        tenant, namespace, local = parts[first : first + 3]
     if tenant in _DOT_SEGMENTS or namespace in _DOT_SEGMENTS:
         # Pulsar 4.0.7: 404 (its web server resolves dot segments; no such namespace).
         # Answered here, without asking Kafka whether such a namespace exists.

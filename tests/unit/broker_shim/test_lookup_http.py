@@ -21,6 +21,7 @@ from broker_shim._http_shell import http_app
 from broker_shim._live_cluster import LiveCluster, LookupOwnership
 from broker_shim._lookup_http import add_lookup_routes
 from broker_shim._permissions_http import add_permission_routes
+from broker_shim._schemas_http import add_schema_routes
 from sync.cluster import (
     AuthConfig,
     BrokerIdentity,
@@ -84,6 +85,7 @@ def run(services: list[ClusterService], scenario: Scenario) -> None:
                 live = LiveCluster(service)
                 live.serve_with(app, restart_backoff_s=0.1)
                 add_permission_routes(app, live)
+                add_schema_routes(app, live)
                 add_lookup_routes(app, live)
                 add_admin_routes(app, live)
                 app[LIVE] = live
