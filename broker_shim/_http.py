@@ -129,9 +129,11 @@ def build_app(
             *own.routes(),
             web.get(ns_policy, policies.ns_get),
             web.post(ns_policy, policies.ns_set),
+            web.put(ns_policy, policies.ns_set),  # the few Pulsar sets with PUT
             web.delete(ns_policy, policies.ns_delete),
             web.get(policy, policies.get),
             web.post(policy, policies.set),
+            web.put(policy, policies.set),
             web.delete(policy, policies.delete),
         ]
     )

@@ -104,7 +104,8 @@ class RestPolicy:
     ``check``: Pulsar's own refusal of a well-typed value. ``deletable``: Pulsar has a
     DELETE for it (405 otherwise). ``omitted``: the values Pulsar's JSON binding gives the
     fields a record body leaves out (its classes' field initializers), stored as Pulsar
-    stores them.
+    stores them. ``set_method``: the method that sets it (Pulsar's ``PUT`` for a few;
+    the other is 405).
     """
 
     field: str
@@ -115,6 +116,7 @@ class RestPolicy:
     check: Check | None = None
     deletable: bool = True
     omitted: Mapping[str, Any] | None = None
+    set_method: str = "POST"
 
     def completed(self, value: Any) -> Any:
         """``value`` with the fields it leaves out set as Pulsar's JSON binding sets them."""
@@ -233,6 +235,11 @@ REST_POLICIES: Final[dict[str, RestPolicy]] = {
     # Kept for clients of earlier policy-sync releases (not a Pulsar path).
     "replicationClusters": RestPolicy("replicationClusters"),
     "shadowTopics": RestPolicy("shadowTopics"),
+    # PUT, as Pulsar's PersistentTopics; unset answers 204 (its null), applied the
+    # topic's, else the namespace's, else the broker's FULL
+    "schemaCompatibilityStrategy": RestPolicy(
+        "schemaCompatibilityStrategy", unset_status=204, default="FULL", set_method="PUT"
+    ),
 }
 
 #: Pulsar's namespace-level paths (``/admin/v2/namespaces/{t}/{ns}/{policy}``) of the
@@ -278,6 +285,10 @@ NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
         "compactionThreshold", check=_at_least_zero("compactionThreshold must be 0 or more")
     ),
     "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
+    # Pulsar's namespace Policies default it to UNDEFINED (the broker's FULL applies)
+    "schemaCompatibilityStrategy": RestPolicy(
+        "schemaCompatibilityStrategy", unset_body="UNDEFINED", set_method="PUT"
+    ),
     "autoTopicCreation": RestPolicy(
         "autoTopicCreationOverride",
         check=_check_auto_topic_creation,
@@ -313,6 +324,7 @@ NAMESPACE_POLICIES_JSON: Final[dict[str, tuple[tuple[str, ...], bool]]] = {
     "autoTopicCreationOverride": (("autoTopicCreationOverride",), False),
     "autoSubscriptionCreationOverride": (("autoSubscriptionCreationOverride",), False),
     "backLogQuotaMap": (("backlog_quota_map",), False),
+    "schemaCompatibilityStrategy": (("schema_compatibility_strategy",), False),
 }
 
 #: ``?backlogQuotaType=`` values (Pulsar's BacklogQuotaType enum).

@@ -25,9 +25,10 @@ from sync import (
     PolicyCache,
     PolicyService,
     ServiceConfig,
+    TopicName,
     WriterConfig,
 )
-from sync.cluster import ClusterService, ClusterSettings
+from sync.cluster import ClusterService, ClusterSettings, SchemaCompatibilityStrategy
 from sync.messaging import AutoTopicCreation, MessagingEngine, TopicOwnership
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
@@ -155,6 +156,7 @@ class Sidecar:
                         service_url=config.advertised_broker_url,
                         http_url=config.http_url,
                         bootstrap_timeout_s=config.bootstrap_timeout_s,
+                        schema_strategy=self._schema_strategy,
                     ),
                 )
             )
@@ -178,6 +180,15 @@ class Sidecar:
     @property
     def service(self) -> PolicyService | None:
         return self._service
+
+    def _schema_strategy(self, topic: TopicName) -> SchemaCompatibilityStrategy:
+        """A topic's ``schemaCompatibilityStrategy``: its policy (topic, else namespace, as
+        the policy cache applies them), else Pulsar's broker default, FULL."""
+        svc = self._service
+        value = None if svc is None else svc.applied(topic).get("schemaCompatibilityStrategy")
+        if not value:
+            return SchemaCompatibilityStrategy.FULL
+        return SchemaCompatibilityStrategy(value).resolved()
 
     def cluster_service(self) -> ClusterService | None:
         """The live incarnation of the cluster service (None without the cluster)."""

@@ -189,8 +189,12 @@ class PolicyRoutes:
     # -- POST ---------------------------------------------------------------------------
     async def set(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["policy"] == "backlogQuota":
+            if request.method != "POST":
+                return web.Response(status=405)
             return await self._set_quota(request)
         name, rest = self._policy(request)
+        if request.method != rest.set_method:
+            return web.Response(status=405)
         topic = self._topic(request)
         is_global = query_flag(request.query, "isGlobal")
         if rest.query_param is not None and rest.query_param in request.query:
@@ -348,6 +352,8 @@ class PolicyRoutes:
         found = svc.get(PolicyTarget.namespace_of(namespace.tenant, namespace.namespace))
         value = None if found is None else found.get(rest.field)
         if value is None:
+            value = rest.unset_body
+        if value is None:
             return web.Response(status=200)  # Pulsar: an unset namespace policy is empty
         body = _to_json(value)
         if rest.field == _AUTO_CREATION_FIELD:  # Pulsar's JSON leaves out unset fields
@@ -360,6 +366,8 @@ class PolicyRoutes:
             raise BadRequestError("the request has no value; send it as the JSON body")
         value = json_value(text)
         namespace, rest = self._namespace_rest(request)
+        if request.method != rest.set_method:
+            return web.Response(status=405)
         self._bind(rest.field, value)
         patch, refusal = self._decide(rest, value)
         await self._check_namespace(request, namespace, refusal)

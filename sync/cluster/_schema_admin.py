@@ -30,7 +30,13 @@ from ._schemas import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_HISTORY_BYTES", "NO_SCHEMA_VERSION", "SchemaAdmin", "default_strategy"]
+__all__ = [
+    "MAX_HISTORY_BYTES",
+    "NO_SCHEMA_VERSION",
+    "SchemaAdmin",
+    "StrategyOf",
+    "default_strategy",
+]
 
 #: Pulsar's ``SchemaRegistryService.NO_SCHEMA_VERSION``: a version lookup that found none.
 NO_SCHEMA_VERSION = -1

@@ -40,7 +40,7 @@ from ._ownership_table import OwnershipTable
 from ._permission_admin import PermissionAdmin
 from ._records import ListenerUrls
 from ._registry import BrokerIdentity, BrokerRegistry, Registrar
-from ._schema_admin import SchemaAdmin, default_strategy
+from ._schema_admin import SchemaAdmin, StrategyOf, default_strategy
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ class ClusterConfig:
     #: A process that did not run for longer than this (SIGSTOP, a frozen VM) answers 503
     #: until its registry and ownership views have caught up (issue 11).
     pause_s: float = 1.0
+    #: A topic's schema compatibility strategy (its ``schemaCompatibilityStrategy``
+    #: policy, read by the sidecar's policy service); the default: FULL everywhere.
+    schema_strategy: StrategyOf = default_strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,7 @@ class ClusterSettings:
         service_url: str,
         http_url: str,
         bootstrap_timeout_s: float = 120.0,
+        schema_strategy: StrategyOf = default_strategy,
     ) -> ClusterConfig:
         """The full :class:`ClusterConfig` of one sidecar."""
         return ClusterConfig(
@@ -109,6 +113,7 @@ class ClusterSettings:
             replication_factor=self.replication_factor,
             bootstrap_timeout_s=bootstrap_timeout_s,
             auth=self.auth,
+            schema_strategy=schema_strategy,
         )
 
 
@@ -189,7 +194,7 @@ class ClusterService:
         self.permissions = PermissionAdmin(self.store, self.writer)
         # Pulsar's schema registry; its compatibility strategy is the broker default (FULL)
         # until the topic and namespace policies can set one
-        self.schemas = SchemaAdmin(self.store, self.writer, default_strategy)
+        self.schemas = SchemaAdmin(self.store, self.writer, config.schema_strategy)
         self.auth = None if config.auth is None else Authorizer(config.auth, self.store)
         self.pause_watch = PauseWatch(
             self._catch_up,

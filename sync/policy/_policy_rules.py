@@ -8,10 +8,10 @@ reason (HTTP 412 on the REST API) before anything is written:
 * persistence quorums out of order (``Ensemble >= WriteQuorum >= AckQuorum``);
 * policies with no Kafka mapping on this cluster: ``replicationClusters`` naming more
   than one cluster (one Kafka cluster, no replicator; the REST API has checked that a
-  single entry is the local cluster), ``schemaCompatibilityStrategy`` (no schema
-  registry) and ``shadowTopics`` (no shadow topics). Removing them (``null``) or
-  setting their "off" value is accepted. ``schemaValidationEnforced`` is accepted: no
-  topic has a schema here, and Pulsar enforces nothing on a topic without one either.
+  single entry is the local cluster) and ``shadowTopics`` (no shadow topics). Removing
+  them (``null``) or setting their "off" value is accepted.
+  ``schemaCompatibilityStrategy`` is applied by the schema registry
+  (:mod:`sync.cluster._schema_admin`); ``schemaValidationEnforced`` is stored.
   ``compactionThreshold`` is accepted and applied by :mod:`sync.messaging._compaction`
   (a companion compacted topic per topic).
 """
@@ -45,8 +45,6 @@ def unsupported_reason(name: str, value: Any) -> str | None:
             "replicationClusters: geo-replication is not supported on this cluster "
             "(one Kafka cluster, no replicator); only the local cluster may be listed"
         )
-    if name == "schemaCompatibilityStrategy":
-        return "schemaCompatibilityStrategy: not supported on this cluster (no schema registry)"
     if name == "shadowTopics" and len(value) > 0:
         return "shadowTopics: shadow topics are not supported on this cluster"
     return None

@@ -211,3 +211,56 @@ def test_the_sidecar_app_routes_schemas_before_its_generic_admin_routes() -> Non
             await client.close()
 
     asyncio.run(main())
+
+
+def test_the_compatibility_strategy_policy_decides_what_an_upload_may_change() -> None:
+    """``schemaCompatibilityStrategy`` at topic level (``PUT``, as Pulsar), else at
+    namespace level, else the broker's FULL, is what the registry checks uploads with."""
+
+    async def main() -> None:
+        app = build_app(memory_sidecar(LookupConfig(), "strategy"), freeze_heap=False)
+        client: TestClient[Any, Any] = TestClient(TestServer(app))
+        await client.start_server()
+        try:
+
+            async def healthy() -> bool:
+                return (await client.get("/health")).status == 200
+
+            await eventually(healthy, "the sidecar is healthy", 20)
+            policy = "/admin/v2/persistent/public/default/orders/schemaCompatibilityStrategy"
+            ns_policy = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
+            assert (await client.put("/admin/v2/persistent/public/default/orders")).status == 204
+            assert (await client.get(policy)).status == 204  # unset: Pulsar's null
+            assert await (await client.get(ns_policy)).json() == "UNDEFINED"
+            assert await (await client.get(policy + "?applied=true")).json() == "FULL"
+            assert (await client.post(policy, json="ALWAYS_COMPATIBLE")).status == 405
+            assert (await client.put(policy, json="SOMETIMES")).status == 400
+            assert (await client.post(f"{BASE}/schema", json=avro(V1))).status == 200
+            refused = await client.post(f"{BASE}/schema", json=avro(RETYPED))
+            assert refused.status == 409  # FULL: a field of another type
+            assert (await client.put(policy, json="ALWAYS_COMPATIBLE")).status == 204
+
+            async def applied() -> bool:
+                resp = await client.post(f"{BASE}/compatibility", json=avro(RETYPED))
+                body = await resp.json()
+                return bool(body.get("schemaCompatibilityStrategy") == "ALWAYS_COMPATIBLE")
+
+            await eventually(applied, "the topic's strategy applies", 20)
+            assert await (await client.get(policy)).json() == "ALWAYS_COMPATIBLE"
+            resp = await client.post(f"{BASE}/schema", json=avro(RETYPED))
+            assert await answer(resp) == (200, {"version": {"version": 1}})
+            # the namespace's strategy applies once the topic's is removed
+            assert (await client.put(ns_policy, json="ALWAYS_INCOMPATIBLE")).status == 204
+            assert (await client.delete(policy)).status == 204
+
+            async def namespace_applies() -> bool:
+                resp = await client.get(policy + "?applied=true")
+                return bool(await resp.json() == "ALWAYS_INCOMPATIBLE")
+
+            await eventually(namespace_applies, "the namespace's strategy applies", 20)
+            assert await (await client.get(ns_policy)).json() == "ALWAYS_INCOMPATIBLE"
+            assert (await client.post(f"{BASE}/schema", json=avro(WITH_DEFAULT))).status == 409
+        finally:
+            await client.close()
+
+    asyncio.run(main())

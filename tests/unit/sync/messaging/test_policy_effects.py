@@ -65,7 +65,6 @@ def test_backlog_quota_at_or_above_retention_is_refused_both_ways() -> None:
     [
         ("replicationClusters", ["a", "b"]),
         ("shadowTopics", ["persistent://t/n/x"]),
-        ("schemaCompatibilityStrategy", "FULL"),
     ],
 )
 def test_policies_without_a_kafka_mapping_are_refused(name: str, value: Any) -> None:
@@ -81,6 +80,7 @@ def test_their_off_values_and_removal_are_accepted() -> None:
         {"compactionThreshold": 1},
         {"schemaValidationEnforced": True},
         {"schemaCompatibilityStrategy": None},
+        {"schemaCompatibilityStrategy": "BACKWARD"},  # applied by the schema registry
     ]
     for patch in patches:
         check_policy_rules(patch, patch)
