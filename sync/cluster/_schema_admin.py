@@ -18,7 +18,13 @@ from sync._errors import NotFoundError, UnprocessableError
 from sync.naming._names import TopicName
 
 from ._metadata import Change, MetadataStore, MetadataWriter
-from ._schema_compat import check_compatible, find_identical, find_same_bytes, validate_schema_data
+from ._schema_compat import (
+    check_compatible,
+    check_consumer_compatible,
+    find_identical,
+    find_same_bytes,
+    validate_schema_data,
+)
 from ._schemas import (
     PostSchemaPayload,
     SchemaCompatibilityStrategy,
@@ -125,6 +131,18 @@ class SchemaAdmin:
         strategy = self.strategy(topic)
         check_compatible(self.history(topic).live, payload, strategy)
         return strategy
+
+    def check_consumer(self, topic: TopicName, payload: PostSchemaPayload) -> None:
+        """Check a consumer's schema against an active topic's versions, writing nothing
+        (Pulsar's ``checkSchemaCompatibleForConsumer``; see
+        :func:`~._schema_compat.check_consumer_compatible`).
+
+        Raises:
+            ConflictError: incompatible, or the topic has no schema (and the strategy is
+                not ALWAYS_COMPATIBLE).
+            NotFoundError: no such namespace.
+        """
+        check_consumer_compatible(self.history(topic).live, payload, self.strategy(topic))
 
     def post(self, topic: TopicName, payload: PostSchemaPayload, user: str = "") -> int:
         """Add ``payload`` as the topic's next version, or return the live version it

@@ -28,6 +28,9 @@ per-component check of KEY_VALUE schemas and its descriptor check of PROTOBUF_NA
 (both are compared as the other types are), and JSON schemas in the pre-2.x Jackson
 ``JsonSchema`` format (refused as invalid).
 
+A consumer's schema (``checkConsumerCompatibility``, for the binary protocol's SUBSCRIBE)
+is checked without being stored: see :func:`check_consumer_compatible`.
+
 Refusals are :class:`~sync._errors.ConflictError` (Pulsar's ``IncompatibleSchemaException``,
 409) and :class:`~sync._errors.UnprocessableError` (422), with Pulsar's texts.
 """
@@ -49,6 +52,7 @@ from ._schemas import PostSchemaPayload, SchemaCompatibilityStrategy, SchemaEntr
 
 __all__ = [
     "check_compatible",
+    "check_consumer_compatible",
     "find_identical",
     "find_same_bytes",
     "parse_avro",
@@ -232,6 +236,17 @@ def _type_mismatch(existing: SchemaEntry, payload: PostSchemaPayload) -> Conflic
     )
 
 
+def _check_with_all(
+    live: Sequence[SchemaEntry], payload: PostSchemaPayload, strategy: SchemaCompatibilityStrategy
+) -> None:
+    """Pulsar's ``checkCompatibilityWithAll``: every version of the same type, then the
+    type's check against all of them."""
+    for entry in live:
+        if entry.type is not payload.type:
+            raise _type_mismatch(entry, payload)
+    _check_with(live, payload, strategy)
+
+
 def check_compatible(
     live: Sequence[SchemaEntry], payload: PostSchemaPayload, strategy: SchemaCompatibilityStrategy
 ) -> None:
@@ -246,10 +261,7 @@ def check_compatible(
     if not live or strategy is SchemaCompatibilityStrategy.ALWAYS_COMPATIBLE:
         return
     if strategy.transitive:
-        for entry in live:
-            if entry.type is not payload.type:
-                raise _type_mismatch(entry, payload)
-        _check_with(live, payload, strategy)
+        _check_with_all(live, payload, strategy)
         return
     latest = live[-1]
     if latest.type is not payload.type:
@@ -257,3 +269,44 @@ def check_compatible(
     if latest.data == payload.schema:  # Pulsar: the same SchemaHash is not checked
         return
     _check_with([latest], payload, strategy)
+
+
+#: The strategies under which Pulsar checks a consumer's schema against the latest version
+#: only, and then as BACKWARD (``checkConsumerCompatibility``).
+_CONSUMER_LATEST = frozenset(
+    {
+        SchemaCompatibilityStrategy.BACKWARD,
+        SchemaCompatibilityStrategy.FORWARD,
+        SchemaCompatibilityStrategy.FORWARD_TRANSITIVE,
+        SchemaCompatibilityStrategy.FULL,
+    }
+)
+
+
+def check_consumer_compatible(
+    live: Sequence[SchemaEntry], payload: PostSchemaPayload, strategy: SchemaCompatibilityStrategy
+) -> None:
+    """Refuse a consumer's schema that cannot read the topic's data (Pulsar's
+    ``SchemaRegistryServiceImpl.checkConsumerCompatibility``): under ALWAYS_COMPATIBLE
+    anything goes, even on a topic without a schema; under BACKWARD, FORWARD,
+    FORWARD_TRANSITIVE and FULL the consumer's schema must read the latest version
+    (checked as BACKWARD); under the other strategies it is checked against every live
+    version under the strategy itself. Nothing is validated or written.
+
+    Raises:
+        ConflictError: incompatible, with Pulsar's reason; or the topic has no schema
+            (Pulsar: ``NotExistSchemaException``, which the topic turns into "Failed to
+            add schema to an active topic with empty(BYTES) schema: new schema type X").
+    """
+    strategy = strategy.resolved()
+    if strategy is SchemaCompatibilityStrategy.ALWAYS_COMPATIBLE:
+        return
+    if not live:
+        raise ConflictError(
+            "Failed to add schema to an active topic with empty(BYTES) schema: "
+            f"new schema type {payload.type}"
+        )
+    if strategy in _CONSUMER_LATEST:
+        check_compatible(live, payload, SchemaCompatibilityStrategy.BACKWARD)
+    else:
+        _check_with_all(live, payload, strategy)

@@ -20,7 +20,12 @@ from sync.cluster import (
     parse_schema_payload,
     validate_schema_data,
 )
-from sync.cluster._schema_compat import check_compatible, find_identical, find_same_bytes
+from sync.cluster._schema_compat import (
+    check_compatible,
+    check_consumer_compatible,
+    find_identical,
+    find_same_bytes,
+)
 from sync.cluster._schemas import schema_key
 from sync.naming._names import TopicName
 
@@ -213,3 +218,40 @@ def test_other_types_compare_by_type_and_strategy() -> None:
     with pytest.raises(ConflictError, match="Schema compatibility strategy is ALWAYS_INCOMPATIBLE"):
         check_compatible(protobuf, PostSchemaPayload(SchemaType.PROTOBUF, RETYPED),
                          S.ALWAYS_INCOMPATIBLE)  # fmt: skip
+
+
+def test_a_consumer_must_read_the_latest_version_checked_as_backward() -> None:
+    # Pulsar's checkConsumerCompatibility: under FULL the consumer's schema only has to
+    # read the latest version's data (BACKWARD): a schema FULL refuses as an upload passes
+    check_consumer_compatible(live(WITHOUT_DEFAULT), avro(V1), S.FULL)
+    with pytest.raises(ConflictError, match="^Error during schema compatibility check with "
+                       "strategy BACKWARD: org.apache.avro.SchemaValidationException"):  # fmt: skip
+        check_consumer_compatible(live(V1), avro(WITHOUT_DEFAULT), S.FULL)
+    # the latest only, and the identical schema passes
+    for strategy in (S.BACKWARD, S.FORWARD, S.FORWARD_TRANSITIVE, S.FULL, S.UNDEFINED):
+        check_consumer_compatible(live(RETYPED, V1), avro(WITH_DEFAULT), strategy)
+        check_consumer_compatible(live(V1), avro(V1), strategy)
+    # the other strategies check every live version, under themselves
+    with pytest.raises(ConflictError, match="with strategy FULL_TRANSITIVE: "):
+        check_consumer_compatible(live(RETYPED, V1), avro(V1), S.FULL_TRANSITIVE)
+    with pytest.raises(ConflictError, match="with strategy ALWAYS_INCOMPATIBLE: "):
+        check_consumer_compatible(live(V1), avro(V1), S.ALWAYS_INCOMPATIBLE)
+    # another type, at any strategy but ALWAYS_COMPATIBLE
+    string = PostSchemaPayload(SchemaType.STRING, "null")
+    for strategy in (S.FULL, S.BACKWARD_TRANSITIVE):
+        with pytest.raises(ConflictError) as caught:
+            check_consumer_compatible(live(V1), string, strategy)
+        assert (
+            str(caught.value)
+            == "Incompatible schema: exists schema type AVRO, new schema type STRING"
+        )
+    check_consumer_compatible(live(V1), string, S.ALWAYS_COMPATIBLE)
+
+
+def test_a_consumer_schema_on_an_active_topic_without_one() -> None:
+    with pytest.raises(ConflictError) as caught:
+        check_consumer_compatible([], avro(V1), S.FULL)
+    assert str(caught.value) == (
+        "Failed to add schema to an active topic with empty(BYTES) schema: new schema type AVRO"
+    )
+    check_consumer_compatible([], avro(V1), S.ALWAYS_COMPATIBLE)  # anything goes
