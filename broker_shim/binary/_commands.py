@@ -25,6 +25,10 @@ __all__ = [
     "close_producer",
     "connected",
     "error",
+    "get_or_create_schema_failed",
+    "get_or_create_schema_response",
+    "get_schema_failed",
+    "get_schema_response",
     "last_message_id_response",
     "lookup_failed",
     "lookup_response",
@@ -34,7 +38,6 @@ __all__ = [
     "ping",
     "pong",
     "producer_success",
-    "schema_not_found",
     "send_error",
     "send_receipt",
     "success",
@@ -153,24 +156,57 @@ def topics_of_namespace(request_id: int, names: Iterable[str]) -> api.BaseComman
     return out
 
 
-def schema_not_found(request_id: int) -> api.BaseCommand:
-    """GET_SCHEMA_RESPONSE: topics carry no schema."""
+def get_schema_response(request_id: int, schema: api.Schema, version: bytes) -> api.BaseCommand:
+    """GET_SCHEMA_RESPONSE with the schema and its version (Pulsar's 8-byte encoding)."""
     out = _T(type=_T.GET_SCHEMA_RESPONSE)
-    out.getSchemaResponse.request_id = request_id
-    out.getSchemaResponse.error_code = api.TopicNotFound
-    out.getSchemaResponse.error_message = "Topic not found or no-schema"
+    resp = out.getSchemaResponse
+    resp.request_id = request_id
+    resp.schema.CopyFrom(schema)
+    resp.schema_version = version
+    return out
+
+
+def get_schema_failed(request_id: int, code: int, message: str) -> api.BaseCommand:
+    """GET_SCHEMA_RESPONSE refusing the request (e.g. ``TopicNotFound``: no such schema)."""
+    out = _T(type=_T.GET_SCHEMA_RESPONSE)
+    resp = out.getSchemaResponse
+    resp.request_id = request_id
+    resp.error_code = code  # type: ignore[assignment]
+    resp.error_message = message
+    return out
+
+
+def get_or_create_schema_response(request_id: int, version: bytes) -> api.BaseCommand:
+    """GET_OR_CREATE_SCHEMA_RESPONSE: the schema's version (empty: no schema)."""
+    out = _T(type=_T.GET_OR_CREATE_SCHEMA_RESPONSE)
+    resp = out.getOrCreateSchemaResponse
+    resp.request_id = request_id
+    resp.schema_version = version
+    return out
+
+
+def get_or_create_schema_failed(request_id: int, exc: BaseException) -> api.BaseCommand:
+    """GET_OR_CREATE_SCHEMA_RESPONSE refusing the schema: the exception's code and text."""
+    out = _T(type=_T.GET_OR_CREATE_SCHEMA_RESPONSE)
+    resp = out.getOrCreateSchemaResponse
+    resp.request_id = request_id
+    resp.error_code = server_error_of(exc)  # type: ignore[assignment]
+    resp.error_message = str(exc)
     return out
 
 
 # -- producers -------------------------------------------------------------------------
-def producer_success(request_id: int, name: str, last_sequence_id: int = -1) -> api.BaseCommand:
-    """PRODUCER_SUCCESS (``last_sequence_id``: where a deduplicated producer resumes)."""
+def producer_success(
+    request_id: int, name: str, last_sequence_id: int = -1, schema_version: bytes = b""
+) -> api.BaseCommand:
+    """PRODUCER_SUCCESS (``last_sequence_id``: where a deduplicated producer resumes;
+    ``schema_version``: the version of the producer's schema, 8 bytes, or empty without
+    one, which Pulsar's Java client requires to be present)."""
     out = _T(type=_T.PRODUCER_SUCCESS)
     out.producer_success.request_id = request_id
     out.producer_success.producer_name = name
     out.producer_success.last_sequence_id = last_sequence_id
-    # No schema: an empty version, which Pulsar's Java client requires to be present.
-    out.producer_success.schema_version = b""
+    out.producer_success.schema_version = schema_version
     out.producer_success.producer_ready = True
     return out
 

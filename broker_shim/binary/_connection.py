@@ -14,7 +14,9 @@ This module is the connection core: the frame loop, the handshake, keepalive, th
 table and the lifecycle. The commands themselves are served by one handler per role,
 which sees the connection only as a :class:`._context.Session`:
 
-* :mod:`._lookups` – PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE, GET_SCHEMA;
+* :mod:`._lookups` – PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE;
+* :mod:`._schemas` – GET_SCHEMA, GET_OR_CREATE_SCHEMA, and the schemas of producers and
+  consumers;
 * :mod:`._producers` – PRODUCER, SEND, CLOSE_PRODUCER;
 * :mod:`._consumers` – SUBSCRIBE, FLOW, ACK, REDELIVER, UNSUBSCRIBE, SEEK,
   GET_LAST_MESSAGE_ID, CLOSE_CONSUMER and the MESSAGE push;
@@ -45,6 +47,7 @@ from ._context import BinaryConfig, ProtocolViolation, ServerContext
 from ._framing import MAX_FRAME_SIZE, ChecksumError, FrameError, encode_command, parse_frame
 from ._lookups import Lookups
 from ._producers import Producers
+from ._schemas import Schemas
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +93,7 @@ class Connection:
         self._last_read = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
         self.lookups = Lookups(self)
+        self.schemas = Schemas(self)
         self.producers = Producers(self)
         self.consumers = Consumers(self)
         #: Command type → (handler, the BaseCommand field it needs); SEND is served inline.
@@ -103,7 +107,8 @@ class Connection:
                 self.lookups.on_topics_of_namespace,
                 "getTopicsOfNamespace",
             ),
-            _T.GET_SCHEMA: (self.lookups.on_get_schema, "getSchema"),
+            _T.GET_SCHEMA: (self.schemas.on_get_schema, "getSchema"),
+            _T.GET_OR_CREATE_SCHEMA: (self.schemas.on_get_or_create_schema, "getOrCreateSchema"),
             _T.PRODUCER: (self.producers.on_producer, "producer"),
             _T.SEND: (None, "send"),
             _T.CLOSE_PRODUCER: (self.producers.on_close_producer, "close_producer"),

@@ -1,6 +1,7 @@
 """Consumers of one connection: SUBSCRIBE, FLOW, ACK, REDELIVER, UNSUBSCRIBE, SEEK,
 GET_LAST_MESSAGE_ID, CLOSE_CONSUMER and the MESSAGE push (Pulsar's ``Consumer`` and its
-dispatcher), over the messaging engine's consumers.
+dispatcher), over the messaging engine's consumers. A consumer's schema is checked
+against the topic's (:mod:`._schemas`) before it subscribes.
 
 Each consumer has one dispatch task: it receives batches from the engine (as the FLOW
 permits allow) and writes them as unbatched MESSAGE frames; when the engine closes the
@@ -29,6 +30,7 @@ from . import _commands as commands
 from ._commands import EARLIEST_LEDGER, LATEST_LEDGER
 from ._context import Session, parse_topic
 from ._errors import CloseAction, close_action_of
+from ._schemas import Schemas
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class Consumers:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self.schemas = Schemas(session)
         self.consumers: dict[int, _Consumer] = {}
         #: Consumers the engine disconnected to reconnect (unload, seek), until they do.
         self.reset_by_seek: dict[int, _Consumer] = {}
@@ -131,6 +134,9 @@ class Consumers:
                 else:
                     initial = InitialPosition.Earliest
                     skip_below = start.entryId
+            schema = m.schema if m.HasField("schema") else None
+            if schema is not None:
+                await self.schemas.check_consumer(topic, schema)
             consumer = await self.session.ctx.engine.subscribe(
                 topic,
                 m.subscription,
@@ -149,6 +155,7 @@ class Consumers:
         if self.session.closed:
             await consumer.close()
             return
+        self.schemas.note_consumer(consumer, schema)
         cons = _Consumer(m.consumer_id, consumer, durable=m.durable, skip_below=skip_below)
         self.consumers[m.consumer_id] = cons
         self.reset_by_seek.pop(m.consumer_id, None)

@@ -51,10 +51,17 @@ from sync.messaging import CloseCause, CloseReason
 from . import PulsarApi_pb2 as api
 from ._framing import ChecksumError
 
-__all__ = ["CloseAction", "close_action_of", "server_error_of"]
+__all__ = ["CloseAction", "IncompatibleSchemaError", "close_action_of", "server_error_of"]
+
+
+class IncompatibleSchemaError(PolicySyncError):
+    """A schema the topic's registry refuses (Pulsar's ``IncompatibleSchemaException`` and
+    ``InvalidSchemaDataException``, both answered ``IncompatibleSchema``), with Pulsar's text."""
+
 
 #: Most specific first: an exception maps to the first class it is an instance of.
 _SERVER_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
+    (IncompatibleSchemaError, api.IncompatibleSchema),
     (AuthenticationError, api.AuthenticationError),
     (AuthorizationError, api.AuthorizationError),
     (TooManyRequestsError, api.TooManyRequests),

@@ -1,5 +1,6 @@
-"""Lookups of one connection: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE,
-GET_SCHEMA (Pulsar's ``ServerCnx.handleLookup`` and friends, over the cluster service)."""
+"""Lookups of one connection: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE
+(Pulsar's ``ServerCnx.handleLookup`` and friends, over the cluster service). GET_SCHEMA
+and GET_OR_CREATE_SCHEMA are :mod:`._schemas`'."""
 
 from __future__ import annotations
 
@@ -117,6 +118,3 @@ class Lookups:
             session.error(m.request_id, exc)
             return
         session.write_command(commands.topics_of_namespace(m.request_id, names))
-
-    async def on_get_schema(self, cmd: api.BaseCommand) -> None:
-        self.session.write_command(commands.schema_not_found(cmd.getSchema.request_id))

@@ -1,5 +1,7 @@
 """Producers of one connection: PRODUCER, SEND, CLOSE_PRODUCER (Pulsar's ``Producer`` and
-``ServerCnx.handleSend``), over the messaging engine's producer handles.
+``ServerCnx.handleSend``), over the messaging engine's producer handles. A producer's
+schema is registered (:mod:`._schemas`) before the producer is created; its version goes
+back in PRODUCER_SUCCESS, and the client stamps it on every message it sends.
 
 A SEND is unpacked completely before its first message is queued, so nothing a bad frame
 carried is ever written to Kafka; receipts are written in send order. A producer held by a
@@ -23,6 +25,7 @@ from . import _commands as commands
 from ._context import ProtocolViolation, Session, parse_topic
 from ._errors import CloseAction, close_action_of, server_error_of
 from ._framing import FrameError, unpack_messages
+from ._schemas import Schemas
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +64,20 @@ class _Send:
 class _Producer:
     """A producer of this connection: the engine's handle and its receipts, in send order."""
 
-    def __init__(self, conn: Session, producer_id: int, name: str, handle: ProducerHandle):
+    def __init__(
+        self,
+        conn: Session,
+        producer_id: int,
+        name: str,
+        handle: ProducerHandle,
+        schema_version: bytes = b"",
+    ):
         self.conn = conn
         self.producer_id = producer_id
         self.name = name
         self.handle = handle
+        #: The version of the producer's schema (PRODUCER_SUCCESS; empty: none).
+        self.schema_version = schema_version
         self.pending: deque[_Send] = deque()
         self.drained = asyncio.Event()
         self.drained.set()
@@ -97,6 +109,7 @@ class Producers:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self.schemas = Schemas(session)
         self.producers: dict[int, _Producer] = {}
         #: Producers this side closed because a backlog quota holds their sends: their
         #: SENDs still in flight are dropped unanswered (the client resends them).
@@ -129,6 +142,11 @@ class Producers:
                 if m.HasField("producer_name") and m.producer_name
                 else (f"{self.session.ctx.producer_name_prefix}-{next(self.session.ctx.names)}")
             )
+            # The schema is registered (or found) before the producer exists, as Pulsar's
+            # tryAddSchema: a refused schema leaves the topic's producers as they were.
+            schema_version = await self.schemas.add(
+                topic, m.schema if m.HasField("schema") else None
+            )
             handle = await self.session.ctx.engine.create_producer(
                 topic,
                 ProducerConfig(
@@ -147,14 +165,16 @@ class Producers:
         if self.session.closed:
             self.session.ctx.engine.close_producer(handle)
             return
-        prod = _Producer(self.session, m.producer_id, name, handle)
+        prod = _Producer(self.session, m.producer_id, name, handle, schema_version)
         self.producers[m.producer_id] = prod
         prod.watcher = self.session.spawn(self._watch_producer(prod), f"binary-producer {name}")
         self._producer_success(m.request_id, prod)
 
     def _producer_success(self, request_id: int, prod: _Producer) -> None:
         last = prod.handle.last_sequence_id
-        self.session.write_command(commands.producer_success(request_id, prod.name, last))
+        self.session.write_command(
+            commands.producer_success(request_id, prod.name, last, prod.schema_version)
+        )
 
     async def _watch_producer(self, prod: _Producer) -> None:
         closed = asyncio.ensure_future(prod.handle.wait_closed())

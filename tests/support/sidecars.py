@@ -251,14 +251,18 @@ class BinarySidecar(ThreadSidecar):
         return self
 
 
-def memory_sidecar(lookup: LookupConfig, prefix: str = "m") -> AppSidecar:
+def memory_sidecar(
+    lookup: LookupConfig, prefix: str = "m", *, broker_port: int | None = None
+) -> AppSidecar:
     """The sidecar app (not started) on the in-memory transport, alone in a cluster of its
-    own (named ``prefix`` + a random suffix): for tests that need no Kafka."""
+    own (named ``prefix`` + a random suffix): for tests that need no Kafka.
+    ``broker_port``: serve ``pulsar://`` there too (0: any free port)."""
     cluster = prefix + uuid.uuid4().hex[:8]
     config = SidecarConfig(
         broker_id="b0",
         http_port=8080,
         bootstrap_servers="unused:9092",
+        broker_port=broker_port,
         cluster=cluster,
         topic=f"__change_events.{cluster}",
         lookup=ClusterSettings(
