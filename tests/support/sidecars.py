@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import subprocess
@@ -219,26 +220,33 @@ class BinarySidecar(ThreadSidecar):
         advertised_url: str | None = None,
         *,
         tls: TlsSettings | None = None,
+        lookup: ClusterSettings | None = None,
     ) -> None:
         """``advertised_url``: what lookups answer (default: the listener itself);
-        ``tls``: serve ``pulsar+ssl://`` too (at :attr:`broker_url_tls`)."""
+        ``tls``: serve ``pulsar+ssl://`` too (at :attr:`broker_url_tls`); ``lookup``: join
+        a cluster of its own (a fresh name and registry), so the cluster service runs
+        (lookups, the schema registry)."""
         super().__init__(bootstrap, state_dir, app_factory=self._build)
         self.broker_port = free_port()
         self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
         tls_port = None if tls is None else free_port()
         self.broker_url_tls = None if tls_port is None else f"pulsar+ssl://127.0.0.1:{tls_port}"
-        self.sidecar = AppSidecar(
-            SidecarConfig(
-                broker_id=f"b-{uuid.uuid4().hex[:6]}",
-                http_port=self.port,
-                bootstrap_servers=bootstrap,
-                state_dir=state_dir,
-                broker_port=self.broker_port,
-                broker_url=advertised_url,
-                broker_port_tls=tls_port,
-                tls=tls,
-            )
+        config = SidecarConfig(
+            broker_id=f"b-{uuid.uuid4().hex[:6]}",
+            http_port=self.port,
+            bootstrap_servers=bootstrap,
+            state_dir=state_dir,
+            broker_port=self.broker_port,
+            broker_url=advertised_url,
+            broker_port_tls=tls_port,
+            tls=tls,
         )
+        if lookup is not None:
+            name = "bin" + uuid.uuid4().hex[:8]
+            config = dataclasses.replace(
+                config, cluster=name, topic=f"__change_events.{name}", lookup=lookup
+            )
+        self.sidecar = AppSidecar(config)
         self.server: BinaryServer | None = None
 
     def _build(self) -> object:
