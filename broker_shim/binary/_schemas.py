@@ -57,7 +57,13 @@ from sync.cluster import (
     SchemaType,
     TopicOperation,
 )
-from sync.errors import ConflictError, PolicySyncError, TopicNotFoundError, UnprocessableError
+from sync.errors import (
+    ConflictError,
+    NotFoundError,
+    PolicySyncError,
+    TopicNotFoundError,
+    UnprocessableError,
+)
 from sync.messaging import Consumer
 
 from . import PulsarApi_pb2 as api
@@ -173,8 +179,10 @@ class Schemas:
             IncompatibleSchemaError: refused by the registry.
             NotFoundError: no such namespace.
         """
+        if schema is None:
+            return b""
         svc = self._service()
-        if schema is None or svc is None:
+        if svc is None:
             return b""
         payload = payload_of(schema)
         try:
@@ -283,7 +291,10 @@ class Schemas:
         if svc is None:
             return None
         await svc.lookups.refresh()
-        history = svc.schemas.history(topic)
+        try:
+            history = svc.schemas.history(topic)
+        except NotFoundError:  # no such namespace: no schema either
+            return None
         if version is None:
             # SchemaVersion.Latest: the last version stored, a deleted marker included
             return history.versions[-1] if history.versions else None

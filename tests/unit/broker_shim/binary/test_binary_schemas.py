@@ -238,6 +238,12 @@ def test_producers_register_versions_and_get_schema_answers_them() -> None:
         )
         bad = (await peer.get_schema("persistent://public/default/")).getSchemaResponse
         assert bad.error_code == api.InvalidTopicName
+        elsewhere = "persistent://public/no-such-namespace/orders"
+        nowhere = (await peer.get_schema(elsewhere)).getSchemaResponse
+        assert (nowhere.error_code, nowhere.error_message) == (
+            api.TopicNotFound,
+            f"Topic not found or no-schema {elsewhere}",
+        )
 
     serve(scenario)
 
