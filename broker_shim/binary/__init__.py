@@ -10,6 +10,8 @@ policies.
 * ``_connection.py`` – one connection's core: frame loop, handshake, dispatch, lifecycle;
 * ``_context.py`` – what the connection and its role handlers share (``Session``);
 * ``_lookups.py``, ``_producers.py``, ``_consumers.py`` – the commands, one module per role;
+* ``_schemas.py`` – schemas: producers' registered, consumers' checked, GET_SCHEMA and
+  GET_OR_CREATE_SCHEMA, over the cluster's schema registry (``docs/schemas.md``);
 * ``_commands.py`` – every outbound command, built in one place;
 * ``_errors.py`` – the two tables: exceptions → ``ServerError``, engine closes → commands;
 * ``_server.py`` – the asyncio listener, the command trace, Kafka look-ups.
@@ -26,7 +28,9 @@ either API (or a plain Kafka producer with the same layout) is read the same by 
 * message id = ``(ledgerId 0, entryId = Kafka offset, partition)``; a SEND_RECEIPT carries
   the id of the batch's first message (the client numbers the batch indexes itself);
 * the producer name and sequence id of each message as the headers ``__pulsar.producer`` /
-  ``__pulsar.seq`` (also from WebSocket producers with ``producerName`` and ``sequenceId``);
+  ``__pulsar.seq`` (also from WebSocket producers with ``producerName`` and ``sequenceId``),
+  the schema version a producer stamps on it (PRODUCER_SUCCESS gave it the registered
+  version) as ``__pulsar.schemaVersion``;
 * delivered messages are unbatched MESSAGE commands, one per record, with
   ``redelivery_count``, the producer name and sequence id stored with the record
   (``policy-sync`` and the Kafka offset for records without them, e.g. of plain Kafka
