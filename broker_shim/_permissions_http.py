@@ -24,7 +24,7 @@ import asyncio
 from aiohttp import web
 
 from sync import NamespaceName, TopicName
-from sync.cluster import parse_actions, parse_roles
+from sync.cluster import ClusterService, parse_actions, parse_roles
 
 from ._cluster_http import ClusterHandler, add_cluster_routes, check_admin, namespace_of
 from ._http_shell import json_body, topic_from_path
@@ -33,18 +33,25 @@ from ._live_cluster import LiveCluster
 __all__ = ["add_permission_routes"]
 
 
-def _target(request: web.Request) -> tuple[NamespaceName, TopicName | None]:
-    """The namespace and, on a topic path, the topic of a request (both validated)."""
+def _target(
+    cluster: LiveCluster, request: web.Request
+) -> tuple[ClusterService, NamespaceName, TopicName | None]:
+    """The cluster service, the namespace and, on a topic path, the topic of a request
+    (validated), once the caller is known to administer the tenant (Pulsar's
+    GRANT_PERMISSION, REVOKE_PERMISSION and GET_PERMISSION are tenant-admin operations)."""
+    service = cluster.service
+    topic: TopicName | None = None
     if "topic" in request.match_info:
-        topic = topic_from_path(request, 3)
-        return topic.namespace_name, topic
-    return namespace_of(request), None
+        found = topic_from_path(request, 3)
+        topic, namespace = found, found.namespace_name
+    else:
+        namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
+    return service, namespace, topic
 
 
 async def get_permissions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
-    service = cluster.service
-    namespace, topic = _target(request)
-    check_admin(service, request, namespace.tenant)
+    service, namespace, topic = _target(cluster, request)
     service.require_ready()
     await service.lookups.refresh()
     policies = service.permissions.of(namespace)
@@ -53,9 +60,7 @@ async def get_permissions(cluster: LiveCluster, request: web.Request) -> web.Str
 
 
 async def grant_permission(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
-    service = cluster.service
-    namespace, topic = _target(request)
-    check_admin(service, request, namespace.tenant)
+    service, namespace, topic = _target(cluster, request)
     actions = parse_actions(await json_body(request))
     service.require_ready()
     role = request.match_info["role"]
@@ -66,9 +71,7 @@ async def grant_permission(cluster: LiveCluster, request: web.Request) -> web.St
 async def get_subscription_permissions(
     cluster: LiveCluster, request: web.Request
 ) -> web.StreamResponse:
-    service = cluster.service
-    namespace = namespace_of(request)
-    check_admin(service, request, namespace.tenant)
+    service, namespace, _topic = _target(cluster, request)
     service.require_ready()
     await service.lookups.refresh()
     return web.json_response(service.permissions.of(namespace).subscription_grants())
@@ -77,9 +80,7 @@ async def get_subscription_permissions(
 async def grant_subscription_permission(
     cluster: LiveCluster, request: web.Request
 ) -> web.StreamResponse:
-    service = cluster.service
-    namespace = namespace_of(request)
-    check_admin(service, request, namespace.tenant)
+    service, namespace, _topic = _target(cluster, request)
     roles = parse_roles(await json_body(request))
     service.require_ready()
     subscription = request.match_info["subscription"]
@@ -90,9 +91,7 @@ async def grant_subscription_permission(
 async def revoke_subscription_permission(
     cluster: LiveCluster, request: web.Request
 ) -> web.StreamResponse:
-    service = cluster.service
-    namespace = namespace_of(request)
-    check_admin(service, request, namespace.tenant)
+    service, namespace, _topic = _target(cluster, request)
     service.require_ready()
     m = request.match_info
     await asyncio.to_thread(
@@ -102,9 +101,7 @@ async def revoke_subscription_permission(
 
 
 async def revoke_permission(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
-    service = cluster.service
-    namespace, topic = _target(request)
-    check_admin(service, request, namespace.tenant)
+    service, namespace, topic = _target(cluster, request)
     service.require_ready()
     role = request.match_info["role"]
     await asyncio.to_thread(service.permissions.revoke, namespace, role, topic)

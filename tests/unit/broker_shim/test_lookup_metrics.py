@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker_shim._http import FREEZE_KEY, build_app
+from broker_shim._http import FREEZE_KEY
 from broker_shim._metrics import LOOKUP_RESULTS, LookupMetrics
 from broker_shim._process_tuning import GC_YOUNG_THRESHOLD
 from broker_shim._sidecar import Sidecar
@@ -32,6 +32,7 @@ from sync._errors import (
 )
 from sync.cluster import LookupConfig
 from sync.naming._names import TopicName
+from tests.support.apps import app_client
 from tests.support.sidecars import memory_sidecar
 from tests.support.waits import eventually
 
@@ -65,18 +66,8 @@ def _serve(
     sidecar = _sidecar(lookup)
 
     async def main() -> None:
-        app = build_app(sidecar, freeze_heap=freeze_heap)
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        try:
-
-            async def healthy() -> bool:
-                return (await client.get("/health")).status == 200
-
-            await eventually(healthy, "the sidecar is healthy", 20)
+        async with app_client(sidecar, freeze_heap=freeze_heap) as client:
             await scenario(client, sidecar)
-        finally:
-            await client.close()
 
     asyncio.run(main())
 

@@ -9,10 +9,10 @@ import asyncio
 import json
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from broker_shim._http import build_app
 from sync.cluster import ClusterService, LookupConfig
+from tests.support.apps import app_client
 from tests.support.sidecars import memory_sidecar
 from tests.support.waits import eventually
 from tests.unit.broker_shim.test_lookup_http import AUTH, _bearer, cluster, run
@@ -191,15 +191,7 @@ def test_the_sidecar_app_routes_schemas_before_its_generic_admin_routes() -> Non
     as a domain: the whole app (``build_app``) answers the registry's routes."""
 
     async def main() -> None:
-        app = build_app(memory_sidecar(LookupConfig(), "schemas"), freeze_heap=False)
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        try:
-
-            async def healthy() -> bool:
-                return (await client.get("/health")).status == 200
-
-            await eventually(healthy, "the sidecar is healthy", 20)
+        async with app_client(memory_sidecar(LookupConfig(), "schemas")) as client:
             assert await answer(await client.get(f"{BASE}/schema")) == (
                 404,
                 {"reason": "Schema not found"},
@@ -207,8 +199,6 @@ def test_the_sidecar_app_routes_schemas_before_its_generic_admin_routes() -> Non
             resp = await client.post(f"{BASE}/schema", json=avro(V1))
             assert await answer(resp) == (200, {"version": {"version": 0}})
             assert (await (await client.get(f"{BASE}/schema/0")).json())["data"] == V1
-        finally:
-            await client.close()
 
     asyncio.run(main())
 
@@ -218,15 +208,7 @@ def test_the_compatibility_strategy_policy_decides_what_an_upload_may_change() -
     namespace level, else the broker's FULL, is what the registry checks uploads with."""
 
     async def main() -> None:
-        app = build_app(memory_sidecar(LookupConfig(), "strategy"), freeze_heap=False)
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        try:
-
-            async def healthy() -> bool:
-                return (await client.get("/health")).status == 200
-
-            await eventually(healthy, "the sidecar is healthy", 20)
+        async with app_client(memory_sidecar(LookupConfig(), "strategy")) as client:
             policy = "/admin/v2/persistent/public/default/orders/schemaCompatibilityStrategy"
             ns_policy = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
             assert (await client.put("/admin/v2/persistent/public/default/orders")).status == 204
@@ -260,7 +242,5 @@ def test_the_compatibility_strategy_policy_decides_what_an_upload_may_change() -
             await eventually(namespace_applies, "the namespace's strategy applies", 20)
             assert await (await client.get(ns_policy)).json() == "ALWAYS_INCOMPATIBLE"
             assert (await client.post(f"{BASE}/schema", json=avro(WITH_DEFAULT))).status == 409
-        finally:
-            await client.close()
 
     asyncio.run(main())

@@ -10,13 +10,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from broker_shim._http import SIDECAR_KEY, build_app
+from broker_shim._http import SIDECAR_KEY
 from broker_shim._live_cluster import LiveCluster
 from broker_shim._sidecar import Sidecar
 from sync.cluster import ClusterService, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
+from tests.support.apps import app_client
 from tests.support.sidecars import memory_sidecar
 from tests.unit.sync.cluster.test_pause_watch import pause
 
@@ -60,14 +61,10 @@ def _serve(scenario: Scenario, sidecar: Sidecar | None = None) -> None:
     sidecar = sidecar or _sidecar()
 
     async def main() -> None:
-        app = build_app(sidecar, freeze_heap=False)
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        try:
+        async with app_client(sidecar, healthy=False) as client:
             await _until_health(client, 200)
-            await scenario(client, app)
-        finally:
-            await client.close()
+            assert client.app is not None
+            await scenario(client, client.app)
 
     asyncio.run(main())
 
@@ -78,6 +75,8 @@ POLICY = "/admin/v2/persistent/public/default/orders/maxConsumers"
 async def _create_topic(client: TestClient[Any, Any], encoded_name: str) -> None:
     resp = await client.put(f"/admin/v2/persistent/public/default/{encoded_name}")
     assert resp.status in (204, 409), await resp.text()
+
+
 NAMESPACE = "/admin/v2/namespaces/public/fresh"
 
 
@@ -235,7 +234,6 @@ def test_one_topic_name_one_key_on_every_route() -> None:
             assert b"Namespace does not exist" in answer, answer[-200:]  # Pulsar's reason
 
     _serve(scenario)
-
 
 
 def test_a_write_kafka_did_not_take_in_time_is_503_not_500() -> None:

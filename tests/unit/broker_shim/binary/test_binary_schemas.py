@@ -12,10 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from broker_shim._binary_app import BINARY_KEY
-from broker_shim._http import build_app
 from broker_shim.binary import PulsarApi_pb2 as api
 from broker_shim.binary import parse_frame
 from broker_shim.binary._framing import encode_command, encode_payload_command
@@ -28,8 +26,8 @@ from broker_shim.binary._schemas import (
 )
 from sync import TopicName
 from sync.cluster import LookupConfig, SchemaEntry, SchemaType
+from tests.support.apps import app_client
 from tests.support.sidecars import memory_sidecar
-from tests.support.waits import eventually
 from tests.unit.sync.cluster.test_schemas import RETYPED, V1, WITH_DEFAULT
 
 _T = api.BaseCommand
@@ -161,16 +159,10 @@ def serve(scenario: Scenario) -> None:
     """Run ``scenario`` against a connected peer of a whole sidecar app (in memory)."""
 
     async def main() -> None:
-        app = build_app(memory_sidecar(LookupConfig(), "bs", broker_port=0), freeze_heap=False)
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        try:
-
-            async def healthy() -> bool:
-                return (await client.get("/health")).status == 200
-
-            await eventually(healthy, "the sidecar is healthy", 20)
-            port = app[BINARY_KEY].port
+        sidecar = memory_sidecar(LookupConfig(), "bs", broker_port=0)
+        async with app_client(sidecar) as client:
+            assert client.app is not None
+            port = client.app[BINARY_KEY].port
             assert port is not None
             peer = Peer(*await asyncio.open_connection("127.0.0.1", port))
             connect = _T(type=_T.CONNECT)
@@ -180,8 +172,6 @@ def serve(scenario: Scenario) -> None:
             assert (await peer.recv()).type == _T.CONNECTED
             await scenario(peer)
             peer.writer.close()
-        finally:
-            await client.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
