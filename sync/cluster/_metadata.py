@@ -257,10 +257,8 @@ class MetadataStore:
         elif key.startswith(REGISTRY_KEY_AUTH):
             if isinstance(new, AuthPolicies):
                 self.auth[_namespace_in(key, REGISTRY_KEY_AUTH)] = new
-            else:  # by name: a tombstone's key was never checked
-                name = key[len(REGISTRY_KEY_AUTH) :]
-                for gone in [n for n in self.auth if str(n) == name]:
-                    del self.auth[gone]
+            elif isinstance(old, AuthPolicies):  # its key was checked when it was stored
+                self.auth.pop(_namespace_in(key, REGISTRY_KEY_AUTH), None)
         elif key.startswith(REGISTRY_KEY_SCHEMA):
             topic = key[len(REGISTRY_KEY_SCHEMA) :]
             if isinstance(new, SchemaHistory):
