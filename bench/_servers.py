@@ -58,19 +58,23 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float)
 
 
 @contextlib.contextmanager
-def sidecar(bootstrap: str) -> Iterator[Broker]:
-    """One ``broker-shim run`` on ``bootstrap``, stopped (SIGTERM) on exit."""
+def sidecar(
+    bootstrap: str, entry_format: str = "message", name: str = "sidecar"
+) -> Iterator[Broker]:
+    """One ``broker-shim run`` on ``bootstrap`` (``--entry-format``), stopped (SIGTERM)
+    on exit."""
     port, broker_port = free_port(), free_port()
     state = tempfile.mkdtemp(prefix="bench-sidecar-")
     proc = subprocess.Popen(  # noqa: S603 - the project's own CLI
-        [sys.executable, "-m", "broker_shim.cli.shim", "run", "--broker-id", "bench",
+        [sys.executable, "-m", "broker_shim.cli.shim", "run", "--broker-id", name,
          "--http-port", str(port), "--broker-port", str(broker_port),
-         "--bootstrap-servers", bootstrap, "--state-dir", state, "--log-level", "warning"],
+         "--bootstrap-servers", bootstrap, "--state-dir", state, "--log-level", "warning",
+         "--entry-format", entry_format],
         cwd=ROOT, env=dict(os.environ),
     )  # fmt: skip
     try:
         _wait_http(f"http://127.0.0.1:{port}/health", proc, 120)
-        yield Broker("sidecar", f"pulsar://127.0.0.1:{broker_port}", f"http://127.0.0.1:{port}")
+        yield Broker(name, f"pulsar://127.0.0.1:{broker_port}", f"http://127.0.0.1:{port}")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -254,15 +254,20 @@ def run(
     rounds: int | None = None,
     seconds: float | None = None,
     scenarios: list[str] | None = None,
+    formats: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the scenarios against both brokers, print the table, return the figures."""
+    """Run the scenarios against Pulsar and a sidecar per stored format (``formats``,
+    default ``$BENCH_ENTRY_FORMATS`` or message and entry), print the table, return the
+    figures."""
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap is None:
         sys.path.insert(0, str(ROOT))
         from tests.support.kafka import kafka_for_tests
 
         with kafka_for_tests() as started:
-            return run(started, rounds=rounds, seconds=seconds, scenarios=scenarios)
+            return run(
+                started, rounds=rounds, seconds=seconds, scenarios=scenarios, formats=formats
+            )
     rounds = rounds or int(os.environ.get("BENCH_PERF_ROUNDS", "3"))
     seconds = seconds or float(os.environ.get("BENCH_PERF_ROUND_S", "40"))
     chosen = [s for s in SCENARIOS if scenarios is None or s.name in scenarios]
@@ -276,13 +281,20 @@ def run(
         "round_s": seconds,
         "logs": str(workdir),
     }
-    with sidecar(bootstrap) as ours, pulsar_standalone() as pulsar:
+    formats = formats or os.environ.get("BENCH_ENTRY_FORMATS", "message,entry").split(",")
+    out["sidecars"] = [_sidecar_name(f) for f in formats]
+    with contextlib.ExitStack() as stack:
+        pulsar = stack.enter_context(pulsar_standalone())
         targets: list[tuple[Broker, dict[str, int]]] = []
         if pulsar is not None:
             pid = listener_pid(pulsar.broker_port)
             targets.append((pulsar, {"pulsar": pid} if pid else {}))
-        found = {"sidecar": listener_pid(ours.broker_port), "kafka": kafka_pid}
-        targets.append((ours, {name: pid for name, pid in found.items() if pid}))
+        for entry_format in formats:
+            ours = stack.enter_context(
+                sidecar(bootstrap, entry_format, _sidecar_name(entry_format))
+            )
+            found = {"sidecar": listener_pid(ours.broker_port), "kafka": kafka_pid}
+            targets.append((ours, {name: pid for name, pid in found.items() if pid}))
         reference: float | None = None
         for scenario in chosen:
             rate = 0
@@ -308,25 +320,36 @@ def run(
                 figures["rate_per_s"] = {"fixed": float(rate)}
             out[scenario.name] = figures
             if scenario.name == "produce_1":
-                ref = figures.get("pulsar", figures["sidecar"])
+                ref = figures.get("pulsar", figures[targets[-1][0].name])
                 reference = ref["publish"] or None
     _print_table(out, [s.name for s in chosen])
     return out
 
 
+def _sidecar_name(entry_format: str) -> str:
+    """The table's name of the sidecar storing ``entry_format``."""
+    return "sidecar" if entry_format == "message" else f"sidecar-{entry_format}"
+
+
 def _print_table(out: dict[str, Any], names: list[str]) -> None:
     print(f"pulsar-perf-go {PERF_VERSION}, {SIZE}-byte messages, medians of {out['rounds']} "
           f"rounds of {out['round_s']:.0f} s, interleaved")  # fmt: skip
-    print(f"  {'scenario / figure':<34} {'Pulsar':>12} {'sidecar':>12} {'ratio':>8}")
+    sidecars: list[str] = out["sidecars"]
+    head = "".join(f" {n:>14} {'ratio':>7}" for n in sidecars)
+    print(f"  {'scenario / figure':<34} {'Pulsar':>12}{head}")
     for name in names:
         figures = out[name]
-        pulsar, ours = figures.get("pulsar", {}), figures["sidecar"]
+        pulsar = figures.get("pulsar", {})
         for key in _FIGURES:
-            if not ours.get(key) and not pulsar.get(key):
+            if not pulsar.get(key) and not any(figures[n].get(key) for n in sidecars):
                 continue
             theirs = pulsar.get(key, 0.0)
-            ratio = f"{ours[key] / theirs:.2f}x" if theirs else "-"
-            print(f"  {name + ' ' + key:<34} {theirs:>12,.1f} {ours[key]:>12,.1f} {ratio:>8}")
+            cells = ""
+            for n in sidecars:
+                ours = figures[n][key]
+                ratio = f"{ours / theirs:.2f}x" if theirs else "-"
+                cells += f" {ours:>14,.1f} {ratio:>7}"
+            print(f"  {name + ' ' + key:<34} {theirs:>12,.1f}{cells}")
 
 
 def main() -> None:
@@ -334,9 +357,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--scenarios", default=None, help="comma-separated; default: all")
+    parser.add_argument(
+        "--formats", default=None, help="stored formats, comma-separated (message,entry)"
+    )
     args = parser.parse_args()
     names = args.scenarios.split(",") if args.scenarios else None
-    print(json.dumps(run(rounds=args.rounds, seconds=args.seconds, scenarios=names), indent=2))
+    formats = args.formats.split(",") if args.formats else None
+    figures = run(rounds=args.rounds, seconds=args.seconds, scenarios=names, formats=formats)
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from sync.cluster import ClusterService
 from sync.messaging import MessagingEngine
 
 from ._sidecar import SidecarConfig
-from .binary import BinaryServer
+from .binary import BinaryConfig, BinaryServer
 
 __all__ = ["BINARY_KEY", "add_binary_listener"]
 
@@ -46,6 +46,7 @@ def add_binary_listener(
         advertised_url_tls=config.advertised_broker_url_tls if tls else None,
         producer_name_prefix=f"{config.cluster}-{config.broker_id}",
         registry=registry,
+        config=BinaryConfig(store_entries=config.entry_format == "entry"),
     )
     app[BINARY_KEY] = server
 

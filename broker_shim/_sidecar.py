@@ -77,6 +77,10 @@ class SidecarConfig:
     #: Pulsar's broker settings ``allowAutoTopicCreation``, ``allowAutoTopicCreationType``
     #: and ``defaultNumPartitions`` (a namespace's ``autoTopicCreationOverride`` wins).
     auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
+    #: How the binary protocol stores a SEND (``--entry-format``): ``message``, one Kafka
+    #: record per message; ``entry``, the client's batch as one record, as sent
+    #: (docs/entry-design.md).
+    entry_format: str = "message"
 
     @property
     def advertised_broker_url(self) -> str:

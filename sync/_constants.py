@@ -115,6 +115,16 @@ HEADER_UNCOMPRESSED_SIZE: Final = "__pulsar.uncompressedSize"
 #: ``num_messages_in_batch`` of a batch stored whole, as one record (an encrypted batch,
 #: which the sidecar cannot split): dispatched as one entry of that many messages.
 HEADER_BATCH_SIZE: Final = "__pulsar.batchSize"
+#: A record of the stored-entry format (docs/entry-design.md): its value is a Pulsar entry
+#: exactly as the client sent it (``[0x0e01][CRC32C][metadata size][MessageMetadata]
+#: [payload]``), one record per SEND. The header's value is the format's version (``1``);
+#: a reader meeting a version it does not know quarantines the record.
+HEADER_ENTRY: Final = "__pulsar.entry"
+#: The number of messages in a stored entry (decimal): permits, rates and the decoder read
+#: it without parsing the entry.
+HEADER_ENTRY_COUNT: Final = "__pulsar.count"
+#: The stored-entry format's version this code writes and reads.
+ENTRY_FORMAT_VERSION: Final = b"1"
 #: Kafka consumer group of a Pulsar subscription: ``<prefix><kafka topic>/<subscription>``.
 #: A Kafka topic name has no ``/``, so the subscription is everything after the second one.
 SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"

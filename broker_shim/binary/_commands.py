@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from sync.messaging import Delivery, MessageId
 
 from . import PulsarApi_pb2 as api
+from ._entries import entry_frame
 from ._errors import server_error_of
 from ._framing import encode_payload_command
 from ._metadata_headers import restore
@@ -306,8 +307,10 @@ def last_message_id_response(
 
 def message_frame(consumer_id: int, delivery: Delivery) -> bytes:
     """A MESSAGE: one Kafka record as one (unbatched) Pulsar message, encoded (a record
-    holding an encrypted batch is one entry of its messages)."""
+    holding an encrypted batch is one entry of its messages); a stored entry as stored."""
     entry = delivery.entry
+    if entry.stored_entry:
+        return entry_frame(consumer_id, delivery)
     cmd = _T(type=_T.MESSAGE)
     msg = cmd.message
     msg.consumer_id = consumer_id

@@ -196,7 +196,7 @@ class Connection:
         if field_name and not cmd.HasField(field_name):
             raise ProtocolViolation(f"{_name(cmd.type)} without its {field_name} command")
         if handler is None:  # SEND: synchronous, carries a payload
-            self.producers.on_send(cmd.send, frame.metadata, frame.payload)
+            self.producers.on_send(cmd.send, frame)
             wait = self.producers.publish_wait_s(cmd.send.producer_id)
             if wait > 0.0:
                 # publishRate: stop reading the connection, as Pulsar turns off auto-read

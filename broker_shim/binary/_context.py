@@ -54,6 +54,8 @@ class BinaryConfig:
         max_message_size: announced in CONNECTED (Pulsar's ``maxMessageSize``), at most
             the engine's ``default_max_message_size``.
         close_drain_s: how long closing a producer waits for its sends in flight.
+        store_entries: store each SEND as one entry, as sent (``--entry-format entry``,
+            :mod:`._entries`); False: one record per message (``message``).
     """
 
     keepalive_s: float = 30.0
@@ -61,6 +63,7 @@ class BinaryConfig:
     protocol_version: int = 21
     max_message_size: int = 5 * 1024 * 1024
     close_drain_s: float = 10.0
+    store_entries: bool = False
 
 
 class Trace(Protocol):

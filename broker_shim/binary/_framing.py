@@ -92,6 +92,16 @@ class Frame:
     command: api.BaseCommand
     metadata: api.MessageMetadata | None = None
     payload: bytes = b""
+    #: The frame's bytes after ``TOTAL_SIZE`` and where its entry starts in them (the
+    #: metadata size): :attr:`entry` slices it only when asked.
+    body: bytes = b""
+    entry_at: int = 0
+
+    @property
+    def entry(self) -> bytes:
+        """The payload command's entry as Pulsar stores it: ``[METADATA_SIZE][METADATA]
+        [PAYLOAD]``, exactly as sent (what the checksum covers)."""
+        return self.body[self.entry_at :] if self.metadata is not None else b""
 
 
 #: One message of a SEND (a batch is unpacked into several): the engine's own
@@ -149,7 +159,7 @@ def parse_frame(body: bytes) -> Frame:
         raise FrameError(f"metadata size {meta_size} does not fit the frame")
     metadata = api.MessageMetadata()
     _parse(metadata, body[pos : pos + meta_size], "message metadata")
-    return Frame(command, metadata, body[pos + meta_size :])
+    return Frame(command, metadata, body[pos + meta_size :], body, pos - 4)
 
 
 def encode_command(command: api.BaseCommand) -> bytes:

@@ -12,19 +12,22 @@ unanswered: the client resends them after reconnecting.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 
 from sync.cluster import TopicOperation
 from sync.errors import InvalidInputError, PolicySyncError
 from sync.messaging import MessageId, ProducerAccessMode, ProducerConfig, ProducerHandle
+from sync.messaging.headers import ENTRY_FORMAT_VERSION, HEADER_ENTRY, HEADER_ENTRY_COUNT
 from sync.routing import MessageRoutingMode
 
 from . import PulsarApi_pb2 as api
 from . import _commands as commands
 from ._context import ProtocolViolation, Session, parse_topic
+from ._entries import check_entry
 from ._errors import CloseAction, close_action_of, server_error_of
-from ._framing import FrameError, unpack_messages
+from ._framing import Frame, FrameError, unpack_messages
 from ._schemas import Schemas
 
 logger = logging.getLogger(__name__)
@@ -208,17 +211,20 @@ class Producers:
         prod.drained.clear()
         prod.flush()
 
-    def on_send(
-        self, send: api.CommandSend, metadata: api.MessageMetadata | None, payload: bytes
-    ) -> None:
+    def on_send(self, send: api.CommandSend, frame: Frame) -> None:
         prod = self.producers.get(send.producer_id)
         if prod is None and send.producer_id in self.held_ids:
             return  # held by a backlog quota: the client resends it after reconnecting
         if prod is None:
             # Pulsar: "Received message, but the producer is not ready. Closing the connection."
             raise ProtocolViolation(f"SEND for unknown producer {send.producer_id}")
+        metadata = frame.metadata
         if metadata is None:
             raise ProtocolViolation("SEND without message metadata")
+        if self.session.ctx.config.store_entries:
+            self._send_entry(prod, send, metadata, frame)
+            return
+        payload = frame.payload
         try:
             messages = unpack_messages(metadata, payload, is_chunk=send.is_chunk)
         except FrameError as exc:
@@ -265,6 +271,55 @@ class Producers:
                     pending.answer(None, exc)
         prod.flush()
 
+    def _send_entry(
+        self, prod: _Producer, send: api.CommandSend, metadata: api.MessageMetadata, frame: Frame
+    ) -> None:
+        """Store the SEND as one entry, as sent (:mod:`._entries`): checked whole first, so
+        a refused SEND writes nothing."""
+        try:
+            count, stored_highest = check_entry(metadata, frame.payload, is_chunk=send.is_chunk)
+        except FrameError as exc:
+            raise ProtocolViolation(f"producer {prod.name}: {exc}") from None
+        if prod.handle.held and not prod.handle.closed:
+            self._hold(prod)
+            return
+        highest = send.highest_sequence_id or metadata.highest_sequence_id or send.sequence_id
+        pending = _Send(prod, send.sequence_id, highest, 1)
+        highest = max(highest, stored_highest)  # what deduplication persists
+        prod.pending.append(pending)
+        prod.drained.clear()
+        value = frame.entry
+        size = len(frame.payload)
+        limit = prod.handle.max_message_size
+        if prod.handle.closed:
+            pending.error = (api.ServiceNotReady, "Producer is closed")
+        elif size > limit:
+            # The payload as the client sized it against the CONNECTED maxMessageSize (a
+            # chunk, or a batch); its metadata does not count.
+            pending.error = (
+                api.NotAllowedError,
+                f"Message size {size} is larger than the topic's maxMessageSize {limit}",
+            )
+        else:
+            try:
+                prod.handle.send(
+                    value,
+                    pending.answer,
+                    key=metadata.partition_key if metadata.HasField("partition_key") else None,
+                    # A chunk before the last one is not counted by deduplication (its
+                    # sequence id is the whole message's, stored with the last chunk).
+                    sequence_id=None if _early_chunk(metadata) else highest,
+                    deliver_at_ms=(
+                        metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
+                    ),
+                    headers=_entry_headers(count),
+                    count=count,
+                    overhead=len(value) - size,
+                )
+            except PolicySyncError as exc:
+                pending.answer(None, exc)
+        prod.flush()
+
     def _hold(self, prod: _Producer) -> None:
         """``producer_request_hold``, as Pulsar's broker applies it: the producer is
         disconnected (CLOSE_PRODUCER, once the sends before this one are answered) and
@@ -308,6 +363,21 @@ class Producers:
         if prod.watcher is not None:
             prod.watcher.cancel()
         self.session.ctx.engine.close_producer(prod.handle)
+
+
+def _early_chunk(metadata: api.MessageMetadata) -> bool:
+    """A chunk before the last one of its message."""
+    return metadata.HasField("chunk_id") and metadata.chunk_id < metadata.num_chunks_from_msg - 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _entry_header_tuple(count: int) -> tuple[tuple[str, bytes], ...]:
+    return ((HEADER_ENTRY, ENTRY_FORMAT_VERSION), (HEADER_ENTRY_COUNT, b"%d" % count))
+
+
+def _entry_headers(count: int) -> list[tuple[str, bytes]]:
+    """The headers marking a stored entry of ``count`` messages."""
+    return list(_entry_header_tuple(count))
 
 
 def _access_mode(m: api.CommandProducer) -> ProducerAccessMode:

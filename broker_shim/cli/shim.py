@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest graceful stop on SIGTERM, in seconds (Pulsar's brokerShutdownTimeoutMs; "
         f"default {DEFAULT_SHUTDOWN_TIMEOUT_S:g}): then the process exits without finishing it",
     )
+    run.add_argument(
+        "--entry-format",
+        choices=("message", "entry"),
+        default="message",
+        help="how a Pulsar client's SEND is stored in Kafka: message, one record per "
+        "message (the default), or entry, the client's batch as one record, as sent "
+        "(docs/entry-design.md)",
+    )
     add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser
 
@@ -260,6 +268,7 @@ def _run(args: argparse.Namespace) -> int:
         forward_writes=bool(args.forward_writes),
         holder_session_timeout_ms=int(args.holder_session_timeout_ms),
         auto_topic_creation=auto_topic_creation(args),
+        entry_format=str(args.entry_format),
     )
     sidecar = Sidecar(config)
     logger.info(

@@ -21,6 +21,7 @@ from sync.errors import (
 from sync.messaging import (
     CloseReason,
     Consumer,
+    Delivery,
     InitialPosition,
     MessageId,
     MessagingEngine,
@@ -33,6 +34,7 @@ from .._http_shell import (
     JAVA_INT_MIN,
     query_flag,
 )
+from ._entries import EntryAcks, EntryError
 from ._frames import (
     CLOSE_BAD_FRAME,
     WS_CLOSE_CODES,
@@ -179,6 +181,8 @@ class _ConsumerSession:
         #: Ids of delivered messages as sent, so an ack needs no decoding (bounded by
         #: the consumer's window; forgotten on ack or nack).
         self._sent_ids: dict[str, MessageId] = {}
+        #: The messages of stored entries out with the client.
+        self._entries = EntryAcks()
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._write())
@@ -229,6 +233,17 @@ class _ConsumerSession:
                 return False
             else:
                 text_id = obj.get("messageId")
+                if isinstance(text_id, str) and self._entries.knows(text_id):
+                    # A message of a stored entry: the entry is acked once all of it is.
+                    if kind == "negativeAcknowledge":
+                        entry_id = self._entries.nack(text_id)
+                        if entry_id is not None:
+                            consumer.nack(entry_id)
+                    else:
+                        entry_id = self._entries.ack(text_id)
+                        if entry_id is not None:
+                            consumer.ack(entry_id)
+                    return True
                 message_id = self._sent_ids.pop(text_id, None) if isinstance(text_id, str) else None
                 if message_id is None:
                     message_id = MessageId.from_base64(str(text_id))
@@ -244,6 +259,22 @@ class _ConsumerSession:
             logger.warning("consumer %s command failed: %s", consumer.name, exc)
         return True
 
+    def _skip_unreadable(self, delivery: Delivery, exc: Exception) -> None:
+        """A stored entry no frame can be made of: logged, acknowledged and skipped, so
+        it never wedges the subscription."""
+        consumer = self.consumer
+        mid = delivery.message_id
+        logger.warning(
+            "%s[%d]@%d: stored entry cannot be sent to %s (%s); acknowledged and skipped",
+            consumer.subscription.kafka_topic,
+            mid.kafka_partition,
+            mid.offset,
+            consumer.name,
+            exc,
+        )
+        consumer.ack(mid)
+        consumer.add_permits(delivery.entry.count or 1)
+
     async def _write(self) -> None:
         consumer = self.consumer
         sent_ids = self._sent_ids
@@ -254,8 +285,16 @@ class _ConsumerSession:
                     break
                 if len(sent_ids) > 100_000:  # a client that never acks: stop remembering
                     sent_ids.clear()
+                if len(self._entries) > 1_000_000:
+                    self._entries.clear()
                 frames = []
                 for delivery in batch:
+                    if delivery.entry.stored_entry:
+                        try:
+                            frames += self._entries.frames(delivery)
+                        except EntryError as exc:
+                            self._skip_unreadable(delivery, exc)
+                        continue
                     text_id = delivery.message_id.to_base64()
                     sent_ids[text_id] = delivery.message_id
                     frames.append(encode_message_frame(delivery, text_id))

@@ -140,7 +140,9 @@ class Consumer:
         self._outbox.append(delivery)
         self.delivered_total += 1
         if self.pull_mode:
-            self.permits -= 1
+            # A stored entry takes its messages' permits, and goes out whole even when it
+            # overdraws them (Pulsar dispatches at least one entry the same way).
+            self.permits -= delivery.entry.count or 1
         self._signal.set()
 
     def mark_closed(self, reason: CloseReason | None) -> None:

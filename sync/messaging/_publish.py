@@ -95,6 +95,8 @@ class ProducerHandle:
         sequence_id: int | None = None,
         deliver_at_ms: int | None = None,
         headers: list[Header] | None = None,
+        count: int = 1,
+        overhead: int = 0,
     ) -> None:
         """Route and queue one message under the topic's live ``maxMessageSize``.
 
@@ -105,6 +107,10 @@ class ProducerHandle:
 
         ``deliver_at_ms`` (epoch ms) asks for delayed delivery (see ``_delayed``);
         ``headers`` are reserved (``__pulsar.``) headers the message carries as given.
+        ``count``: the messages the record holds (a stored entry: a client's whole batch,
+        whose ``sequence_id`` is the batch's highest), as ``publishRate`` counts them;
+        ``overhead``: bytes of ``payload`` that ``maxMessageSize`` does not count (a stored
+        entry's metadata).
 
         Raises:
             MessageTooLargeError, InvalidInputError, RoutingError: nothing was queued.
@@ -117,8 +123,9 @@ class ProducerHandle:
             reserved = [*headers] if reserved is None else reserved + headers
         dedup = ts.dedup if ts.limits.dedup_enabled else None
         name = self.producer.config.producer_name
+        limit = ts.limits.max_message_size + overhead
         if dedup is not None and name and sequence_id is not None:
-            if len(payload) > ts.limits.max_message_size:
+            if len(payload) > limit:
                 dedup = None  # refused below, before the sequence counts as sent
             else:
                 verdict, last = dedup.check(name, sequence_id)
@@ -144,14 +151,14 @@ class ProducerHandle:
             key=key,
             properties=properties,
             event_time_ms=event_time_ms,
-            max_message_size=ts.limits.max_message_size,
+            max_message_size=limit,
             reserved_headers=reserved,
         )
         limiter = ts.publish_limiters[partition] if ts.publish_limiters else None
         if limiter is not None and not limiter.spec.unlimited:
             limiter.wait_s(0)  # refill first
-            limiter.consume(len(payload))
-        ts.published_msgs += 1
+            limiter.consume(len(payload), count)
+        ts.published_msgs += count
         ts.published_bytes += len(payload)
         self._on_queued()
 

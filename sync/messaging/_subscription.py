@@ -41,7 +41,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from sync._constants import SUBSCRIPTION_GROUP_PREFIX
+from sync._constants import (
+    ENTRY_FORMAT_VERSION,
+    HEADER_ENTRY,
+    HEADER_ENTRY_COUNT,
+    SUBSCRIPTION_GROUP_PREFIX,
+)
 from sync._errors import TransportError
 from sync.messaging._message_id import MessageId
 from sync.naming._names import TopicName
@@ -552,9 +557,16 @@ class Subscription:
         if headers:
             for name, raw in headers:
                 if name == HEADER_DELIVER_AT:
-                    with contextlib.suppress(ValueError):
+                    with contextlib.suppress(ValueError, TypeError):
                         entry.deliver_at = int(raw)
-                    break
+                elif name == HEADER_ENTRY:
+                    entry.stored_entry = True
+                    if raw != ENTRY_FORMAT_VERSION:
+                        entry.count = 0  # unknown version: quarantined at dispatch
+                        break
+                elif name == HEADER_ENTRY_COUNT:
+                    with contextlib.suppress(ValueError, TypeError):
+                        entry.count = max(0, int(raw))
         counts = self._counts.get(part.index)
         if counts:
             entry.redeliveries = counts.pop(offset, 0)  # redelivered before it was given up

@@ -8,6 +8,7 @@ from here.
 from __future__ import annotations
 
 from sync._constants import (
+    ENTRY_FORMAT_VERSION,
     HEADER_BATCH_SIZE,
     HEADER_CHUNK_COUNT,
     HEADER_CHUNK_ID,
@@ -18,6 +19,8 @@ from sync._constants import (
     HEADER_ENCRYPTION_ALGO,
     HEADER_ENCRYPTION_KEY,
     HEADER_ENCRYPTION_PARAM,
+    HEADER_ENTRY,
+    HEADER_ENTRY_COUNT,
     HEADER_EVENT_TIME,
     HEADER_KEY_B64,
     HEADER_NULL_VALUE,
@@ -30,6 +33,7 @@ from sync._constants import (
 )
 
 __all__ = [
+    "ENTRY_FORMAT_VERSION",
     "HEADER_BATCH_SIZE",
     "HEADER_CHUNK_COUNT",
     "HEADER_CHUNK_ID",
@@ -40,6 +44,8 @@ __all__ = [
     "HEADER_ENCRYPTION_ALGO",
     "HEADER_ENCRYPTION_KEY",
     "HEADER_ENCRYPTION_PARAM",
+    "HEADER_ENTRY",
+    "HEADER_ENTRY_COUNT",
     "HEADER_EVENT_TIME",
     "HEADER_KEY_B64",
     "HEADER_NULL_VALUE",

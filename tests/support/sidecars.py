@@ -221,11 +221,12 @@ class BinarySidecar(ThreadSidecar):
         *,
         tls: TlsSettings | None = None,
         lookup: ClusterSettings | None = None,
+        entry_format: str = "message",
     ) -> None:
         """``advertised_url``: what lookups answer (default: the listener itself);
         ``tls``: serve ``pulsar+ssl://`` too (at :attr:`broker_url_tls`); ``lookup``: join
         a cluster of its own (a fresh name and registry), so the cluster service runs
-        (lookups, the schema registry)."""
+        (lookups, the schema registry); ``entry_format``: ``--entry-format``."""
         super().__init__(bootstrap, state_dir, app_factory=self._build)
         self.broker_port = free_port()
         self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
@@ -240,6 +241,7 @@ class BinarySidecar(ThreadSidecar):
             broker_url=advertised_url,
             broker_port_tls=tls_port,
             tls=tls,
+            entry_format=entry_format,
         )
         if lookup is not None:
             name = "bin" + uuid.uuid4().hex[:8]

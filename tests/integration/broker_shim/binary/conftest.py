@@ -4,6 +4,7 @@ another sidecar or client defines its own fixture of the same name)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pulsar
@@ -27,3 +28,19 @@ def client(sidecar: BinarySidecar) -> Iterator[pulsar.Client]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
+    """An RSA key pair made for the test, read by the client's ``CryptoKeyReader``."""
+    folder = tmp_path_factory.mktemp("keys")
+    private, public = folder / "private.pem", folder / "public.pem"
+    subprocess.run(
+        ["openssl", "genrsa", "-out", str(private), "2048"], check=True, capture_output=True
+    )
+    subprocess.run(
+        ["openssl", "rsa", "-in", str(private), "-pubout", "-out", str(public)],
+        check=True,
+        capture_output=True,
+    )
+    return pulsar.CryptoKeyReader(str(public), str(private))

@@ -7,7 +7,6 @@ that stored them."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -26,22 +25,6 @@ pytestmark = pytest.mark.timeout(240)
 
 #: Larger than the 1,000,000 bytes the sidecar announces: the client sends 3 chunks.
 _LARGE = 2_500_000
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
-    """An RSA key pair made for the test, read by the client's ``CryptoKeyReader``."""
-    folder = tmp_path_factory.mktemp("keys")
-    private, public = folder / "private.pem", folder / "public.pem"
-    subprocess.run(
-        ["openssl", "genrsa", "-out", str(private), "2048"], check=True, capture_output=True
-    )
-    subprocess.run(
-        ["openssl", "rsa", "-in", str(private), "-pubout", "-out", str(public)],
-        check=True,
-        capture_output=True,
-    )
-    return pulsar.CryptoKeyReader(str(public), str(private))
 
 
 # -- what is sent, and what must come back -----------------------------------------------

@@ -246,20 +246,13 @@ def test_standalone_connect_proxies_through_the_service_url_when_advertising_loo
 def test_message_metadata_gives_back_producer_sequence_and_publish_time(
     headers: list[tuple[str, bytes]] | None, producer: str, sequence: int
 ) -> None:
-    from types import SimpleNamespace
-    from typing import cast
-
     from broker_shim.binary import parse_frame
     from broker_shim.binary._commands import message_frame as _message_frame
     from sync.messaging import Delivery, MessageId
+    from sync.messaging._cursor import Entry
 
-    entry = SimpleNamespace(
-        offset=9, publish_ms=1_700_000_000_123, headers=headers, key="k", payload=b"x"
-    )
-    delivery = cast(
-        Delivery,
-        SimpleNamespace(entry=entry, message_id=MessageId(-1, 9), redelivery_count=0),
-    )
+    entry = Entry(0, 9, "k", b"x", headers, 1_700_000_000_123)
+    delivery = Delivery(MessageId(-1, 9), entry, 0)
     frame = parse_frame(_message_frame(5, delivery)[4:])
     assert frame.metadata is not None
     assert frame.metadata.producer_name == producer

@@ -4,8 +4,6 @@ is stored as (``unpack_messages``) and what a record is dispatched as (``message
 from __future__ import annotations
 
 import struct
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
@@ -14,6 +12,7 @@ from broker_shim.binary import parse_frame
 from broker_shim.binary._commands import message_frame
 from broker_shim.binary._framing import FrameError, SingleMessage, unpack_messages
 from sync.messaging import Delivery, MessageId
+from sync.messaging._cursor import Entry
 from sync.messaging.headers import (
     HEADER_BATCH_SIZE,
     HEADER_CHUNK_SEQUENCE,
@@ -57,17 +56,15 @@ def _dispatch(
     msg: SingleMessage | None, headers: list[tuple[str, bytes]] | None, offset: int = 9
 ) -> tuple[api.MessageMetadata, bytes]:
     """The metadata and payload a consumer gets for the record."""
-    entry = SimpleNamespace(
-        offset=offset,
-        publish_ms=1_600_000_000_000,
-        headers=headers,
-        key=None if msg is None else msg.key,
-        payload=b"x" if msg is None else msg.payload,
+    entry = Entry(
+        0,
+        offset,
+        None if msg is None else msg.key,
+        b"x" if msg is None else msg.payload,
+        headers,
+        1_600_000_000_000,
     )
-    delivery = cast(
-        Delivery,
-        SimpleNamespace(entry=entry, message_id=MessageId(-1, offset), redelivery_count=0),
-    )
+    delivery = Delivery(MessageId(-1, offset), entry, 0)
     frame = parse_frame(message_frame(5, delivery)[4:])
     assert frame.metadata is not None
     return frame.metadata, frame.payload
@@ -120,22 +117,14 @@ def test_reserved_headers_out_of_their_fields_range_are_skipped() -> None:
     """What a plain Kafka producer may write under a reserved name: a sequence id past
     uint64, a negative event time, a chunk id past int32; and a record without a
     timestamp (-1). The message goes out without those fields instead of failing."""
-    entry = SimpleNamespace(
-        offset=9,
-        publish_ms=-1,
-        headers=[
-            (HEADER_SEQUENCE, b"%d" % 2**70),
-            ("__pulsar.eventTime", b"-5"),
-            ("__pulsar.chunk.id", b"%d" % 2**40),
-            (HEADER_PRODUCER, b"carol"),
-        ],
-        key=None,
-        payload=b"x",
-    )
-    delivery = cast(
-        Delivery,
-        SimpleNamespace(entry=entry, message_id=MessageId(-1, 9), redelivery_count=0),
-    )
+    headers = [
+        (HEADER_SEQUENCE, b"%d" % 2**70),
+        ("__pulsar.eventTime", b"-5"),
+        ("__pulsar.chunk.id", b"%d" % 2**40),
+        (HEADER_PRODUCER, b"carol"),
+    ]
+    entry = Entry(0, 9, None, b"x", headers, -1)
+    delivery = Delivery(MessageId(-1, 9), entry, 0)
     frame = parse_frame(message_frame(5, delivery)[4:])
     meta = frame.metadata
     assert meta is not None

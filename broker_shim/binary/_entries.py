@@ -1,0 +1,178 @@
+"""The stored-entry format (docs/entry-design.md): one Kafka record per SEND.
+
+With ``broker-shim run --entry-format entry`` a SEND is stored as Pulsar's broker stores
+it, one entry as the client sent it, instead of one record per message:
+
+* **value**: ``[METADATA_SIZE u32][MessageMetadata][PAYLOAD]``, the bytes the SEND's
+  checksum covers, payload still compressed (or encrypted) as sent;
+* **key**: the metadata's ``partition_key`` (Kafka compaction and plain Kafka readers);
+* **headers**: ``__pulsar.entry`` = the format version, ``__pulsar.count`` = its messages;
+  the engine adds the producer's name and the batch's highest sequence id (deduplication
+  replays them) and ``__pulsar.deliverAt`` for a delayed entry.
+
+Nothing a client set on a message is mapped or dropped: every field of ``MessageMetadata``
+and ``SingleMessageMetadata`` goes back to consumers byte for byte (null values, ordering
+keys, chunks, encryption keys, compression, publish and event times, schema versions).
+
+Publish (:func:`check_entry`) walks the SEND before anything is written, refusing what a
+consumer could not read back: a batch whose count or sizes do not match its payload, a
+payload that does not decompress to its announced size, chunk or encryption metadata that
+does not add up. Dispatch (:func:`entry_frame`) writes a MESSAGE command, a checksum and
+the stored value verbatim; the client unpacks the batch, as from Pulsar. WebSocket
+consumers get the messages one by one (:func:`decode_entry`).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+from google.protobuf.message import DecodeError
+
+from sync.errors import InvalidInputError
+from sync.messaging import Delivery, OutboundMessage
+
+from . import PulsarApi_pb2 as api
+from ._framing import CHECKSUM_MAGIC, FrameError, decompress, unpack_messages
+from ._metadata_headers import MetadataError, stored_whole, whole_headers
+
+__all__ = ["EntryError", "check_entry", "decode_entry", "entry_frame", "entry_metadata"]
+
+_U32 = struct.Struct(">I")
+_MAGIC = struct.Struct(">H").pack(CHECKSUM_MAGIC)
+_T = api.BaseCommand
+
+
+class EntryError(InvalidInputError):
+    """A stored entry that cannot be read: quarantined by the consumer that meets it."""
+
+
+def check_entry(
+    metadata: api.MessageMetadata, payload: bytes, *, is_chunk: bool
+) -> tuple[int, int]:
+    """The number of messages in a SEND stored as one entry and the highest sequence id
+    among them, once its structure is checked as :func:`~._framing.unpack_messages` would
+    check it (a message of a batch without its own sequence id has the batch's first plus
+    its index, as the client numbers them).
+
+    Raises:
+        FrameError: the payload does not decompress, its batch does not parse, or its chunk
+            or encryption metadata does not add up (nothing is written).
+    """
+    if stored_whole(metadata, is_chunk=is_chunk):
+        try:
+            whole_headers(metadata, len(payload))  # the chunk and encryption checks
+        except MetadataError as exc:
+            raise FrameError(str(exc)) from None
+        first = metadata.sequence_id
+        if metadata.HasField("num_messages_in_batch"):
+            count = int(metadata.num_messages_in_batch)
+            return count, max(first + count - 1, metadata.highest_sequence_id)
+        return 1, first
+    data = decompress(metadata, payload)
+    first = metadata.sequence_id
+    if not metadata.HasField("num_messages_in_batch"):
+        return 1, first
+    count = metadata.num_messages_in_batch
+    if count < 1:
+        raise FrameError(f"num_messages_in_batch is {count}")
+    # The one per-message loop of the entry path: sizes only, names bound locally.
+    parse = api.SingleMessageMetadata.FromString
+    unpack = _U32.unpack_from
+    total = len(data)
+    pos = 0
+    highest = metadata.highest_sequence_id
+    for index in range(count):
+        if total - pos < 4:
+            raise FrameError(f"batch truncated at message {index} of {count}")
+        (size,) = unpack(data, pos)
+        pos += 4
+        end = pos + size
+        if size == 0 or end > total:
+            raise FrameError(f"batch message {index}: metadata size {size} does not fit")
+        try:
+            single = parse(data[pos:end])
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            raise FrameError(f"batch message {index}: undecodable metadata: {exc}") from None
+        length = single.payload_size
+        if not single.HasField("payload_size") or length < 0 or end + length > total:
+            raise FrameError(f"batch message {index}: payload size {length} does not fit")
+        pos = end + length
+        sequence = single.sequence_id if single.HasField("sequence_id") else first + index
+        if sequence > highest:
+            highest = sequence
+    if pos != total:
+        raise FrameError(f"batch has {total - pos} bytes after its {count} messages")
+    return int(count), highest
+
+
+def entry_metadata(value: bytes) -> tuple[api.MessageMetadata, int]:
+    """The metadata of a stored entry and where its payload starts in ``value``.
+
+    Raises:
+        EntryError: the value is not an entry (sizes that do not add up, undecodable
+            metadata).
+    """
+    if len(value) < 4:
+        raise EntryError(f"stored entry of {len(value)} bytes has no metadata size")
+    (size,) = _U32.unpack_from(value, 0)
+    if size == 0 or 4 + size > len(value):
+        raise EntryError(f"metadata size {size} does not fit a stored entry of {len(value)} bytes")
+    metadata = api.MessageMetadata()
+    try:
+        metadata.ParseFromString(value[4 : 4 + size])
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise EntryError(f"undecodable metadata in a stored entry: {exc}") from None
+    if not metadata.IsInitialized():
+        raise EntryError("the metadata of a stored entry lacks required fields")
+    return metadata, 4 + size
+
+
+def entry_frame(consumer_id: int, delivery: Delivery) -> bytes:
+    """A MESSAGE carrying one stored entry verbatim (a batch: the client unpacks it).
+
+    Raises:
+        EntryError: the record is an entry of an unknown format version, or its metadata
+            does not parse (it is quarantined; nothing is sent).
+    """
+    entry = delivery.entry
+    value = entry.payload
+    if entry.count < 1:
+        raise EntryError("stored entry of an unknown format version")
+    entry_metadata(value)  # a record no client could read is never sent
+    cmd = _T(type=_T.MESSAGE)
+    msg = cmd.message
+    msg.consumer_id = consumer_id
+    mid = msg.message_id
+    mid.ledgerId = 0
+    mid.entryId = delivery.message_id.offset
+    mid.partition = delivery.message_id.partition
+    if delivery.redelivery_count:
+        msg.redelivery_count = delivery.redelivery_count
+    command = cmd.SerializeToString()
+    total = 4 + len(command) + 6 + len(value)
+    return b"".join(
+        (
+            _U32.pack(total),
+            _U32.pack(len(command)),
+            command,
+            _MAGIC,
+            _U32.pack(crc32c.crc32c(value)),
+            value,
+        )
+    )
+
+
+def decode_entry(value: bytes) -> tuple[api.MessageMetadata, list[OutboundMessage]]:
+    """The messages of a stored entry, one by one (WebSocket consumers): an encrypted
+    payload or a chunk stays one message, its payload as stored.
+
+    Raises:
+        EntryError: the entry does not parse.
+    """
+    metadata, start = entry_metadata(value)
+    try:
+        messages = unpack_messages(metadata, value[start:])
+    except InvalidInputError as exc:
+        raise EntryError(f"stored entry does not unpack: {exc}") from None
+    return metadata, messages

@@ -1,0 +1,236 @@
+"""The stored-entry format (``broker-shim run --entry-format entry``, docs/entry-design.md)
+with the official ``pulsar-client`` wheel on a real sidecar and Kafka: a SEND is one Kafka
+record, stored as sent, and every field a client set comes back to consumers, readers and
+WebSocket consumers; records of both formats (and plain Kafka records) share a topic; a
+record that is not a readable entry is quarantined, never wedging the subscription."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+from confluent_kafka import Producer
+
+from sync import TopicName
+from sync.messaging.headers import HEADER_ENTRY, HEADER_ENTRY_COUNT
+from sync.naming._kafka_names import kafka_topic_of
+from sync.transport import KafkaConfig, KafkaTransport
+from tests.integration.broker_shim.binary.test_binary_client import _records
+from tests.integration.broker_shim.binary.test_binary_fidelity import (
+    _LARGE,
+    _SENT,
+    _check,
+    _receive,
+    _send_all,
+)
+from tests.support.kafka import make_topic
+from tests.support.sidecars import BinarySidecar
+from tests.support.ws import ack, connect, consumer_url, receive, run, silent
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def sidecar(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BinarySidecar]:
+    with BinarySidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("entries"), entry_format="entry"
+    ) as s:
+        yield s
+
+
+def _stored(bootstrap: str, topic: TopicName) -> list[tuple[int, dict[str, bytes]]]:
+    """Each record of partition 0: its timestamp and its headers."""
+    consumer = KafkaTransport(KafkaConfig(bootstrap)).consumer()
+    try:
+        kafka_topic = kafka_topic_of(topic)
+        end = consumer.end_offsets(kafka_topic, [0])[0]
+        consumer.assign(kafka_topic, {0: 0})
+        out: list[tuple[int, dict[str, bytes]]] = []
+        deadline = time.monotonic() + 30
+        while len(out) < end and time.monotonic() < deadline:
+            for record in consumer.consume(100, 1.0):
+                out.append((record.timestamp()[1], dict(record.headers() or [])))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["unbatched", "batched"])
+def test_a_send_is_one_record_and_every_field_comes_back(
+    kafka_bootstrap: str, client: pulsar.Client, batched: bool
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = client.subscribe(str(topic), "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(
+        str(topic),
+        batching_enabled=batched,
+        batching_max_publish_delay_ms=50,
+        compression_type=pulsar.CompressionType.LZ4,
+    )
+    before = _send_all(producer, batched=batched)
+    got = _receive(consumer, len(_SENT))
+    _check(got, producer.producer_name(), before)
+    reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
+    _check(_receive(reader, len(_SENT)), producer.producer_name(), before)
+    stored = _stored(kafka_bootstrap, topic)
+    # One record per SEND: the batch whole, or each unbatched message.
+    assert len(stored) == (1 if batched else len(_SENT))
+    assert all(h[HEADER_ENTRY] == b"1" for _, h in stored)
+    assert [int(h[HEADER_ENTRY_COUNT]) for _, h in stored] == (
+        [len(_SENT)] if batched else [1] * len(_SENT)
+    )
+    # The publish time is the client's, as Pulsar keeps it; Kafka's timestamp is the store time.
+    assert all(m.publish_timestamp() <= ts for m, (ts, _) in zip(got, stored, strict=False))
+
+
+def test_chunks_and_encrypted_batches_are_entries_too(
+    kafka_bootstrap: str, client: pulsar.Client, keys: pulsar.CryptoKeyReader
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = client.subscribe(
+        str(topic), "sub", initial_position=pulsar.InitialPosition.Earliest, crypto_key_reader=keys
+    )
+    chunked = client.create_producer(str(topic), batching_enabled=False, chunking_enabled=True)
+    large = os.urandom(_LARGE)
+    chunked.send(large, partition_key="big")
+    sealed = client.create_producer(
+        str(topic), encryption_key="app-key", crypto_key_reader=keys, batching_enabled=True
+    )
+    for i in range(3):
+        sealed.send_async(b"secret %d" % i, None, ordering_key="o")
+    sealed.flush()
+    got = _receive(consumer, 4)
+    assert got[0].data() == large
+    assert got[0].partition_key() == "big"
+    assert [(m.data(), m.ordering_key()) for m in got[1:]] == [
+        (b"secret %d" % i, "o") for i in range(3)
+    ]
+    assert _records(kafka_bootstrap, topic) == {0: 3 + 1}  # three chunks, one batch
+
+
+def test_an_unacknowledged_batch_comes_again_whole_and_marked(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = client.subscribe(
+        str(topic),
+        "sub",
+        consumer_type=pulsar.ConsumerType.Shared,
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(5):
+        producer.send_async(b"m%d" % i, None)
+    producer.flush()
+    first = [consumer.receive(timeout_millis=20_000) for _ in range(5)]
+    assert _records(kafka_bootstrap, topic) == {0: 1}  # one entry
+    assert [m.redelivery_count() for m in first] == [0] * 5
+    consumer.acknowledge(first[0])  # one of five: the entry stays unacknowledged
+    consumer.close()
+    again = client.subscribe(str(topic), "sub", consumer_type=pulsar.ConsumerType.Shared)
+    got = [again.receive(timeout_millis=20_000) for _ in range(5)]
+    assert sorted(m.data() for m in got) == [b"m%d" % i for i in range(5)]
+    assert all(m.redelivery_count() >= 1 for m in got)
+    for m in got:
+        again.acknowledge(m)
+    again.close()
+    last = client.subscribe(str(topic), "sub", consumer_type=pulsar.ConsumerType.Shared)
+    with pytest.raises(pulsar.Timeout):
+        last.receive(timeout_millis=2_000)
+
+
+def test_deduplication_resumes_from_a_batch_s_highest_sequence_id(
+    kafka_bootstrap: str, sidecar: BinarySidecar, client: pulsar.Client
+) -> None:
+    import asyncio
+
+    from tests.support.ws import policy_enforced, set_policy
+
+    topic = make_topic(kafka_bootstrap, 1)
+    asyncio.run(set_policy(sidecar.http_url, topic, "deduplicationEnabled", True))
+    asyncio.run(policy_enforced(sidecar, topic, "deduplicationEnabled"))
+    producer = client.create_producer(
+        str(topic),
+        producer_name="dedup-entries",
+        batching_enabled=True,
+        batching_max_publish_delay_ms=50,
+    )
+    for i in range(4):
+        producer.send_async(b"d%d" % i, None, sequence_id=10 + i)
+    producer.flush()
+    producer.close()
+    again = client.create_producer(str(topic), producer_name="dedup-entries")
+    assert again.last_sequence_id() == 13
+    again.send(b"old", sequence_id=12)  # a duplicate: acknowledged, not stored
+    again.send(b"new", sequence_id=14)
+    consumer = client.subscribe(str(topic), "sub", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in _receive(consumer, 5)] == [b"d0", b"d1", b"d2", b"d3", b"new"]
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=1_000)
+
+
+def test_formats_share_a_topic_and_a_bad_entry_is_quarantined(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    """A plain Kafka record, a record claiming to be an entry that is not one, a record of
+    an entry version from the future, then a client's batch: the consumer gets the plain
+    record and the batch; the two bad records are skipped (acknowledged), not sent."""
+    topic = make_topic(kafka_bootstrap, 1)
+    plain = Producer({"bootstrap.servers": kafka_bootstrap})
+    kafka_topic = kafka_topic_of(topic)
+    plain.produce(kafka_topic, b"from kafka", key=b"k", partition=0)
+    plain.produce(
+        kafka_topic, b"\x00\x00\x00\xffgarbage", partition=0, headers=[(HEADER_ENTRY, b"1")]
+    )
+    plain.produce(kafka_topic, b"v9", partition=0, headers=[(HEADER_ENTRY, b"9")])
+    assert plain.flush(30) == 0
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(3):
+        producer.send_async(b"b%d" % i, None)
+    producer.flush()
+    consumer = client.subscribe(str(topic), "sub", initial_position=pulsar.InitialPosition.Earliest)
+    got = _receive(consumer, 4)
+    assert [m.data() for m in got] == [b"from kafka", b"b0", b"b1", b"b2"]
+    assert got[0].partition_key() == "k"
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=1_000)
+
+
+def test_websocket_consumers_get_an_entry_message_by_message(
+    kafka_bootstrap: str, sidecar: BinarySidecar, client: pulsar.Client
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(3):
+        producer.send_async(
+            b"w%d" % i, None, partition_key="pk", properties={"i": str(i)}, event_timestamp=7
+        )
+    producer.flush()
+
+    async def scenario() -> None:
+        async with connect(consumer_url(sidecar, topic, "ws")) as ws:
+            got = await receive(ws, 3)
+            assert [m["properties"] for m in got] == [{"i": str(i)} for i in range(3)]
+            assert {m["key"] for m in got} == {"pk"}
+            assert len({m["messageId"] for m in got}) == 3
+            await ack(ws, got[:2])  # two of three: the entry stays unacknowledged
+        async with connect(consumer_url(sidecar, topic, "ws")) as ws:
+            again = await receive(ws, 3)
+            assert all(m["redeliveryCount"] >= 1 for m in again)
+            await ack(ws, again)
+            assert await silent(ws, 0.5) == []
+        async with connect(consumer_url(sidecar, topic, "ws")) as ws:
+            assert await silent(ws, 1.5) == []
+
+    run(scenario())

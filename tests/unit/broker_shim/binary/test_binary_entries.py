@@ -1,0 +1,137 @@
+"""The stored-entry format (docs/entry-design.md): a SEND checked whole and stored as sent,
+dispatched verbatim, unpacked for WebSocket consumers; what is refused or quarantined."""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+import pytest
+
+from broker_shim.binary import PulsarApi_pb2 as api
+from broker_shim.binary._entries import (
+    EntryError,
+    check_entry,
+    decode_entry,
+    entry_frame,
+    entry_metadata,
+)
+from broker_shim.binary._framing import FrameError, encode_payload_command, parse_frame
+from broker_shim.ws._entries import EntryAcks
+from sync.messaging import Delivery, MessageId
+from sync.messaging._cursor import Entry
+from tests.unit.broker_shim.binary.test_binary_framing import _batch, _meta, _send_cmd
+
+
+def _entry_of(meta: api.MessageMetadata, payload: bytes) -> bytes:
+    """The entry a client's SEND carries, taken from the frame as the sidecar does."""
+    frame = parse_frame(encode_payload_command(_send_cmd(), meta, payload)[4:])
+    assert frame.metadata is not None
+    return frame.entry
+
+
+def _delivery(value: bytes, *, count: int = 1, offset: int = 5, redelivered: int = 0) -> Delivery:
+    entry = Entry(0, offset, None, value, None, 1_700_000_000_000)
+    entry.stored_entry = True
+    entry.count = count
+    return Delivery(MessageId(-1, offset), entry, redelivered)
+
+
+_MESSAGES = [(b"a", "k1", {"p": "1"}), (b"", None, {}), (b"ccc", "k3", {})]
+
+
+def test_a_batch_is_counted_and_its_highest_sequence_id_found() -> None:
+    meta = _meta(num_messages_in_batch=3, sequence_id=40)
+    assert check_entry(meta, _batch(_MESSAGES), is_chunk=False) == (3, 42)
+    single = _meta(sequence_id=9)
+    assert check_entry(single, b"payload", is_chunk=False) == (1, 9)
+
+
+def test_a_compressed_batch_is_checked_decompressed() -> None:
+    data = _batch(_MESSAGES)
+    meta = _meta(num_messages_in_batch=3, compression=api.LZ4, uncompressed_size=len(data))
+    packed = bytes(cramjam.lz4.compress_block(data, store_size=False))
+    assert check_entry(meta, packed, is_chunk=False)[0] == 3
+    bad = _meta(num_messages_in_batch=3, compression=api.LZ4, uncompressed_size=len(data) + 1)
+    with pytest.raises(FrameError):
+        check_entry(bad, packed, is_chunk=False)
+
+
+@pytest.mark.parametrize(
+    ("count", "payload"),
+    [
+        (4, _batch(_MESSAGES)),  # fewer messages than announced
+        (2, _batch(_MESSAGES)),  # bytes left after the announced messages
+        (3, _batch(_MESSAGES)[:-1]),  # the last payload cut short
+        (3, struct.pack(">I", 99) + b"x"),  # a metadata size past the end
+        (0, b""),  # no message at all
+    ],
+    ids=["short", "trailing", "cut", "oversized-metadata", "empty"],
+)
+def test_a_batch_that_does_not_add_up_is_refused(count: int, payload: bytes) -> None:
+    with pytest.raises(FrameError):
+        check_entry(_meta(num_messages_in_batch=count), payload, is_chunk=False)
+
+
+def test_chunk_metadata_is_checked() -> None:
+    chunk = _meta(uuid="u-1", chunk_id=0, num_chunks_from_msg=2, total_chunk_msg_size=10)
+    assert check_entry(chunk, b"01234", is_chunk=True) == (1, 7)
+    broken = _meta(uuid="u-1", chunk_id=2, num_chunks_from_msg=2, total_chunk_msg_size=10)
+    with pytest.raises(FrameError):
+        check_entry(broken, b"01234", is_chunk=True)
+
+
+def test_an_entry_goes_out_verbatim_with_its_checksum() -> None:
+    meta = _meta(num_messages_in_batch=3, ordering_key=b"o", null_value=False)
+    value = _entry_of(meta, _batch(_MESSAGES))
+    frame = parse_frame(entry_frame(7, _delivery(value, count=3, redelivered=2))[4:])
+    msg = frame.command.message
+    assert (msg.consumer_id, msg.message_id.entryId, msg.redelivery_count) == (7, 5, 2)
+    assert frame.metadata == meta  # exactly as sent: nothing mapped or dropped
+    assert frame.payload == _batch(_MESSAGES)
+    assert frame.entry == value
+
+
+def test_unreadable_entries_are_refused_at_dispatch() -> None:
+    with pytest.raises(EntryError):
+        entry_frame(1, _delivery(b"\x00\x00\x00\xffgarbage"))
+    with pytest.raises(EntryError):
+        entry_frame(1, _delivery(b"\x00"))
+    unknown = _delivery(_entry_of(_meta(), b"x"), count=0)  # a future format version
+    with pytest.raises(EntryError):
+        entry_frame(1, unknown)
+    with pytest.raises(EntryError):
+        entry_metadata(struct.pack(">I", 3) + b"\xff\xff\xff")
+
+
+def test_decoding_gives_each_message() -> None:
+    meta = _meta(num_messages_in_batch=3)
+    got_meta, messages = decode_entry(_entry_of(meta, _batch(_MESSAGES)))
+    assert got_meta.num_messages_in_batch == 3
+    assert [(m.payload, m.key, dict(m.properties or {})) for m in messages] == [
+        (b"a", "k1", {"p": "1"}),
+        (b"", None, {}),
+        (b"ccc", "k3", {}),
+    ]
+
+
+def test_websocket_acks_complete_an_entry_once_all_its_messages_are_acked() -> None:
+    import json
+
+    acks = EntryAcks()
+    value = _entry_of(_meta(num_messages_in_batch=3), _batch(_MESSAGES))
+    frames = [json.loads(f) for f in acks.frames(_delivery(value, count=3))]
+    ids = [f["messageId"] for f in frames]
+    assert len(set(ids)) == 3
+    assert [f["key"] for f in frames if "key" in f] == ["k1", "k3"]
+    # Each id is the entry's id with a batch index: it still names the entry.
+    assert MessageId.from_base64(ids[1]) == MessageId(-1, 5)
+    assert acks.ack(ids[0]) is None
+    assert acks.ack(ids[2]) is None
+    assert acks.ack(ids[0]) is None  # twice: nothing more
+    assert acks.ack(ids[1]) == MessageId(-1, 5)
+    # A negative ack redelivers the entry; its other messages' acks then count for nothing.
+    again = [json.loads(f)["messageId"] for f in acks.frames(_delivery(value, count=3))]
+    assert acks.nack(again[1]) == MessageId(-1, 5)
+    assert acks.ack(again[0]) is None
+    assert acks.ack(again[2]) is None
