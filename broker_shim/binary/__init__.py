@@ -38,12 +38,15 @@ either API (or a plain Kafka producer with the same layout) is read the same by 
 """
 
 from ._connection import BinaryConfig, Connection, ConnectionState
+from ._decode import DecodedMessage, decode_record
 from ._entries import EntryError, decode_entry
 from ._errors import CloseAction, close_action_of, server_error_of
 from ._framing import ChecksumError, FrameError, parse_frame, unpack_messages
 from ._server import BinaryServer, CommandTrace
 
 __all__ = [
+    "DecodedMessage",
+    "decode_record",
     "EntryError",
     "decode_entry",
     "BinaryConfig",

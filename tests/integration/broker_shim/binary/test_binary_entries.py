@@ -234,3 +234,34 @@ def test_websocket_consumers_get_an_entry_message_by_message(
             assert await silent(ws, 1.5) == []
 
     run(scenario())
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["unbatched", "batched"])
+def test_a_kafka_application_reads_every_field_with_the_decoder(
+    kafka_bootstrap: str, client: pulsar.Client, batched: bool
+) -> None:
+    """examples/kafka_reads_pulsar_messages.py: a plain confluent-kafka consumer and
+    ``decode_record`` give back what the Pulsar client sent."""
+    from examples.kafka_reads_pulsar_messages import read_messages
+
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(topic), batching_enabled=batched, batching_max_publish_delay_ms=50
+    )
+    before = _send_all(producer, batched=batched)
+    got = [m for _, m in read_messages(kafka_bootstrap, str(topic), idle_s=2.0)]
+    assert len(got) == len(_SENT)
+    for msg, (content, kwargs) in zip(got, _SENT, strict=True):
+        assert msg.payload == content
+        assert msg.key == kwargs.get("partition_key")
+        assert msg.ordering_key == (
+            kwargs["ordering_key"].encode() if "ordering_key" in kwargs else None
+        )
+        assert msg.properties == kwargs.get("properties", {})
+        assert msg.event_time_ms == kwargs.get("event_timestamp")
+        assert msg.producer_name == producer.producer_name()
+        assert before - 1 <= msg.publish_time_ms <= time.time() * 1000 + 1
+    assert [m.sequence_id for m in got] == list(range(len(_SENT)))
+    assert [m.batch_index for m in got] == (
+        list(range(len(_SENT))) if batched else [0] * len(_SENT)
+    )

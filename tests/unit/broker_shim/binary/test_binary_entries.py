@@ -135,3 +135,55 @@ def test_websocket_acks_complete_an_entry_once_all_its_messages_are_acked() -> N
     assert acks.nack(again[1]) == MessageId(-1, 5)
     assert acks.ack(again[0]) is None
     assert acks.ack(again[2]) is None
+
+
+def test_the_decoder_reads_all_three_kinds_of_record() -> None:
+    from broker_shim.binary import decode_record
+    from sync.messaging.headers import (
+        HEADER_ENTRY,
+        HEADER_EVENT_TIME,
+        HEADER_NULL_VALUE,
+        HEADER_ORDERING_KEY,
+        HEADER_PRODUCER,
+        HEADER_SEQUENCE,
+    )
+
+    # A plain Kafka producer's record: its headers are properties.
+    [plain] = decode_record(b"v", [("h", b"1")], b"k", 1_000)
+    assert (plain.payload, plain.key, plain.properties, plain.publish_time_ms) == (
+        b"v",
+        "k",
+        {"h": "1"},
+        1_000,
+    )
+    assert plain.producer_name is None
+    # A message record of a Pulsar client (--entry-format message).
+    headers = [
+        ("p", b"q"),
+        (HEADER_EVENT_TIME, b"77"),
+        (HEADER_PRODUCER, b"alice"),
+        (HEADER_SEQUENCE, b"12"),
+        (HEADER_NULL_VALUE, b"1"),
+        (HEADER_ORDERING_KEY, b"o"),
+    ]
+    [msg] = decode_record(b"", headers, None, 2_000)
+    assert msg.payload is None
+    assert (msg.properties, msg.event_time_ms, msg.producer_name, msg.sequence_id) == (
+        {"p": "q"},
+        77,
+        "alice",
+        12,
+    )
+    assert msg.ordering_key == b"o"
+    # A stored entry: each message, with its place in the batch.
+    value = _entry_of(_meta(num_messages_in_batch=3, publish_time=5), _batch(_MESSAGES))
+    got = decode_record(value, [(HEADER_ENTRY, b"1")], None, 9)
+    assert [(m.payload, m.key, m.batch_index, m.batch_size) for m in got] == [
+        (b"a", "k1", 0, 3),
+        (b"", None, 1, 3),
+        (b"ccc", "k3", 2, 3),
+    ]
+    assert {m.publish_time_ms for m in got} == {5}  # the client's, as sent
+    assert [m.sequence_id for m in got] == [7, 8, 9]
+    with pytest.raises(EntryError):
+        decode_record(value, [(HEADER_ENTRY, b"2")])
