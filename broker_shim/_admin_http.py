@@ -149,15 +149,11 @@ def _stored_policies(policies: Mapping[str, Any] | None, cluster: str) -> dict[s
 def _namespace_policies(
     service: ClusterService, namespace: NamespaceName, stored: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Pulsar's Policies JSON of a namespace: its bundles and the policies stored for it,
-    Pulsar's defaults for the rest."""
+    """Pulsar's Policies JSON of a namespace: its bundles, permissions and the policies
+    stored for it, Pulsar's defaults for the rest."""
     layout = service.lookups.layout(namespace)
     return {
-        "auth_policies": {
-            "namespace_auth": {},
-            "destination_auth": {},
-            "subscription_auth_roles": {},
-        },
+        "auth_policies": service.permissions.of(namespace).to_dict(),
         "replication_clusters": [service.identity.cluster],
         "allowed_clusters": [],
         "bundles": layout.bundles.to_json(),

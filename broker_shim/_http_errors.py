@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "RETRY_AFTER_S",
+    "error_page",
     "error_response",
     "handshake_refusal",
     "http_status",
@@ -108,6 +109,50 @@ def reason_response(status: int, reason: str) -> web.Response:
     """Pulsar's error body, ``{"reason": "..."}`` (with ``Retry-After`` on a 503)."""
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
     return web.json_response({"reason": reason}, status=status, headers=headers)
+
+
+#: The methods Jetty writes its error page for (``ErrorHandler.errorPageForMethod``); any
+#: other gets the status alone.
+_ERROR_PAGE_METHODS = frozenset({"GET", "POST", "HEAD"})
+_XML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "'": "&apos;", '"': "&quot;"}
+
+
+#: Java's ``Character.isWhitespace`` among the ISO control characters.
+_JAVA_CONTROL_WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")
+
+
+def _sanitized_xml_char(c: str) -> str:
+    if c in _XML_ESCAPES:
+        return _XML_ESCAPES[c]
+    control = ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F  # Java's Character.isISOControl
+    return "?" if control and c not in _JAVA_CONTROL_WHITESPACE else c
+
+
+def _sanitized_xml(text: str) -> str:
+    """Jetty's ``StringUtil.sanitizeXmlString``: markup escaped, control characters other
+    than whitespace as ``?``."""
+    return "".join(_sanitized_xml_char(c) for c in text)
+
+
+def _status_line_reason(text: str) -> str:
+    """``text`` as Jetty puts it in the status line: what is not printable ASCII as ``?``."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text)
+
+
+def error_page(request: web.Request, status: int, message: str) -> web.Response:
+    """Pulsar's answer where a resource gives only a status and a reason (``Response.status(
+    409, reason)``, or Jersey itself, e.g. 405): the reason in the status line, and for GET,
+    POST and HEAD Jetty's JSON error page, ``{"message", "url", "status"}`` (its markup
+    escaped; Jetty also names its servlet, left out here); other methods get no body."""
+    reason = _status_line_reason(message)
+    if request.method not in _ERROR_PAGE_METHODS:
+        return web.Response(status=status, reason=reason)
+    page = {
+        "message": _sanitized_xml(message),
+        "url": request.raw_path.split("?", 1)[0],
+        "status": str(status),
+    }
+    return web.json_response(page, status=status, reason=reason)
 
 
 def error_response(request: web.Request, exc: PolicySyncError) -> web.Response:

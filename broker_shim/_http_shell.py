@@ -18,6 +18,8 @@ own) is served by an app from :func:`http_app`, inside its one middleware,
 * a body that is not valid in its charset: 400;
 * JSON nested deeper than the parser's recursion limit: 400;
 * JSON that does not parse (a handler that forgot to map it): 400;
+* a method a known admin path does not take (aiohttp's 405): Jersey's 405, through Jetty's
+  error page (:func:`broker_shim._http_errors.error_page`), as Pulsar 4.0.7 answers;
 
 and gives every 503 (not ready, bundle being moved, no owner yet) a ``Retry-After``, so
 Pulsar clients and load balancers retry instead of giving up. A request that cannot be
@@ -51,7 +53,7 @@ from aiohttp import web
 from sync import InvalidPolicyError, NotFoundError, TopicName, kafka_topic_of, parse_policy_json
 from sync.errors import BadRequestError, InvalidInputError, PolicySyncError
 
-from ._http_errors import RETRY_AFTER_S, error_response, reason_response
+from ._http_errors import RETRY_AFTER_S, error_page, error_response, reason_response
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +123,10 @@ async def pulsar_answers(request: web.Request, handler: Handler) -> web.StreamRe
         response = await handler(request)
     except PolicySyncError as exc:
         return error_response(request, exc)
+    except web.HTTPMethodNotAllowed:
+        if not request.path.startswith(PULSAR_ADMIN_PREFIX):
+            raise
+        return error_page(request, 405, "Method Not Allowed")  # Jersey's, on a known path
     except web.HTTPException as exc:
         if exc.status == 503 and "Retry-After" not in exc.headers:
             exc.headers["Retry-After"] = str(RETRY_AFTER_S)

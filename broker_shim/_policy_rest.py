@@ -105,7 +105,9 @@ class RestPolicy:
     DELETE for it (405 otherwise). ``omitted``: the values Pulsar's JSON binding gives the
     fields a record body leaves out (its classes' field initializers), stored as Pulsar
     stores them. ``set_method``: the method that sets it (Pulsar's ``PUT`` for a few;
-    the other is 405).
+    the other is 405). ``undefined``: a value meaning "not set" (Pulsar's ``UNDEFINED``
+    strategy): a topic-level write of it removes the policy, and ``?applied=true`` passes
+    over it to the next level, down to ``default``.
     """
 
     field: str
@@ -117,6 +119,7 @@ class RestPolicy:
     deletable: bool = True
     omitted: Mapping[str, Any] | None = None
     set_method: str = "POST"
+    undefined: Any = None
 
     def completed(self, value: Any) -> Any:
         """``value`` with the fields it leaves out set as Pulsar's JSON binding sets them."""
@@ -235,10 +238,11 @@ REST_POLICIES: Final[dict[str, RestPolicy]] = {
     # Kept for clients of earlier policy-sync releases (not a Pulsar path).
     "replicationClusters": RestPolicy("replicationClusters"),
     "shadowTopics": RestPolicy("shadowTopics"),
-    # PUT, as Pulsar's PersistentTopics; unset answers 204 (its null), applied the
-    # topic's, else the namespace's, else the broker's FULL
+    # PUT, as Pulsar's PersistentTopics; unset answers 200 with an empty body; UNDEFINED
+    # unsets it (Pulsar stores null); applied: the topic's, else the namespace's unless
+    # UNDEFINED, else the broker's FULL
     "schemaCompatibilityStrategy": RestPolicy(
-        "schemaCompatibilityStrategy", unset_status=204, default="FULL", set_method="PUT"
+        "schemaCompatibilityStrategy", default="FULL", set_method="PUT", undefined="UNDEFINED"
     ),
 }
 

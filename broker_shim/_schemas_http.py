@@ -18,12 +18,15 @@ Where each answer comes from (``apache/pulsar``):
 
 * the routes, statuses and the 409/422 of an upload: ``pulsar-broker/…/admin/v2/
   SchemasResource.java`` (an upload answers 200 with ``PostSchemaResponse``, whose version
-  is a ``LongSchemaVersion`` object, hence the nested ``{"version": N}``; the compatibility
-  test ``Response.accepted()``, 202);
-* authorization, "Schema not found" (404 for none, a deleted latest version or a deleted or
-  unknown version) and ``{"getSchemaResponses": …}``: ``…/admin/impl/SchemasResourceBase.java``
-  (uploads, deletes and tests need a tenant admin; reads and version lookups the topic's
-  GET_METADATA, i.e. a role that may look the topic up);
+  is a ``LongSchemaVersion`` object, hence the nested ``{"version": N}``; its 409 and 422
+  are ``Response.status(code, reason)`` without a body, which Jetty answers with the reason
+  in the status line and its JSON error page ``{"message", "url", "status"}``; the
+  compatibility test ``Response.accepted()``, 202);
+* authorization, "Schema not found" (404 for none, a deleted latest version, a deleted or
+  unknown version, or a namespace that does not exist) and ``{"getSchemaResponses": …}``:
+  ``…/admin/impl/SchemasResourceBase.java`` (uploads, deletes and tests need a tenant
+  admin; reads and version lookups the topic's GET_METADATA, i.e. a role that may look the
+  topic up);
 * what is stored, deleted and compared: ``…/service/schema/SchemaRegistryServiceImpl.java``,
   ``…/schema/validator/*.java``, ``AvroSchemaBasedCompatibilityCheck.java``,
   ``SchemaCompatibilityCheck.java`` (see :mod:`sync.cluster._schema_compat`);
@@ -32,11 +35,14 @@ Where each answer comes from (``apache/pulsar``):
   ``DeleteSchemaResponse``, ``IsCompatibilityResponse`` (Lombok's ``isCompatibility()``
   getter makes Jackson name it ``compatibility``) and ``LongSchemaVersionResponse``.
 
-Where this differs from Pulsar, on purpose: Pulsar answers an incompatible schema in a
-compatibility test, an unknown schema type, a missing ``type``/``schema`` and a version
-that is not a number with a 500; here they are 409 (as an upload's), 422, 400 and 412.
-Refusals carry ``{"reason": …}`` (Pulsar puts an upload's 409/422 reason in the HTTP
-status line). A namespace that does not exist is 404 "Namespace does not exist".
+Every answer above was checked against a real Pulsar 4.0.7 (``tests/compat/``, the
+``schema-…`` cases). Where this differs from Pulsar, on purpose: Pulsar answers an
+incompatible schema or invalid schema data in a compatibility test, an unknown schema type,
+a missing ``type``/``schema``, a JSON schema in the pre-Avro ``JsonSchema`` format and a
+version that is not a number with a 500; here they are 409 (as an upload's), 422, 400, 422
+and 412. Pulsar deletes the schema of a topic in a namespace that does not exist (200, a
+marker written); here that is 404 "Namespace does not exist", as for an upload and a
+compatibility test. Other refusals carry ``{"reason": …}``, as Pulsar's.
 
 Everything a request carries is checked before anything is read from or written to Kafka.
 """
@@ -50,9 +56,10 @@ from aiohttp import web
 
 from sync import TopicName
 from sync.cluster import TopicOperation, parse_schema_payload, validate_schema_data
-from sync.errors import InvalidInputError
+from sync.errors import ConflictError, InvalidInputError, UnprocessableError
 
 from ._cluster_http import ClusterHandler, add_cluster_routes, check_admin, check_topic, role
+from ._http_errors import error_page, http_status
 from ._http_shell import JAVA_LONG_MAX, JAVA_LONG_MIN, json_body, query_flag, topic_from_path
 from ._live_cluster import LiveCluster
 
@@ -104,11 +111,15 @@ async def post_schema(cluster: LiveCluster, request: web.Request) -> web.StreamR
     service = cluster.service
     topic = _topic(request)
     check_admin(service, request, topic.tenant)
-    payload = parse_schema_payload(await json_body(request))
-    validate_schema_data(payload)
-    service.require_ready()
-    user = role(service, request) or ""
-    version = await asyncio.to_thread(service.schemas.post, topic, payload, user)
+    try:
+        payload = parse_schema_payload(await json_body(request))
+        validate_schema_data(payload)
+        service.require_ready()
+        user = role(service, request) or ""
+        version = await asyncio.to_thread(service.schemas.post, topic, payload, user)
+    except (ConflictError, UnprocessableError) as exc:
+        # Pulsar: Response.status(409 or 422, reason), no entity: Jetty's error page
+        return error_page(request, http_status(exc), str(exc))
     return web.json_response({"version": {"version": version}})
 
 

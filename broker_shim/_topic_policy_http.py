@@ -35,6 +35,7 @@ from sync import (
 from sync.cluster import ClusterService
 from sync.errors import BadRequestError
 
+from ._http_errors import error_page
 from ._http_shell import json_value, query_flag, topic_from_path
 from ._policy_rest import (
     BACKLOG_QUOTA_TYPES,
@@ -158,6 +159,8 @@ class PolicyRoutes:
         svc = self._service_of()
         if applied:
             value = svc.applied(topic).get(rest.field)
+            if value is not None and value == rest.undefined:
+                value = None
             if value is None:
                 value = [self._local_cluster()] if name == "replication" else rest.default
         else:
@@ -194,7 +197,7 @@ class PolicyRoutes:
             return await self._set_quota(request)
         name, rest = self._policy(request)
         if request.method != rest.set_method:
-            return web.Response(status=405)
+            return error_page(request, 405, "Method Not Allowed")
         topic = self._topic(request)
         is_global = query_flag(request.query, "isGlobal")
         if rest.query_param is not None and rest.query_param in request.query:
@@ -205,6 +208,8 @@ class PolicyRoutes:
             raise BadRequestError(f"{name}: the request has no value; send it as the JSON body")
         value = json_value(text)
         self._bind(rest.field, value)
+        if rest.undefined is not None and value == rest.undefined:
+            value = None  # Pulsar stores null: the policy is unset
         extra = (
             (lambda: self._check_replication(value, is_global)) if name == "replication" else None
         )
@@ -294,7 +299,7 @@ class PolicyRoutes:
             return await self._delete_quota(request)
         _name, rest = self._policy(request)
         if not rest.deletable:
-            return web.Response(status=405)
+            return error_page(request, 405, "Method Not Allowed")
         topic = self._topic(request)
         is_global = query_flag(request.query, "isGlobal")
         await self._check_topic(request, topic)
@@ -367,7 +372,7 @@ class PolicyRoutes:
         value = json_value(text)
         namespace, rest = self._namespace_rest(request)
         if request.method != rest.set_method:
-            return web.Response(status=405)
+            return error_page(request, 405, "Method Not Allowed")
         self._bind(rest.field, value)
         patch, refusal = self._decide(rest, value)
         await self._check_namespace(request, namespace, refusal)

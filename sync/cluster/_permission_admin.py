@@ -45,20 +45,23 @@ class PermissionAdmin:
         """Set ``role``'s actions on the namespace (or on ``topic``), replacing earlier ones.
 
         Raises:
-            NotFoundError: the namespace does not exist.
+            NotFoundError: the namespace does not exist (Pulsar's text for a namespace
+                grant: "Topic's namespace does not exist").
             InvalidInputError: an empty role.
         """
         if not role:
             raise InvalidInputError("Role should not be empty")
 
         def decide(store: MetadataStore) -> Change[None]:
+            if topic is None and store.layout(namespace) is None:
+                raise NotFoundError("Topic's namespace does not exist")
             current = _require(store, namespace)
             if topic is None:
                 updated = dataclasses.replace(
                     current, namespace_auth={**current.namespace_auth, role: actions}
                 )
             else:
-                name = topic.base.canonical
+                name = topic.canonical  # a partition's grants are its own
                 grants = {**current.destination_auth.get(name, {}), role: actions}
                 updated = dataclasses.replace(
                     current, destination_auth={**current.destination_auth, name: grants}
@@ -69,24 +72,26 @@ class PermissionAdmin:
         logger.info("granted %s to role %s on %s", sorted(actions), role, topic or namespace)
 
     def revoke(self, namespace: NamespaceName, role: str, topic: TopicName | None = None) -> None:
-        """Take ``role``'s permissions on the namespace (or on ``topic``) away.
+        """Take ``role``'s permissions on the namespace (or on ``topic``: its grants of the
+        topic's own, a namespace grant stays) away; nothing to take away is no error, as in
+        Pulsar 4.0.
 
         Raises:
             NotFoundError: the namespace does not exist.
-            InvalidInputError: on a topic, "Permissions are not set at the topic level"
-                (Pulsar's 412) when the role has no grant of the topic's own.
         """
 
         def decide(store: MetadataStore) -> Change[None]:
             current = _require(store, namespace)
             if topic is None:
+                if role not in current.namespace_auth:
+                    return Change({}, None)
                 grants = {r: a for r, a in current.namespace_auth.items() if r != role}
                 updated = dataclasses.replace(current, namespace_auth=grants)
             else:
-                name = topic.base.canonical
+                name = topic.canonical
                 own = current.destination_auth.get(name, {})
                 if role not in own:
-                    raise InvalidInputError("Permissions are not set at the topic level")
+                    return Change({}, None)
                 rest = {r: a for r, a in own.items() if r != role}
                 destinations = {t: g for t, g in current.destination_auth.items() if t != name}
                 if rest:
@@ -118,21 +123,23 @@ class PermissionAdmin:
         logger.info("granted subscription %s of %s to %s", subscription, namespace, sorted(roles))
 
     def revoke_subscription(self, namespace: NamespaceName, subscription: str, role: str) -> None:
-        """Take ``role`` off ``subscription``'s roles (none left: open to any role with
-        ``consume`` again).
+        """Take ``role`` off ``subscription``'s roles; with none left the subscription is
+        dropped, as in Pulsar (open to any role with ``consume`` again).
 
         Raises:
             NotFoundError: the namespace does not exist.
-            InvalidInputError: "couldn't find subscription" (never granted; Pulsar's 412).
+            InvalidInputError: "couldn't find subscription" (none granted; Pulsar answers
+                its IllegalArgumentException with a 500, here 412).
         """
 
         def decide(store: MetadataStore) -> Change[None]:
             current = _require(store, namespace)
             roles = current.subscription_auth_roles.get(subscription)
-            if roles is None:  # Pulsar: IllegalArgumentException, 412
+            if roles is None:
                 raise InvalidInputError("couldn't find subscription")
-            # Pulsar keeps the (maybe empty) set: empty lets any role with consume in
-            rest = {**current.subscription_auth_roles, subscription: roles - {role}}
+            rest = {s: r for s, r in current.subscription_auth_roles.items() if s != subscription}
+            if roles - {role}:
+                rest[subscription] = roles - {role}
             updated = dataclasses.replace(current, subscription_auth_roles=rest)
             return Change({auth_key(namespace): updated.to_json()}, None)
 

@@ -9,8 +9,10 @@ fenced metadata writer (:mod:`._permission_admin`) and read by every sidecar's
 
 What a role may do with a topic (Pulsar's ``PulsarAuthorizationProvider``): produce with
 ``produce`` granted on the namespace or on the topic, consume with ``consume``, look up
-with either. A partition is checked as its partitioned topic (a grant on a partitioned
-topic covers its partitions). Super-users and the tenant's admins may do all of it (see
+with either. Grants are kept under the name they were given for: a partition
+(``…-partition-N``) has grants of its own, as in Pulsar, and is checked with its own and
+then its partitioned topic's (a grant on a partitioned topic covers its partitions).
+Super-users and the tenant's admins may do all of it (see
 :class:`~sync.cluster._auth.Authorizer`).
 """
 
@@ -91,8 +93,11 @@ def parse_roles(body: Any) -> frozenset[str]:
     """The roles of a subscription grant's body (a JSON list of role names).
 
     Raises:
-        BadRequestError: not a list of non-empty strings.
+        BadRequestError: none (Pulsar's "Roles should not be null"), or not a list of
+            non-empty strings.
     """
+    if body is None:
+        raise BadRequestError("Roles should not be null")
     if not isinstance(body, list) or not all(isinstance(r, str) and r for r in body):
         raise BadRequestError('the body must be a JSON list of roles, e.g. ["app"]')
     return frozenset(body)
@@ -112,7 +117,7 @@ class AuthPolicies:
     """One namespace's permissions (Pulsar's ``AuthPolicies``)."""
 
     namespace_auth: Grants = field(default_factory=dict)
-    #: Base topic (canonical name) -> role -> actions.
+    #: Topic or partition (canonical name) -> role -> actions.
     destination_auth: Mapping[str, Grants] = field(default_factory=dict)
     #: Subscription name -> the only roles that may consume on it (none listed: any role
     #: with ``consume``), Pulsar's ``…/permissions/subscription/{subscription}``.
@@ -141,14 +146,16 @@ class AuthPolicies:
             return False
         if needs & self.namespace_auth.get(role, frozenset()):
             return True
-        grants = self.destination_auth.get(topic.base.canonical, {})
-        return bool(needs & grants.get(role, frozenset()))
+        names = {topic.canonical, topic.base.canonical}  # a partition: then its topic's
+        return any(
+            needs & self.destination_auth.get(name, {}).get(role, frozenset()) for name in names
+        )
 
     def topic_grants(self, topic: TopicName) -> dict[str, list[str]]:
         """Pulsar's ``GET …/{topic}/permissions``: the namespace's grants with the
-        topic's own added."""
+        topic's own added (a partition's own: not its partitioned topic's)."""
         merged: dict[str, set[str]] = {r: set(a) for r, a in self.namespace_auth.items()}
-        for r, a in self.destination_auth.get(topic.base.canonical, {}).items():
+        for r, a in self.destination_auth.get(topic.canonical, {}).items():
             merged.setdefault(r, set()).update(a)
         return {r: sorted(a) for r, a in sorted(merged.items())}
 
@@ -165,18 +172,20 @@ class AuthPolicies:
         """Pulsar's ``GET /admin/v2/namespaces/{t}/{ns}/permissions``."""
         return {r: sorted(a) for r, a in sorted(self.namespace_auth.items())}
 
+    def to_dict(self) -> dict[str, Any]:
+        """Pulsar's ``auth_policies`` JSON (its namespace Policies show it so)."""
+        return {
+            "namespace_auth": self.namespace_grants(),
+            "destination_auth": {
+                t: {r: sorted(a) for r, a in sorted(g.items())}
+                for t, g in sorted(self.destination_auth.items())
+            },
+            "subscription_auth_roles": self.subscription_grants(),
+        }
+
     def to_json(self) -> bytes:
         """The record's value in the registry topic: Pulsar's ``auth_policies`` JSON."""
-        return encode_json(
-            {
-                "namespace_auth": self.namespace_grants(),
-                "destination_auth": {
-                    t: {r: sorted(a) for r, a in sorted(g.items())}
-                    for t, g in sorted(self.destination_auth.items())
-                },
-                "subscription_auth_roles": self.subscription_grants(),
-            }
-        )
+        return encode_json(self.to_dict())
 
     @classmethod
     def from_json(cls, raw: bytes) -> AuthPolicies:

@@ -81,6 +81,13 @@ class SchemaAdmin:
         """
         return _history(self.store, topic)
 
+    def _read(self, topic: TopicName) -> SchemaHistory:
+        """``topic``'s history for a read: a namespace that does not exist has no schemas
+        (Pulsar's reads do not look the namespace up: "Schema not found", no versions)."""
+        if self.store.layout(topic.namespace_name) is None:
+            return SchemaHistory(topic.base.canonical)
+        return _history(self.store, topic)
+
     def strategy(self, topic: TopicName) -> SchemaCompatibilityStrategy:
         """The strategy checks on ``topic`` use (UNDEFINED resolved to FULL)."""
         return self.strategy_of(topic).resolved()
@@ -89,9 +96,9 @@ class SchemaAdmin:
         """The latest version (``GET …/schema``).
 
         Raises:
-            NotFoundError: "Schema not found" (none, or deleted), or no such namespace.
+            NotFoundError: "Schema not found" (none, deleted, or no such namespace).
         """
-        entry = self.history(topic).latest
+        entry = self._read(topic).latest
         if entry is None:
             raise NotFoundError("Schema not found")
         return entry
@@ -100,21 +107,21 @@ class SchemaAdmin:
         """Version ``version`` (``GET …/schema/{version}``); deleted ones are gone.
 
         Raises:
-            NotFoundError: "Schema not found", or no such namespace.
+            NotFoundError: "Schema not found" (none, deleted, or no such namespace).
         """
-        entry = self.history(topic).get(version)
+        entry = self._read(topic).get(version)
         if entry is None:
             raise NotFoundError("Schema not found")
         return entry
 
     def versions(self, topic: TopicName) -> tuple[SchemaEntry, ...]:
         """The live versions, oldest first (``GET …/schemas``; none: empty)."""
-        return self.history(topic).live
+        return self._read(topic).live
 
     def find_version(self, topic: TopicName, payload: PostSchemaPayload) -> int:
         """The version holding exactly ``payload`` (type and bytes), else
         :data:`NO_SCHEMA_VERSION` (``POST …/version``)."""
-        entry = find_same_bytes(self.history(topic).live, payload)
+        entry = find_same_bytes(self._read(topic).live, payload)
         return NO_SCHEMA_VERSION if entry is None else entry.version
 
     def test_compatibility(

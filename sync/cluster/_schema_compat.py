@@ -38,6 +38,7 @@ Refusals are :class:`~sync._errors.ConflictError` (Pulsar's ``IncompatibleSchema
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +50,8 @@ from avro.schema import Schema
 from sync._errors import ConflictError, UnprocessableError
 
 from ._schemas import PostSchemaPayload, SchemaCompatibilityStrategy, SchemaEntry, SchemaType
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "check_compatible",
@@ -105,17 +108,16 @@ def validate_schema_data(payload: PostSchemaPayload) -> None:
     """Refuse schema data Pulsar's ``SchemaDataValidator`` refuses.
 
     Raises:
-        UnprocessableError: with Pulsar's reason (its ``InvalidSchemaDataException``), the
-            parser's detail added after it for a bad Avro definition.
+        UnprocessableError: with Pulsar's reason (its ``InvalidSchemaDataException``; for a
+            bad Avro definition the parser's detail is its cause, logged, not its text).
     """
     kind, data = payload.type, payload.schema
     if kind.avro_defined:
         try:
             parsed = parse_avro(data)
         except SchemaParseError as exc:
-            raise UnprocessableError(
-                f"Invalid schema definition data for {kind} schema: {exc}"
-            ) from exc
+            logger.debug("invalid %s schema definition: %s", kind, exc)
+            raise UnprocessableError(f"Invalid schema definition data for {kind} schema") from exc
         if kind is SchemaType.AVRO and parsed.type == "union":
             raise UnprocessableError("Avro schema typed [UNION] is not supported")
     elif kind is SchemaType.STRING:
@@ -171,8 +173,80 @@ def find_same_bytes(live: Sequence[SchemaEntry], payload: PostSchemaPayload) -> 
     return None
 
 
+_NAMED = frozenset({"record", "error", "enum", "fixed"})
+#: The keys Avro Java writes first, in its order, per kind of schema (``Schema.toJson``);
+#: any other property follows them (aliases last, as Java writes them).
+_KEY_ORDER = {
+    "record": ("type", "name", "namespace", "doc", "fields"),
+    "error": ("type", "name", "namespace", "doc", "fields"),
+    "enum": ("type", "name", "namespace", "doc", "symbols", "default"),
+    "fixed": ("type", "name", "namespace", "doc", "size"),
+    "array": ("type", "items"),
+    "map": ("type", "values"),
+}
+_FIELD_ORDER = ("name", "type", "doc", "default", "order")
+
+
+def _ordered_keys(node: dict[str, Any], first: Sequence[str]) -> list[str]:
+    rest = [k for k in node if k not in first and k != "aliases"]
+    return [k for k in first if k in node] + rest + (["aliases"] if "aliases" in node else [])
+
+
+def _java_field(field: dict[str, Any], space: str | None) -> dict[str, Any]:
+    return {
+        k: _java_json(field[k], space) if k == "type" else field[k]
+        for k in _ordered_keys(field, _FIELD_ORDER)
+    }
+
+
+def _java_json(node: Any, space: str | None) -> Any:
+    """A parsed schema's JSON (``Schema.to_json``) as Avro Java writes it, inside namespace
+    ``space``: its keys in Java's order, a namespace only where it differs from the
+    enclosing one, and references to named types by their name relative to it."""
+    if isinstance(node, list):  # a union
+        return [_java_json(v, space) for v in node]
+    if isinstance(node, str):  # a primitive, or a reference to a named type
+        namespace, _, name = node.rpartition(".")
+        return name if namespace and namespace == space else node
+    kind = str(node.get("type"))
+    inner = (node.get("namespace") or None) if kind in _NAMED else space
+    out: dict[str, Any] = {}
+    for key in _ordered_keys(node, _KEY_ORDER.get(kind, ("type",))):
+        value = node[key]
+        if key == "namespace" and inner == space:
+            continue
+        if key == "fields":
+            out[key] = [_java_field(f, inner) for f in value]
+        elif key in ("items", "values"):
+            out[key] = _java_json(value, inner)
+        else:
+            out[key] = value
+    return out
+
+
+def _jackson_pretty(value: Any, level: int = 0) -> str:
+    """``value`` as Jackson's ``DefaultPrettyPrinter`` writes it (Avro Java's
+    ``Schema.toString(true)``): two-space indented objects, ``"key" : value``, arrays on one
+    line as ``[ a, b ]``."""
+    if isinstance(value, dict):
+        if not value:
+            return "{ }"
+        pad = "  " * (level + 1)
+        entries = ",\n".join(
+            f"{pad}{json.dumps(k, ensure_ascii=False)} : {_jackson_pretty(v, level + 1)}"
+            for k, v in value.items()
+        )
+        return "{\n" + entries + "\n" + "  " * level + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[ ]"
+        return "[ " + ", ".join(_jackson_pretty(v, level) for v in value) + " ]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _pretty(schema: Schema) -> str:
-    return json.dumps(schema.to_json(), indent=2)
+    """``schema`` as Pulsar's messages show it (Avro Java's ``Schema.toString(true)``)."""
+    return _jackson_pretty(_java_json(schema.to_json(), None))
 
 
 def _can_read(reader: Schema, writer: Schema) -> bool:

@@ -117,12 +117,26 @@ class SchemaCompatibilityStrategy(enum.StrEnum):
         return SchemaCompatibilityStrategy.FULL if self is self.UNDEFINED else self
 
 
+def _java_text(value: Any) -> str | None:
+    """A JSON scalar as Jackson binds it to a Java ``String`` (numbers and booleans as their
+    text), or None for what it refuses (objects, arrays; null is left out here)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return None
+
+
 def _properties(value: Any, what: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise BadRequestError(f"{what} must be a JSON object of strings")
-    return {str(k): v for k, v in value.items()}
+    if isinstance(value, dict):
+        texts = {str(k): _java_text(v) for k, v in value.items()}
+        if all(t is not None for t in texts.values()):
+            return {k: t for k, t in texts.items() if t is not None}
+    raise BadRequestError(f"{what} must be a JSON object of strings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +155,13 @@ class PostSchemaPayload:
 def parse_schema_payload(body: Any) -> PostSchemaPayload:
     """A ``PostSchemaPayload`` from a request body (already parsed JSON).
 
-    Pulsar binds any object (unknown fields ignored) and fails later on a missing type or
-    schema with a 500; here those are refused up front.
+    Pulsar binds any object (unknown fields ignored, numbers and booleans in
+    ``properties`` as their text) and fails later on a missing type or schema with a 500;
+    here those are refused up front.
 
     Raises:
         BadRequestError: not an object; ``type`` or ``schema`` missing or not strings;
-            ``properties`` not an object of strings (400).
+            ``properties`` not an object of strings, numbers or booleans (400).
         UnprocessableError: a type Pulsar does not know (422; Pulsar's
             ``SchemaType.valueOf`` fails with this text and a 500).
     """

@@ -37,7 +37,8 @@ class Case:
     ``settle``: Pulsar applies topic policies asynchronously (through its system topic), so
     a read right after a write may still see the old value; both sides are polled (bounded)
     until the read shows the value (``set``) or shows none (``unset``).
-    ``unordered``: the body is a list whose order carries no meaning (sorted before compare).
+    ``unordered``: the body's lists (at any depth) are sets: their order carries no meaning
+    (sorted before compare).
     """
 
     name: str
@@ -385,13 +386,391 @@ def _namespace_get_with_policies() -> list[Case]:
     ]  # fmt: skip
 
 
+def _schema_compatibility_strategy() -> list[Case]:
+    """``schemaCompatibilityStrategy`` on the namespace (PUT/GET; no DELETE in Pulsar) and
+    on a topic (PUT/GET/DELETE, ``isGlobal``, ``applied``).
+
+    A value Pulsar cannot bind (``"NOPE"``) is stored as null by Pulsar (204), which unsets
+    the policy; at topic level it is sent while the policy is unset, so the reads after it
+    do not race Pulsar's asynchronous topic policies.
+    """
+    n = f"/admin/v2/namespaces/{NS}/schemaCompatibilityStrategy"
+    p = f"{TOPIC_ROOT}/np/schemaCompatibilityStrategy"
+    g = f"{p}?isGlobal=true"
+    part = f"{TOPIC_ROOT}/pt-partition-0/schemaCompatibilityStrategy"
+    return [
+        Case("ns-scs-unset", "GET", n),
+        Case("ns-scs-set", "PUT", n, _j("BACKWARD")),
+        Case("ns-scs-get", "GET", n),
+        Case("ns-scs-applied-on-topic", "GET", f"{p}?applied=true"),
+        Case("ns-scs-set-post", "POST", n, _j("FULL")),
+        Case("ns-scs-set-malformed", "PUT", n, "{", compare="status"),
+        Case("ns-scs-set-bad-value", "PUT", n, _j("NOPE")),
+        Case("ns-scs-get-after-bad", "GET", n),
+        Case("ns-scs-set-undefined", "PUT", n, _j("UNDEFINED")),
+        Case("ns-scs-get-undefined", "GET", n),
+        Case("ns-scs-delete", "DELETE", n),
+        Case("ns-scs-get-missing-namespace", "GET",
+             f"/admin/v2/namespaces/{TENANT}/nons/schemaCompatibilityStrategy"),
+        Case("ns-scs-set-missing-namespace", "PUT",
+             f"/admin/v2/namespaces/{TENANT}/nons/schemaCompatibilityStrategy", _j("FULL")),
+        Case("scs-unset", "GET", p),
+        Case("scs-applied-unset", "GET", f"{p}?applied=true"),
+        Case("scs-get-global-unset", "GET", g),
+        Case("scs-set-bad-value", "PUT", p, _j("NOPE")),
+        Case("scs-set-post", "POST", p, _j("FULL")),
+        Case("scs-set-malformed", "PUT", p, "{", compare="status"),
+        Case("scs-set", "PUT", p, _j("FORWARD")),
+        Case("scs-get", "GET", p, settle="set"),
+        Case("scs-applied-set", "GET", f"{p}?applied=true"),
+        Case("scs-set-undefined", "PUT", p, _j("UNDEFINED")),
+        Case("scs-get-undefined", "GET", p, settle="unset"),
+        Case("scs-applied-undefined", "GET", f"{p}?applied=true"),
+        Case("scs-set-again", "PUT", p, _j("ALWAYS_COMPATIBLE")),
+        Case("scs-get-again", "GET", p, settle="set"),
+        Case("scs-delete", "DELETE", p),
+        Case("scs-get-deleted", "GET", p, settle="unset"),
+        Case("scs-set-global", "PUT", g, _j("FULL")),
+        Case("scs-get-global", "GET", g, settle="set"),
+        Case("scs-delete-global", "DELETE", g),
+        Case("scs-get-global-deleted", "GET", g, settle="unset"),
+        Case("scs-get-missing-topic", "GET", f"{TOPIC_ROOT}/missing/schemaCompatibilityStrategy"),
+        Case("scs-set-missing-topic", "PUT", f"{TOPIC_ROOT}/missing/schemaCompatibilityStrategy",
+             _j("FULL")),
+        Case("scs-get-missing-namespace", "GET",
+             f"/admin/v2/persistent/{TENANT}/nons/t/schemaCompatibilityStrategy"),
+        Case("scs-get-partition", "GET", part),
+        Case("scs-set-partition", "PUT", part, _j("FULL")),
+    ]  # fmt: skip
+
+
+def _record(*fields: tuple[str, object]) -> str:
+    """An Avro record schema ``compat.User`` with ``fields`` (name, type or (type, default))."""
+    out = []
+    for name, kind in fields:
+        if isinstance(kind, tuple):
+            out.append({"name": name, "type": kind[0], "default": kind[1]})
+        else:
+            out.append({"name": name, "type": kind})
+    return _j({"type": "record", "name": "User", "namespace": "compat", "fields": out})
+
+
+#: id only; id + name with a default; id + email without one (FULL: neither reads the
+#: other's data); name only (FORWARD: the id-only reader cannot read it).
+USER_V1: Final = _record(("id", "long"))
+USER_V2: Final = _record(("id", "long"), ("name", ("string", "")))
+USER_EMAIL: Final = _record(("id", "long"), ("email", "string"))
+USER_NAME_ONLY: Final = _record(("name", ("string", "")))
+USER_AGE: Final = _record(("id", "long"), ("name", ("string", "")), ("age", ("int", 0)))
+
+
+def _payload(kind: str, schema: str, properties: dict[str, object] | None = None) -> str:
+    return _j({"type": kind, "schema": schema, "properties": properties or {}})
+
+
+def _schemas() -> list[Case]:
+    """The schema registry (``/admin/v2/schemas/…``): AVRO, JSON and STRING histories,
+    versions, soft and forced deletes, compatibility tests and incompatible uploads under
+    the namespace's strategy, malformed definitions and payloads, unknown types.
+
+    Topics ``sa``, ``sj``, ``ss`` are never created (Pulsar keeps a schema for a topic
+    name whether or not the topic exists); every history is force-deleted at the end.
+    """
+    s = f"/admin/v2/schemas/{NS}"
+    a, j, t = f"{s}/sa", f"{s}/sj", f"{s}/ss"
+    n = f"/admin/v2/namespaces/{NS}/schemaCompatibilityStrategy"
+    pretty_v1 = json.dumps(json.loads(USER_V1), indent=2)
+    return [
+        # AVRO: an empty history, uploads, the same schema again, reads
+        Case("schema-get-none", "GET", f"{a}/schema"),
+        Case("schema-all-none", "GET", f"{a}/schemas"),
+        Case("schema-get-version-none", "GET", f"{a}/schema/0"),
+        Case("schema-upload-avro", "POST", f"{a}/schema",
+             _payload("AVRO", USER_V1, {"owner": "compat"})),
+        Case("schema-upload-avro-same", "POST", f"{a}/schema",
+             _payload("AVRO", USER_V1, {"owner": "compat"})),
+        Case("schema-upload-avro-same-other-properties", "POST", f"{a}/schema",
+             _payload("AVRO", USER_V1)),
+        Case("schema-upload-avro-same-reformatted", "POST", f"{a}/schema",
+             _payload("AVRO", pretty_v1)),
+        Case("schema-get", "GET", f"{a}/schema"),
+        Case("schema-get-version", "GET", f"{a}/schema/0"),
+        Case("schema-get-version-missing", "GET", f"{a}/schema/7"),
+        Case("schema-get-version-negative", "GET", f"{a}/schema/-1"),
+        Case("schema-get-version-not-a-number", "GET", f"{a}/schema/abc"),
+        # compatibility under the broker default (FULL)
+        Case("schema-compat-ok", "POST", f"{a}/compatibility", _payload("AVRO", USER_V2)),
+        Case("schema-compat-incompatible", "POST", f"{a}/compatibility",
+             _payload("AVRO", USER_EMAIL)),
+        Case("schema-compat-other-type", "POST", f"{a}/compatibility", _payload("JSON", USER_V2)),
+        Case("schema-upload-incompatible-full", "POST", f"{a}/schema",
+             _payload("AVRO", USER_EMAIL)),
+        Case("schema-upload-v1", "POST", f"{a}/schema", _payload("AVRO", USER_V2)),
+        Case("schema-upload-other-type", "POST", f"{a}/schema", _payload("JSON", USER_V2)),
+        Case("schema-upload-string-on-avro", "POST", f"{a}/schema", _payload("STRING", "")),
+        Case("schema-all", "GET", f"{a}/schemas"),
+        Case("schema-version-of", "POST", f"{a}/version",
+             _payload("AVRO", USER_V1, {"owner": "compat"})),
+        Case("schema-version-of-reformatted", "POST", f"{a}/version",
+             _payload("AVRO", pretty_v1)),
+        Case("schema-version-of-unknown", "POST", f"{a}/version", _payload("AVRO", USER_EMAIL)),
+        # the namespace's strategy
+        Case("schema-ns-backward", "PUT", n, _j("BACKWARD")),
+        Case("schema-compat-backward", "POST", f"{a}/compatibility",
+             _payload("AVRO", USER_EMAIL)),
+        Case("schema-upload-incompatible-backward", "POST", f"{a}/schema",
+             _payload("AVRO", USER_EMAIL)),
+        Case("schema-ns-forward", "PUT", n, _j("FORWARD")),
+        Case("schema-compat-forward-ok", "POST", f"{a}/compatibility",
+             _payload("AVRO", USER_EMAIL)),
+        Case("schema-upload-incompatible-forward", "POST", f"{a}/schema",
+             _payload("AVRO", USER_NAME_ONLY)),
+        Case("schema-ns-full", "PUT", n, _j("FULL")),
+        Case("schema-upload-incompatible-full-again", "POST", f"{a}/schema",
+             _payload("AVRO", USER_NAME_ONLY)),
+        Case("schema-ns-always-incompatible", "PUT", n, _j("ALWAYS_INCOMPATIBLE")),
+        Case("schema-upload-always-incompatible", "POST", f"{a}/schema",
+             _payload("AVRO", USER_AGE)),
+        Case("schema-upload-same-always-incompatible", "POST", f"{a}/schema",
+             _payload("AVRO", USER_V2)),
+        Case("schema-ns-always-compatible", "PUT", n, _j("ALWAYS_COMPATIBLE")),
+        Case("schema-compat-always-compatible", "POST", f"{a}/compatibility",
+             _payload("AVRO", USER_NAME_ONLY)),
+        Case("schema-ns-undefined", "PUT", n, _j("UNDEFINED")),
+        Case("schema-upload-v2", "POST", f"{a}/schema", _payload("AVRO", USER_AGE)),
+        # soft delete, then a new version after the marker; a forced delete
+        Case("schema-delete", "DELETE", f"{a}/schema"),
+        Case("schema-get-deleted", "GET", f"{a}/schema"),
+        Case("schema-get-version-deleted", "GET", f"{a}/schema/0"),
+        Case("schema-all-deleted", "GET", f"{a}/schemas"),
+        Case("schema-delete-again", "DELETE", f"{a}/schema"),
+        Case("schema-upload-after-delete", "POST", f"{a}/schema", _payload("AVRO", USER_EMAIL)),
+        Case("schema-all-after-delete", "GET", f"{a}/schemas"),
+        Case("schema-delete-force", "DELETE", f"{a}/schema?force=true"),
+        Case("schema-all-force-deleted", "GET", f"{a}/schemas"),
+        Case("schema-upload-after-force", "POST", f"{a}/schema", _payload("STRING", "")),
+        Case("schema-get-after-force", "GET", f"{a}/schema"),
+        # JSON
+        Case("schema-upload-json", "POST", f"{j}/schema", _payload("JSON", USER_V1)),
+        Case("schema-get-json", "GET", f"{j}/schema"),
+        Case("schema-upload-json-compatible", "POST", f"{j}/schema", _payload("JSON", USER_V2)),
+        Case("schema-upload-json-incompatible", "POST", f"{j}/schema",
+             _payload("JSON", USER_EMAIL)),
+        Case("schema-upload-json-malformed", "POST", f"{j}/schema", _payload("JSON", "not json")),
+        Case("schema-upload-json-empty", "POST", f"{j}/schema", _payload("JSON", "")),
+        Case("schema-upload-json-not-avro", "POST", f"{j}/schema",
+             _payload("JSON", _j({"type": "recrd", "name": "X", "fields": []}))),
+        Case("schema-all-json", "GET", f"{j}/schemas"),
+        # STRING
+        Case("schema-upload-string", "POST", f"{t}/schema", _payload("STRING", "")),
+        Case("schema-upload-string-again", "POST", f"{t}/schema", _payload("STRING", "")),
+        Case("schema-get-string", "GET", f"{t}/schema"),
+        Case("schema-upload-string-with-data", "POST", f"{t}/schema", _payload("STRING", "abc")),
+        Case("schema-upload-int32-on-string", "POST", f"{t}/schema", _payload("INT32", "")),
+        Case("schema-compat-string", "POST", f"{t}/compatibility", _payload("STRING", "")),
+        Case("schema-delete-string", "DELETE", f"{t}/schema"),
+        Case("schema-upload-avro-after-string", "POST", f"{t}/schema", _payload("AVRO", USER_V1)),
+        Case("schema-get-after-type-change", "GET", f"{t}/schema"),
+        # malformed definitions, payloads, unknown types: nothing is stored
+        Case("schema-upload-avro-not-json", "POST", f"{s}/sm/schema",
+             _payload("AVRO", "not json")),
+        Case("schema-upload-avro-empty", "POST", f"{s}/sm/schema", _payload("AVRO", "")),
+        Case("schema-upload-avro-no-fields", "POST", f"{s}/sm/schema",
+             _payload("AVRO", _j({"type": "record", "name": "X"}))),
+        Case("schema-upload-avro-unknown-field-type", "POST", f"{s}/sm/schema",
+             _payload("AVRO", _j({"type": "record", "name": "X",
+                                  "fields": [{"name": "a", "type": "nosuch"}]}))),
+        Case("schema-upload-avro-union", "POST", f"{s}/sm/schema",
+             _payload("AVRO", _j(["null", "string"]))),
+        Case("schema-upload-int32-with-data", "POST", f"{s}/sm/schema",
+             _payload("INT32", "abc")),
+        Case("schema-upload-client-side-type", "POST", f"{s}/sm/schema",
+             _payload("AUTO_CONSUME", "")),
+        Case("schema-upload-unknown-type", "POST", f"{s}/sm/schema", _payload("NOPE", "")),
+        Case("schema-upload-no-type", "POST", f"{s}/sm/schema", _j({"schema": ""})),
+        Case("schema-upload-no-schema", "POST", f"{s}/sm/schema", _j({"type": "STRING"})),
+        Case("schema-upload-malformed", "POST", f"{s}/sm/schema", "{", compare="status"),
+        Case("schema-upload-array", "POST", f"{s}/sm/schema", "[]", compare="status"),
+        Case("schema-upload-properties-list", "POST", f"{s}/sm/schema",
+             _j({"type": "STRING", "schema": "", "properties": []}), compare="status"),
+        Case("schema-compat-malformed-definition", "POST", f"{s}/sm/compatibility",
+             _payload("AVRO", "not json")),
+        Case("schema-version-of-malformed-definition", "POST", f"{s}/sm/version",
+             _payload("AVRO", "not json")),
+        Case("schema-all-after-refusals", "GET", f"{s}/sm/schemas"),
+        Case("schema-upload-properties-numbers", "POST", f"{s}/sm/schema",
+             _j({"type": "STRING", "schema": "", "properties": {"n": 1, "b": True}})),
+        Case("schema-get-properties-numbers", "GET", f"{s}/sm/schema"),
+        Case("schema-upload-no-properties", "POST", f"{s}/sn/schema",
+             _j({"type": "STRING", "schema": ""})),
+        # partitions share their topic's history
+        Case("schema-upload-partition", "POST", f"{s}/pt-partition-1/schema",
+             _payload("STRING", "")),
+        Case("schema-get-partitioned", "GET", f"{s}/pt/schema"),
+        Case("schema-get-other-partition", "GET", f"{s}/pt-partition-0/schema"),
+        # a namespace or tenant that does not exist
+        Case("schema-get-missing-namespace", "GET", f"/admin/v2/schemas/{TENANT}/nons/x/schema"),
+        Case("schema-all-missing-namespace", "GET",
+             f"/admin/v2/schemas/{TENANT}/nons/x/schemas"),
+        Case("schema-upload-missing-namespace", "POST",
+             f"/admin/v2/schemas/{TENANT}/nons/x/schema", _payload("STRING", "")),
+        Case("schema-upload-missing-tenant", "POST", "/admin/v2/schemas/nott/ns/x/schema",
+             _payload("STRING", "")),
+        Case("schema-compat-missing-namespace", "POST",
+             f"/admin/v2/schemas/{TENANT}/nons/x/compatibility", _payload("STRING", "")),
+        Case("schema-delete-missing-namespace", "DELETE",
+             f"/admin/v2/schemas/{TENANT}/nons/x/schema"),
+        # clean up (a re-recording on the same Pulsar starts without these histories)
+        *[Case(f"schema-force-delete-{name}", "DELETE", f"{s}/{name}/schema?force=true")
+          for name in ("sa", "sj", "ss", "sm", "sn", "pt")],
+        # Pulsar wrote a deleted marker under the missing namespace (above): dropped too
+        Case("schema-force-delete-missing-namespace", "DELETE",
+             f"/admin/v2/schemas/{TENANT}/nons/x/schema?force=true"),
+    ]  # fmt: skip
+
+
+def _permissions() -> list[Case]:
+    """Produce/consume permissions of a namespace, a topic and subscriptions (Pulsar
+    standalone runs without authorization; grants are stored and answered all the same).
+
+    Actions and roles are sets in Pulsar (a ``HashSet`` of an enum: its order changes from
+    one JVM to the next), so every answer listing them is compared with lists sorted.
+    """
+    n = f"/admin/v2/namespaces/{NS}/permissions"
+    missing_ns = f"/admin/v2/namespaces/{TENANT}/nons/permissions"
+    np_ = f"{TOPIC_ROOT}/np/permissions"
+    all_actions = ["consume", "produce", "functions", "sources", "sinks", "packages"]
+    nsperm = f"/admin/v2/namespaces/{TENANT}/nsperm"
+    return [
+        # namespace
+        Case("perm-ns-empty", "GET", n),
+        Case("perm-ns-grant", "POST", f"{n}/app", _j(["produce", "consume"])),
+        Case("perm-ns-get", "GET", n, unordered=True),
+        Case("perm-ns-grant-replace", "POST", f"{n}/app", _j(["produce"])),
+        Case("perm-ns-get-replaced", "GET", n, unordered=True),
+        Case("perm-ns-grant-all-actions", "POST", f"{n}/ops", _j(all_actions)),
+        Case("perm-ns-grant-no-actions", "POST", f"{n}/idle", _j([])),
+        Case("perm-ns-grant-twice-listed", "POST", f"{n}/dup", _j(["consume", "consume"])),
+        Case("perm-ns-get-all", "GET", n, unordered=True),
+        Case("perm-ns-grant-unknown-action", "POST", f"{n}/bad", _j(["fly"])),
+        Case("perm-ns-revoke-unknown-action", "DELETE", f"{n}/bad"),
+        Case("perm-ns-grant-string", "POST", f"{n}/bad", _j("produce"), compare="status"),
+        Case("perm-ns-grant-malformed", "POST", f"{n}/bad", "{", compare="status"),
+        Case("perm-ns-grant-no-body", "POST", f"{n}/bad", ""),
+        Case("perm-ns-grant-null", "POST", f"{n}/bad", "null"),
+        Case("perm-ns-revoke", "DELETE", f"{n}/ops"),
+        Case("perm-ns-revoke-never-granted", "DELETE", f"{n}/nobody"),
+        Case("perm-ns-get-after-revoke", "GET", n, unordered=True),
+        Case("perm-ns-get-missing-namespace", "GET", missing_ns),
+        Case("perm-ns-get-missing-tenant", "GET", "/admin/v2/namespaces/nott/ns/permissions"),
+        Case("perm-ns-grant-missing-namespace", "POST", f"{missing_ns}/app", _j(["produce"])),
+        Case("perm-ns-revoke-missing-namespace", "DELETE", f"{missing_ns}/app"),
+        # topic: its own grants added to the namespace's
+        Case("perm-topic-get-namespace-only", "GET", np_, unordered=True),
+        Case("perm-topic-grant", "POST", f"{np_}/reader", _j(["consume"])),
+        Case("perm-topic-grant-namespace-role", "POST", f"{np_}/app", _j(["consume"])),
+        Case("perm-topic-get", "GET", np_, unordered=True),
+        Case("perm-topic-ns-unchanged", "GET", n, unordered=True),
+        Case("perm-topic-grant-unknown-action", "POST", f"{np_}/bad", _j(["fly"])),
+        Case("perm-topic-revoke-unknown-action", "DELETE", f"{np_}/bad"),
+        Case("perm-topic-grant-string", "POST", f"{np_}/bad", _j("produce"),
+             compare="status"),
+        Case("perm-topic-grant-null", "POST", f"{np_}/bad", "null"),
+        Case("perm-topic-revoke-null", "DELETE", f"{np_}/bad"),
+        Case("perm-topic-revoke", "DELETE", f"{np_}/reader"),
+        Case("perm-topic-revoke-never-granted", "DELETE", f"{np_}/nobody"),
+        Case("perm-topic-revoke-namespace-role", "DELETE", f"{np_}/app"),
+        Case("perm-topic-get-after-revoke", "GET", np_, unordered=True),
+        Case("perm-topic-get-missing-topic", "GET", f"{TOPIC_ROOT}/missing/permissions"),
+        Case("perm-topic-grant-missing-topic", "POST", f"{TOPIC_ROOT}/missing/permissions/app",
+             _j(["produce"])),
+        Case("perm-topic-revoke-missing-topic", "DELETE",
+             f"{TOPIC_ROOT}/missing/permissions/app"),
+        Case("perm-topic-get-missing-namespace", "GET",
+             f"/admin/v2/persistent/{TENANT}/nons/t/permissions"),
+        Case("perm-topic-grant-missing-namespace", "POST",
+             f"/admin/v2/persistent/{TENANT}/nons/t/permissions/app", _j(["produce"])),
+        Case("perm-topic-get-non-partitioned-partition", "GET",
+             f"{TOPIC_ROOT}/np-partition-0/permissions"),
+        Case("perm-topic-get-non-persistent", "GET",
+             f"/admin/v2/non-persistent/{NS}/np/permissions"),
+        # a partitioned topic and its partitions: each name has grants of its own
+        Case("perm-pt-grant", "POST", f"{TOPIC_ROOT}/pt/permissions/papp", _j(["produce"])),
+        Case("perm-pt-get", "GET", f"{TOPIC_ROOT}/pt/permissions", unordered=True),
+        Case("perm-pt-get-partition", "GET", f"{TOPIC_ROOT}/pt-partition-0/permissions",
+             unordered=True),
+        Case("perm-pt-grant-partition", "POST", f"{TOPIC_ROOT}/pt-partition-1/permissions/qapp",
+             _j(["consume"])),
+        Case("perm-pt-get-granted-partition", "GET",
+             f"{TOPIC_ROOT}/pt-partition-1/permissions", unordered=True),
+        Case("perm-pt-get-after-partition-grant", "GET", f"{TOPIC_ROOT}/pt/permissions",
+             unordered=True),
+        Case("perm-pt-revoke-partition", "DELETE",
+             f"{TOPIC_ROOT}/pt-partition-1/permissions/qapp"),
+        Case("perm-pt-revoke", "DELETE", f"{TOPIC_ROOT}/pt/permissions/papp"),
+        Case("perm-pt-get-after-revoke", "GET", f"{TOPIC_ROOT}/pt/permissions", unordered=True),
+        # subscriptions: the only roles that may consume on them
+        Case("perm-sub-empty", "GET", f"{n}/subscription"),
+        Case("perm-sub-grant", "POST", f"{n}/subscription/sub1", _j(["r1", "r2"])),
+        Case("perm-sub-get", "GET", f"{n}/subscription", unordered=True),
+        Case("perm-sub-grant-replace", "POST", f"{n}/subscription/sub1", _j(["r3"])),
+        Case("perm-sub-grant-no-roles", "POST", f"{n}/subscription/sub2", _j([])),
+        Case("perm-sub-grant-other", "POST", f"{n}/subscription/sub3", _j(["r1", "r2"])),
+        Case("perm-sub-get-replaced", "GET", f"{n}/subscription", unordered=True),
+        Case("perm-sub-grant-string", "POST", f"{n}/subscription/sub9", _j("r1"),
+             compare="status"),
+        Case("perm-sub-grant-no-body", "POST", f"{n}/subscription/sub9", ""),
+        Case("perm-sub-grant-null", "POST", f"{n}/subscription/sub9", "null"),
+        Case("perm-sub-revoke-one-of-two", "DELETE", f"{n}/sub3/r1"),
+        Case("perm-sub-revoke-not-listed", "DELETE", f"{n}/sub3/nobody"),
+        Case("perm-sub-revoke-last", "DELETE", f"{n}/sub1/r3"),
+        Case("perm-sub-revoke-from-empty", "DELETE", f"{n}/sub2/r1"),
+        Case("perm-sub-get-after-revoke", "GET", f"{n}/subscription", unordered=True),
+        Case("perm-sub-revoke-unknown-subscription", "DELETE", f"{n}/sub1/r3"),
+        Case("perm-sub-get-missing-namespace", "GET", f"{missing_ns}/subscription"),
+        Case("perm-sub-grant-missing-namespace", "POST", f"{missing_ns}/subscription/s",
+             _j(["r"])),
+        Case("perm-sub-revoke-missing-namespace", "DELETE", f"{missing_ns}/s/r"),
+        Case("perm-sub-topic-path", "GET", f"{np_}/subscription"),
+        # every grant shows in the namespace's Policies (a namespace of its own, see
+        # _namespace_get_with_policies)
+        Case("perm-nsget-create", "PUT", nsperm, _j({"bundles": {"numBundles": 4}})),
+        Case("perm-nsget-topic", "PUT", f"/admin/v2/persistent/{TENANT}/nsperm/t"),
+        Case("perm-nsget-grant", "POST", f"{nsperm}/permissions/app", _j(["produce"])),
+        Case("perm-nsget-grant-topic", "POST",
+             f"/admin/v2/persistent/{TENANT}/nsperm/t/permissions/reader", _j(["consume"])),
+        Case("perm-nsget-grant-subscription", "POST", f"{nsperm}/permissions/subscription/s",
+             _j(["reader"])),
+        Case("perm-namespace-get-with-permissions", "GET", nsperm, unordered=True),
+        Case("perm-nsget-delete-topic", "DELETE", f"/admin/v2/persistent/{TENANT}/nsperm/t"),
+        Case("perm-nsget-delete", "DELETE", nsperm),
+    ]  # fmt: skip
+
+
 def _teardown() -> list[Case]:
     r = TOPIC_ROOT
+    s = f"/admin/v2/schemas/{NS}"
     return [
         Case("missing-delete", "DELETE", f"{r}/missing"),
+        # a topic's schema and the grants on it (and on its partitions) go with it
+        Case("np-schema-before-delete", "POST", f"{s}/np/schema", _payload("STRING", "")),
+        Case("np-grant-before-delete", "POST", f"{r}/np/permissions/gone", _j(["consume"])),
+        Case("pt-grant-before-delete", "POST", f"{r}/pt/permissions/gone", _j(["consume"])),
+        Case("pt-partition-grant-before-delete", "POST",
+             f"{r}/pt-partition-1/permissions/gone1", _j(["produce"])),
         Case("np-delete", "DELETE", f"{r}/np"),
         Case("np-delete-again", "DELETE", f"{r}/np"),
+        Case("np-schema-after-delete", "GET", f"{s}/np/schema"),
+        Case("np-schemas-after-delete", "GET", f"{s}/np/schemas"),
+        Case("np-recreate", "PUT", f"{r}/np"),
+        Case("np-permissions-after-recreate", "GET", f"{r}/np/permissions", unordered=True),
+        Case("np-delete-recreated", "DELETE", f"{r}/np"),
         Case("pt-delete-partitions", "DELETE", f"{r}/pt/partitions"),
+        Case("pt-recreate", "PUT", f"{r}/pt/partitions", "2"),
+        Case("pt-permissions-after-recreate", "GET", f"{r}/pt/permissions", unordered=True),
+        Case("pt-partition-permissions-after-recreate", "GET",
+             f"{r}/pt-partition-1/permissions", unordered=True),
+        Case("pt-delete-recreated", "DELETE", f"{r}/pt/partitions"),
         Case("pv-delete-partitions", "DELETE", f"{r}/pv/partitions"),
         Case("pt-partitions-deleted", "GET", f"{r}/pt/partitions"),
         Case("topics-after-delete", "GET", r, unordered=True),
@@ -400,7 +779,7 @@ def _teardown() -> list[Case]:
         Case("tenant-delete", "DELETE", f"/admin/v2/tenants/{TENANT}"),
         Case("tenant-delete-again", "DELETE", f"/admin/v2/tenants/{TENANT}"),
         Case("tenants-after-delete", "GET", "/admin/v2/tenants", unordered=True),
-    ]
+    ]  # fmt: skip
 
 
 def _all() -> tuple[Case, ...]:
@@ -409,6 +788,7 @@ def _all() -> tuple[Case, ...]:
         cases += _policy_cases(name, value, bad)
     cases += _unlimited_rates()
     cases += _backlog_quota() + _namespace_policies() + _namespace_get_with_policies()
+    cases += _schema_compatibility_strategy() + _schemas() + _permissions()
     cases += _teardown()
     names = [c.name for c in cases]
     duplicates = {n for n in names if names.count(n) > 1}

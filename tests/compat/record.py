@@ -58,11 +58,24 @@ class Answer:
 
 # Jersey's own error page (a path no resource serves) names its servlet instance by hash.
 _JERSEY_ERROR_KEYS = frozenset({"message", "servlet", "status", "url"})
+# A schema version (Pulsar's GetSchemaResponse) carries the time it was written.
+_SCHEMA_KEYS = frozenset({"data", "properties", "timestamp", "type", "version"})
+TIMESTAMP = "TIMESTAMP"
+# Pulsar's body for an unexpected exception (a 500): its message, then the Java stack
+# trace (line numbers of Pulsar's classes), which is cut off.
+_SERVER_ERROR = "\n --- An unexpected error occurred in the server ---"
+_STACKTRACE = "\n\nStacktrace:"
 
 
 def normalize(value: Any) -> Any:
     if isinstance(value, dict) and set(value) == _JERSEY_ERROR_KEYS:
         value = {k: v for k, v in value.items() if k != "servlet"}
+    if isinstance(value, dict) and set(value) == _SCHEMA_KEYS:
+        value = {**value, "timestamp": TIMESTAMP}
+    if isinstance(value, dict) and isinstance(value.get("reason"), str):
+        reason = value["reason"]
+        if reason.startswith(_SERVER_ERROR):
+            value = {**value, "reason": reason.split(_STACKTRACE, 1)[0]}
     if isinstance(value, str):
         return _ADDRESS.sub("HOST:PORT", value)
     if isinstance(value, list):
@@ -81,9 +94,18 @@ def _parse_body(raw: bytes, unordered: bool) -> Any:
     except ValueError:
         return normalize(text.strip())
     body = normalize(body)
-    if unordered and isinstance(body, list):
-        body = sorted(body, key=lambda v: json.dumps(v, sort_keys=True))
-    return body
+    return _sorted_lists(body) if unordered else body
+
+
+def _sorted_lists(value: Any) -> Any:
+    """``value`` with every list in it sorted (sets: Pulsar's JSON of a ``HashSet`` lists
+    them in an order that changes from one JVM to the next)."""
+    if isinstance(value, list):
+        items = [_sorted_lists(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, dict):
+        return {k: _sorted_lists(v) for k, v in value.items()}
+    return value
 
 
 def send(base_url: str, case: Case) -> Answer:
@@ -149,9 +171,7 @@ def _jackson_text(answer: Answer) -> bool:
 
 
 def _ordered(case: Case, body: Any) -> Any:
-    if case.unordered and isinstance(body, list):
-        return sorted(body, key=lambda v: json.dumps(v, sort_keys=True))
-    return body
+    return _sorted_lists(body) if case.unordered else body
 
 
 def load_recorded(path: Path = RECORDED) -> dict[str, Answer]:

@@ -12,7 +12,14 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from sync import NamespaceName, TopicName
-from sync.cluster import AuthAction, AuthPolicies, ClusterService, TopicOperation, parse_actions
+from sync.cluster import (
+    AuthAction,
+    AuthPolicies,
+    ClusterService,
+    TopicOperation,
+    parse_actions,
+    parse_roles,
+)
 from sync.errors import AuthorizationError, BadRequestError, CodecError
 from tests.unit.broker_shim.test_lookup_http import AUTH, _bearer, cluster, run
 
@@ -32,9 +39,18 @@ def test_auth_policies_round_trip_in_pulsars_json() -> None:
         "destination_auth": {"persistent://acme/app/orders": {"carol": ["consume", "produce"]}},
         "subscription_auth_roles": {},
     }
-    # a partition is checked as its partitioned topic; a lookup needs either action
+    # a partition is checked with its own grants, then its partitioned topic's; a lookup
+    # needs either action
     partition = TopicName.parse("persistent://acme/app/orders-partition-1")
     assert policies.allows(partition, "carol", TopicOperation.CONSUME)
+    own = AuthPolicies({}, {partition.canonical: {"dan": frozenset({AuthAction.CONSUME})}})
+    assert own.allows(partition, "dan", TopicOperation.CONSUME)
+    assert not own.allows(orders, "dan", TopicOperation.CONSUME)
+    assert not own.allows(
+        TopicName.parse("persistent://acme/app/orders-partition-0"), "dan", TopicOperation.LOOKUP
+    )
+    assert own.topic_grants(partition) == {"dan": ["consume"]}
+    assert policies.topic_grants(partition) == {"bob": ["produce"]}  # not its topic's
     assert policies.allows(orders, "bob", TopicOperation.LOOKUP)
     assert not policies.allows(orders, "bob", TopicOperation.CONSUME)
     other = TopicName.parse("persistent://acme/app/other")
@@ -50,6 +66,10 @@ def test_actions_are_pulsars_auth_actions() -> None:
     for bad in (None, "produce", [1], ["write"]):
         with pytest.raises(BadRequestError):
             parse_actions(bad)
+    with pytest.raises(BadRequestError, match="^Actions should not be null$"):
+        parse_actions(None)
+    with pytest.raises(BadRequestError, match="^Roles should not be null$"):
+        parse_roles(None)
 
 
 def test_grant_and_revoke_over_rest_like_pulsar() -> None:
@@ -68,32 +88,55 @@ def test_grant_and_revoke_over_rest_like_pulsar() -> None:
         assert (await a.post(grant, data="{", headers=admin)).status == 400
         missing = "/admin/v2/namespaces/acme/nope/permissions/bob"
         resp = await a.post(missing, data='["produce"]', headers=admin)
-        assert (resp.status, (await resp.json())["reason"]) == (404, "Namespace does not exist")
+        assert (resp.status, (await resp.json())["reason"]) == (
+            404,
+            "Topic's namespace does not exist",  # Pulsar's text
+        )
+        # a topic path needs the topic (Pulsar 4.0.7), and a partition one of its topic's
+        carol = f"{TOPIC}/permissions/carol"
+        for path in (carol, "/admin/v2/persistent/acme/nope/orders/permissions/carol"):
+            resp = await a.post(path, data='["consume"]', headers=admin)
+            assert resp.status == 404 and (await resp.json())["reason"].endswith(" not found")
         assert services[0].store.version == before
+        assert (await a.put(TOPIC, headers=admin)).status == 204
+        resp = await a.get(f"{TOPIC}-partition-0/permissions", headers=admin)
+        assert await resp.json() == {
+            "reason": "Topic persistent://acme/app/orders-partition-0 not found"
+        }
         # a tenant admin grants; every sidecar sees it
         assert (await a.post(grant, data='["produce"]', headers=_bearer("t-alice"))).status == 204
         got = await b.get(f"{NS}/permissions", headers=admin)
         assert await got.json() == {"bob": ["produce"]}
-        carol = f"{TOPIC}/permissions/carol"
         assert (await b.post(carol, data='["consume"]', headers=admin)).status == 204
         got = await a.get(f"{TOPIC}/permissions", headers=admin)
         assert await got.json() == {"bob": ["produce"], "carol": ["consume"]}
         assert await (await a.get(f"{NS}/permissions", headers=admin)).json() == {
             "bob": ["produce"]
         }
-        # Pulsar: a topic-level revoke of a namespace-level grant is refused with 412
-        resp = await a.delete(f"{TOPIC}/permissions/bob", headers=admin)
-        assert (resp.status, (await resp.json())["reason"]) == (
-            412,
-            "Permissions are not set at the topic level",
-        )
+        # Pulsar 4.0: a topic-level revoke of what the topic has no grant of is a 204 that
+        # leaves the namespace's grant in place
+        before = services[0].store.version
+        assert (await a.delete(f"{TOPIC}/permissions/bob", headers=admin)).status == 204
+        assert services[0].store.version == before
+        assert await (await a.get(f"{NS}/permissions", headers=admin)).json() == {
+            "bob": ["produce"]
+        }
         assert (await a.delete(carol, headers=admin)).status == 204
         assert (await a.delete(grant, headers=admin)).status == 204
         assert (await a.delete(grant, headers=admin)).status == 204  # Pulsar: idempotent
         assert await (await b.get(f"{TOPIC}/permissions", headers=admin)).json() == {}
         assert services[1].store.auth.get(namespace) == AuthPolicies()
-        # deleting the namespace deletes its permissions (Pulsar's policies go with it)
+        # the namespace's Policies show its permissions
         assert (await a.post(grant, data='["consume"]', headers=admin)).status == 204
+        assert (await a.post(carol, data='["produce"]', headers=admin)).status == 204
+        policies = await (await b.get(NS, headers=admin)).json()
+        assert policies["auth_policies"] == {
+            "namespace_auth": {"bob": ["consume"]},
+            "destination_auth": {"persistent://acme/app/orders": {"carol": ["produce"]}},
+            "subscription_auth_roles": {},
+        }
+        # deleting the namespace deletes its permissions (Pulsar's policies go with it)
+        assert (await a.delete(TOPIC, headers=admin)).status == 204
         assert (await b.delete(NS, headers=admin)).status == 204
         assert namespace not in services[1].store.auth
         assert (await a.put(NS, headers=admin)).status == 204
@@ -117,6 +160,7 @@ def test_permissions_decide_who_produces_consumes_and_looks_up() -> None:
             with pytest.raises(AuthorizationError, match=operation.value):
                 auth.check_topic("bob", orders, operation)
         # dave: nothing until granted; then only what was granted
+        assert (await c.put(TOPIC, headers=_bearer("t-alice"))).status == 204
         lookup = "/lookup/v2/topic/persistent/acme/app/orders"
         resp = await c.get(lookup, headers=_bearer("t-dave"))
         assert resp.status == 403
@@ -164,11 +208,18 @@ def test_subscription_roles_narrow_who_consumes_on_a_subscription() -> None:
         auth.check_topic("dave", orders, TopicOperation.CONSUME, "other")
         with pytest.raises(AuthorizationError, match="Client is not authorized to subscribe"):
             auth.check_topic("dave", orders, TopicOperation.CONSUME, "billing")
-        # revoking the last role opens the subscription to any consumer again
-        assert (await b.delete(f"{NS}/permissions/billing/bob", headers=admin)).status == 204
-        assert await (await a.get(f"{NS}/permissions/subscription", headers=admin)).json() == {
-            "billing": []
+        # revoking the last role drops the subscription (as Pulsar): open to any consumer
+        grant_none = f"{NS}/permissions/subscription/none"
+        assert (await a.post(grant_none, data="", headers=admin)).status == 400
+        assert (await a.post(grant_none, data="[]", headers=admin)).status == 204
+        assert await (await b.get(f"{NS}/permissions/subscription", headers=admin)).json() == {
+            "billing": ["bob"],
+            "none": [],
         }
+        assert (await b.delete(f"{NS}/permissions/billing/carol", headers=admin)).status == 204
+        assert (await b.delete(f"{NS}/permissions/billing/bob", headers=admin)).status == 204
+        assert (await b.delete(f"{NS}/permissions/none/bob", headers=admin)).status == 204
+        assert await (await a.get(f"{NS}/permissions/subscription", headers=admin)).json() == {}
         auth = services[0].auth
         assert auth is not None
         auth.check_topic("dave", orders, TopicOperation.CONSUME, "billing")
@@ -183,3 +234,39 @@ def test_subscription_roles_narrow_who_consumes_on_a_subscription() -> None:
     tokens = {**AUTH.tokens, "t-dave": "dave"}
     config = type(AUTH)(tokens=tokens, super_user_roles=AUTH.super_user_roles, tenants=AUTH.tenants)
     run(cluster(2, auth=config), scenario)
+
+
+def test_a_deleted_topic_takes_its_grants_and_schema_with_it() -> None:
+    """Pulsar 4.0.7 deletes a topic's grants (its partitions' too) and its schema with the
+    topic: a topic created again under the name starts without them."""
+
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        a, b = clients
+        admin = _bearer("t-admin")
+        services[0].admin.ensure_tenant("acme")
+        assert (await a.put(NS, headers=admin)).status == 204
+        assert (await a.put(f"{TOPIC}/partitions", data="2", headers=admin)).status == 204
+        for path, actions in ((TOPIC, '["consume"]'), (f"{TOPIC}-partition-1", '["produce"]')):
+            resp = await a.post(f"{path}/permissions/carol", data=actions, headers=admin)
+            assert resp.status == 204
+        resp = await a.post(f"{NS}/permissions/bob", data='["consume"]', headers=admin)
+        assert resp.status == 204
+        schema = {"type": "STRING", "schema": "", "properties": {}}
+        resp = await a.post("/admin/v2/schemas/acme/app/orders/schema", json=schema, headers=admin)
+        assert resp.status == 200
+        got = await (await b.get(f"{TOPIC}-partition-1/permissions", headers=admin)).json()
+        assert got == {"bob": ["consume"], "carol": ["produce"]}
+        assert (await b.delete(f"{TOPIC}/partitions", headers=admin)).status == 204
+        namespace = NamespaceName("acme", "app")
+        store = services[0].store
+        assert store.auth[namespace].destination_auth == {}
+        assert store.auth[namespace].namespace_auth == {"bob": frozenset({AuthAction.CONSUME})}
+        assert "persistent://acme/app/orders" not in store.schemas
+        assert (await a.put(f"{TOPIC}/partitions", data="2", headers=admin)).status == 204
+        for path in (TOPIC, f"{TOPIC}-partition-1"):
+            got = await (await a.get(f"{path}/permissions", headers=admin)).json()
+            assert got == {"bob": ["consume"]}
+        resp = await a.get("/admin/v2/schemas/acme/app/orders/schema", headers=admin)
+        assert resp.status == 404
+
+    run(cluster(2, auth=AUTH), scenario)

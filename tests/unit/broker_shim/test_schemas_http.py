@@ -58,16 +58,25 @@ def test_upload_get_evolve_delete_like_pulsar() -> None:
             200,
             {"version": {"version": 1}},
         )
-        # incompatible under the default FULL (a field's type changed): Pulsar's 409
-        status, body = await answer(await a.post(f"{BASE}/schema", json=avro(RETYPED)))
-        assert status == 409
-        assert body["reason"].startswith(
+        # incompatible under the default FULL (a field's type changed): Pulsar's 409, its
+        # reason in the status line and in Jetty's error page (markup escaped), the
+        # schemas as Avro Java prints them
+        resp = await a.post(f"{BASE}/schema", json=avro(RETYPED))
+        status, body = await answer(resp)
+        assert status == 409 and set(body) == {"message", "url", "status"}
+        assert (body["url"], body["status"]) == (f"{BASE}/schema", "409")
+        assert body["message"].startswith(
             "Error during schema compatibility check with strategy FULL: "
-            "org.apache.avro.SchemaValidationException: Unable to read schema: \n"
+            "org.apache.avro.SchemaValidationException: Unable to read schema: \n{\n"
+            "  &quot;type&quot; : &quot;record&quot;,\n"
+        )
+        assert (resp.reason or "").startswith(
+            "Error during schema compatibility check with strategy FULL: "
+            'org.apache.avro.SchemaValidationException: Unable to read schema: ?{?  "type" : '
         )
         as_json = {"type": "JSON", "schema": V1}
         status, body = await answer(await a.post(f"{BASE}/schema", json=as_json))
-        assert (status, body["reason"]) == (
+        assert (status, body["message"]) == (
             409,
             "Incompatible schema: exists schema type AVRO, new schema type JSON",
         )
@@ -119,6 +128,26 @@ def test_upload_get_evolve_delete_like_pulsar() -> None:
         resp = await b.post(f"{BASE}/schema", json=avro(V1))
         assert await answer(resp) == (200, {"version": {"version": 0}})
 
+        # properties bind as Pulsar's Map<String, String>: numbers and booleans as text
+        numbers = {"type": "STRING", "schema": "", "properties": {"n": 1, "b": True}}
+        resp = await a.post("/admin/v2/schemas/public/default/other/schema", json=numbers)
+        assert await answer(resp) == (200, {"version": {"version": 0}})
+        got = await (await b.get("/admin/v2/schemas/public/default/other/schema")).json()
+        assert got["properties"] == {"b": "true", "n": "1"}
+
+        # reads in a namespace that does not exist: no schema, as Pulsar's
+        nowhere = "/admin/v2/schemas/public/nowhere/x"
+        assert await answer(await a.get(f"{nowhere}/schema")) == not_found
+        assert await answer(await a.get(f"{nowhere}/schema/0")) == not_found
+        assert await answer(await a.get(f"{nowhere}/schemas")) == (
+            200,
+            {"getSchemaResponses": []},
+        )
+        assert await answer(await a.post(f"{nowhere}/version", json=avro(V1))) == (
+            200,
+            {"version": -1},
+        )
+
     run(cluster(2), scenario)
 
 
@@ -128,16 +157,22 @@ def test_refused_requests_write_nothing() -> None:
         store = services[0].store
         assert (await c.post(f"{BASE}/schema", json=avro(V1))).status == 200
         before = store.version
+        # an upload's 409 and 422 are Jetty's error page ("message"), the rest {"reason"}
         refused: list[tuple[str, str, Any, int, str]] = [
             (BASE, "schema", "{", 400, "malformed JSON"),
             (BASE, "schema", [], 400, "the body must be a schema payload"),
             (BASE, "schema", {"type": "AVRO"}, 400, "schema must be a string"),
+            (BASE, "schema", {"type": "STRING", "schema": "", "properties": {"a": [1]}}, 400,
+             "properties must be a JSON object of strings"),
             (BASE, "schema", {"type": "PICKLE", "schema": ""}, 422, "No enum constant"),
             (BASE, "schema", avro("{nope"), 422, "Invalid schema definition data for AVRO"),
-            (BASE, "schema", {"type": "STRING", "schema": "x"}, 422, "string schema : 'x'"),
+            (BASE, "schema", {"type": "STRING", "schema": "x"}, 422,
+             "string schema : &apos;x&apos;"),
             (BASE, "compatibility", avro('["int", "null"]'), 422, "[UNION] is not supported"),
             ("/admin/v2/schemas/bad!tenant/default/x", "schema", avro(V1), 412, "tenant"),
             ("/admin/v2/schemas/public/nowhere/x", "schema", avro(V1), 404,
+             "Namespace does not exist"),
+            ("/admin/v2/schemas/public/nowhere/x", "compatibility", avro(V1), 404,
              "Namespace does not exist"),
         ]  # fmt: skip
         for base, action, body, status, reason in refused:
@@ -145,7 +180,11 @@ def test_refused_requests_write_nothing() -> None:
             resp = await c.post(f"{base}/{action}", data=data,
                                 headers={"Content-Type": "application/json"})  # fmt: skip
             got = await resp.json()
-            assert (resp.status, reason in got["reason"]) == (status, True), (body, got)
+            text = got.get("message") if status in (409, 422) and action == "schema" else None
+            text = text or got["reason"]
+            assert (resp.status, reason in text) == (status, True), (body, got)
+        resp = await c.delete("/admin/v2/schemas/public/nowhere/x/schema")
+        assert (resp.status, await resp.json()) == (404, {"reason": "Namespace does not exist"})
         resp = await c.delete(f"{BASE}/schema?force=maybe")
         assert resp.status == 412
         form = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -212,10 +251,15 @@ def test_the_compatibility_strategy_policy_decides_what_an_upload_may_change() -
             policy = "/admin/v2/persistent/public/default/orders/schemaCompatibilityStrategy"
             ns_policy = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
             assert (await client.put("/admin/v2/persistent/public/default/orders")).status == 204
-            assert (await client.get(policy)).status == 204  # unset: Pulsar's null
+            unset = await client.get(policy)  # Pulsar's null: 200, an empty body
+            assert (unset.status, await unset.read()) == (200, b"")
             assert await (await client.get(ns_policy)).json() == "UNDEFINED"
             assert await (await client.get(policy + "?applied=true")).json() == "FULL"
-            assert (await client.post(policy, json="ALWAYS_COMPATIBLE")).status == 405
+            resp = await client.post(policy, json="ALWAYS_COMPATIBLE")
+            assert await answer(resp) == (
+                405,
+                {"message": "Method Not Allowed", "url": policy, "status": "405"},
+            )
             assert (await client.put(policy, json="SOMETIMES")).status == 400
             assert (await client.post(f"{BASE}/schema", json=avro(V1))).status == 200
             refused = await client.post(f"{BASE}/schema", json=avro(RETYPED))
@@ -242,5 +286,22 @@ def test_the_compatibility_strategy_policy_decides_what_an_upload_may_change() -
             await eventually(namespace_applies, "the namespace's strategy applies", 20)
             assert await (await client.get(ns_policy)).json() == "ALWAYS_INCOMPATIBLE"
             assert (await client.post(f"{BASE}/schema", json=avro(WITH_DEFAULT))).status == 409
+            # UNDEFINED: the namespace's means the broker's FULL; the topic's is Pulsar's
+            # null (the policy removed)
+            assert (await client.put(ns_policy, json="UNDEFINED")).status == 204
+            assert await (await client.get(policy + "?applied=true")).json() == "FULL"
+            assert (await client.put(policy, json="FORWARD")).status == 204
+
+            async def forward() -> bool:
+                return bool(await (await client.get(policy)).read() == b'"FORWARD"')
+
+            await eventually(forward, "the topic's strategy is set", 20)
+            assert (await client.put(policy, json="UNDEFINED")).status == 204
+
+            async def removed() -> bool:
+                return bool(await (await client.get(policy)).read() == b"")
+
+            await eventually(removed, "UNDEFINED removes the topic's strategy", 20)
+            assert await (await client.get(policy + "?applied=true")).json() == "FULL"
 
     asyncio.run(main())

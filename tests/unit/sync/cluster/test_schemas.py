@@ -21,10 +21,12 @@ from sync.cluster import (
     validate_schema_data,
 )
 from sync.cluster._schema_compat import (
+    _pretty,
     check_compatible,
     check_consumer_compatible,
     find_identical,
     find_same_bytes,
+    parse_avro,
 )
 from sync.cluster._schemas import schema_key
 from sync.naming._names import TopicName
@@ -104,9 +106,15 @@ def test_bad_history_records_are_codec_errors(raw: bytes) -> None:
 def test_payloads_are_pulsars_post_schema_payload() -> None:
     body = {"type": "AVRO", "schema": V1, "properties": {"a": "b"}, "unknown": 1}
     assert parse_schema_payload(body) == PostSchemaPayload(SchemaType.AVRO, V1, {"a": "b"})
+    # Jackson binds numbers and booleans to a String property as their text
+    body = {"type": "STRING", "schema": "", "properties": {"n": 1, "f": 1.5, "b": False}}
+    expected = PostSchemaPayload(SchemaType.STRING, "", {"n": "1", "f": "1.5", "b": "false"})
+    assert parse_schema_payload(body) == expected
     bad_bodies: list[Any] = [None, [], {"schema": ""}, {"type": "AVRO"},
                              {"type": 4, "schema": ""},
-                             {"type": "AVRO", "schema": "", "properties": {"a": 1}}]  # fmt: skip
+                             {"type": "AVRO", "schema": "", "properties": {"a": None}},
+                             {"type": "AVRO", "schema": "", "properties": {"a": [1]}},
+                             {"type": "AVRO", "schema": "", "properties": []}]  # fmt: skip
     for bad in bad_bodies:
         with pytest.raises(BadRequestError):
             parse_schema_payload(bad)
@@ -117,7 +125,7 @@ def test_payloads_are_pulsars_post_schema_payload() -> None:
 @pytest.mark.parametrize(
     ("kind", "data", "reason"),
     [
-        (SchemaType.AVRO, "{not json", "Invalid schema definition data for AVRO schema"),
+        (SchemaType.AVRO, "{not json", "^Invalid schema definition data for AVRO schema$"),
         (SchemaType.AVRO, '{"type": "record", "name": "U"}', "Invalid schema definition data"),
         (SchemaType.JSON, '"nope"', "Invalid schema definition data for JSON schema"),
         (SchemaType.AVRO, '["null", "string"]', "Avro schema typed [UNION] is not supported"),
@@ -185,6 +193,57 @@ def test_every_strategy_on_avro_pairs(strategy: SchemaCompatibilityStrategy) -> 
         )
     # nothing to check against: anything goes, even under ALWAYS_INCOMPATIBLE
     check_compatible([], avro(RETYPED), strategy)
+
+
+def test_incompatible_schemas_are_printed_as_avro_java_prints_them() -> None:
+    """The reason names both schemas as Pulsar's does (Avro Java's ``toString(true)``:
+    Jackson's pretty printer, Java's key order): recorded from Pulsar 4.0.7."""
+    ns_record = {"type": "record", "name": "User", "namespace": "compat"}
+    old = json.dumps({**ns_record, "fields": [ID, {"name": "name", "type": "string",
+                                                   "default": ""}]})  # fmt: skip
+    new = json.dumps({**ns_record, "fields": [{"name": "name", "type": "string", "default": ""}]})
+    with pytest.raises(ConflictError) as caught:
+        check_compatible(live(old), avro(new), S.FORWARD)
+    assert str(caught.value) == (
+        "Error during schema compatibility check with strategy FORWARD: "
+        "org.apache.avro.SchemaValidationException: Unable to read schema: \n"
+        '{\n  "type" : "record",\n  "name" : "User",\n  "namespace" : "compat",\n'
+        '  "fields" : [ {\n    "name" : "name",\n    "type" : "string",\n'
+        '    "default" : ""\n  } ]\n}\nusing schema:\n'
+        '{\n  "type" : "record",\n  "name" : "User",\n  "namespace" : "compat",\n'
+        '  "fields" : [ {\n    "name" : "id",\n    "type" : "long"\n  }, {\n'
+        '    "name" : "name",\n    "type" : "string",\n    "default" : ""\n  } ]\n}'
+    )
+
+
+def test_nested_named_types_print_relative_to_their_namespace() -> None:
+    nested = {
+        "type": "record",
+        "name": "A",
+        "fields": [{"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X", "Y"]}}],
+    }
+    other = {
+        "type": "record",
+        "name": "O",
+        "namespace": "other",
+        "fields": [{"name": "back", "type": "compat.A"}],
+    }
+    schema = json.dumps({"type": "record", "name": "User", "namespace": "compat", "fields": [
+        {"name": "a", "type": nested}, {"name": "b", "type": "A"},
+        {"name": "u", "type": ["null", "E"], "default": None},
+        {"name": "o", "type": other}]})  # fmt: skip
+    assert _pretty(parse_avro(schema)) == (
+        '{\n  "type" : "record",\n  "name" : "User",\n  "namespace" : "compat",\n'
+        '  "fields" : [ {\n    "name" : "a",\n    "type" : {\n      "type" : "record",\n'
+        '      "name" : "A",\n      "fields" : [ {\n        "name" : "e",\n'
+        '        "type" : {\n          "type" : "enum",\n          "name" : "E",\n'
+        '          "symbols" : [ "X", "Y" ]\n        }\n      } ]\n    }\n  }, {\n'
+        '    "name" : "b",\n    "type" : "A"\n  }, {\n    "name" : "u",\n'
+        '    "type" : [ "null", "E" ],\n    "default" : null\n  }, {\n    "name" : "o",\n'
+        '    "type" : {\n      "type" : "record",\n      "name" : "O",\n'
+        '      "namespace" : "other",\n      "fields" : [ {\n        "name" : "back",\n'
+        '        "type" : "compat.A"\n      } ]\n    }\n  } ]\n}'
+    )
 
 
 def test_transitive_strategies_check_every_version_plain_ones_the_latest() -> None:
