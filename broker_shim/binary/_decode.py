@@ -115,9 +115,8 @@ def _entry(value: bytes) -> list[DecodedMessage]:
     out: list[DecodedMessage] = []
     for index, msg in enumerate(messages):
         reserved = dict(msg.headers or ())
+        # A batch's own ordering key is not its messages' (as Pulsar's consumers read it).
         ordering = reserved.get(HEADER_ORDERING_KEY)
-        if ordering is None and metadata.HasField("ordering_key"):
-            ordering = metadata.ordering_key
         out.append(
             DecodedMessage(
                 payload=None if HEADER_NULL_VALUE in reserved else msg.payload,

@@ -69,13 +69,15 @@ class MetadataError(ValueError):
 # -- send: metadata -> headers ---------------------------------------------------------
 def send_headers(metadata: api.MessageMetadata) -> list[Header]:
     """The headers every message of one SEND carries: the producer's schema version (when
-    set) and a batch-wide ordering key (when set). The publish time is the Kafka record's
-    timestamp (the sidecar's clock when it stored the message), not a header."""
+    set). A batch's own ordering key (the Java client copies its first message's there) is
+    not a message's: Pulsar's consumers give each message of a batch only the ordering key
+    of its ``SingleMessageMetadata`` (the C++ client's ``Message.cc`` clears it otherwise,
+    the Java client's ``MessageImpl`` reads the single metadata). The publish time is the
+    Kafka record's timestamp (the sidecar's clock when it stored the message), not a
+    header."""
     out: list[Header] = []
     if metadata.HasField("schema_version"):
         out.append((HEADER_SCHEMA_VERSION, metadata.schema_version))
-    if metadata.HasField("ordering_key") and metadata.HasField("num_messages_in_batch"):
-        out.append((HEADER_ORDERING_KEY, metadata.ordering_key))
     return out
 
 

@@ -83,3 +83,29 @@ def test_java_client_sees_failover_active_consumer_changes(
     assert "b inactive" in steps["b-joined"] and "b active" not in steps["b-joined"], lines
     assert steps["a-closed"][-1] == "b active", lines
     assert "a inactive" not in steps["a-closed"], lines  # a left; nothing to tell it
+
+
+@pytest.mark.parametrize("entry_format", ["message", "entry"])
+def test_java_client_gets_back_every_field_of_a_batch(
+    kafka_bootstrap: str, tmp_path: Path, classpath: str, entry_format: str
+) -> None:
+    """The Java client's batch (key, ordering key, properties, event time, a null value,
+    an empty one, explicit sequence ids) comes back field by field, stored either way."""
+    topic = make_topic(kafka_bootstrap, 1)
+    with BinarySidecar(kafka_bootstrap, tmp_path, entry_format=entry_format) as sidecar:
+        run = subprocess.run(
+            ["java", "-cp", classpath, str(JAVA / "BatchFields.java"), sidecar.broker_url,
+             str(topic)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    got = [line for line in run.stdout.splitlines() if line.startswith("msg ")]
+    tail = " producer=java-batch"
+    assert got == [
+        "msg key=k1 ordering=o1 data=hello props={p=v} event=1700000000123 seq=100"
+        + tail,
+        "msg key=gone ordering=- data=null props={} event=0 seq=101" + tail,
+        "msg key=- ordering=- data= props={} event=0 seq=102" + tail,
+    ]
+    # One record per SEND stored as an entry, one per message otherwise.
+    assert _records(kafka_bootstrap, topic) == {0: 1 if entry_format == "entry" else 3}
