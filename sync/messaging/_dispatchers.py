@@ -18,8 +18,9 @@ As Pulsar's ``PersistentDispatcherSingleActiveConsumer``, ``…MultipleConsumers
 
 A dispatcher decides; the subscription (:class:`DispatchHost`) owns what a decision
 touches: the TTL, delayed delivery, the durable dispatch mark and the delivery itself.
-Every delivery takes a token from the topic's ``dispatchRate`` limiter of that partition
-and from the subscription's ``subscriptionDispatchRate`` limiter of that partition.
+Every delivery takes its messages (a stored entry's count) from the topic's
+``dispatchRate`` limiter of that partition and from the subscription's
+``subscriptionDispatchRate`` limiter of that partition.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ class SingleActiveDispatcher(Dispatcher):
             entry = self.next_entry(part)
             if entry is None:
                 return 0.0
-            wait = acquire_all(limiters, entry.size)
+            wait = acquire_all(limiters, entry.size, entry.count or 1)
             if wait > 0.0:
                 return wait
             part.take(entry)
@@ -207,7 +208,7 @@ class SharedDispatcher(Dispatcher):
                     break
             if chosen < 0:
                 return 0.0
-            wait = acquire_all(limiters, entry.size)
+            wait = acquire_all(limiters, entry.size, entry.count or 1)
             if wait > 0.0:
                 return wait
             part.rr = (chosen + 1) % n  # round robin advances only on a delivery
@@ -299,7 +300,7 @@ class KeySharedDispatcher(Dispatcher):
                     blocked.add(h)
                     keep.append(entry)
                     continue
-                wait = acquire_all(limiters, entry.size)
+                wait = acquire_all(limiters, entry.size, entry.count or 1)
                 if wait > 0.0:
                     keep.append(entry)
                     continue

@@ -78,8 +78,11 @@ class RateLimiter:
             self._byte_tokens -= nbytes
 
 
-def acquire_all(limiters: Iterable[RateLimiter], nbytes: int) -> float:
-    """Take one message from every limiter, or none: returns 0.0 or the seconds to wait."""
+def acquire_all(limiters: Iterable[RateLimiter], nbytes: int, msgs: int = 1) -> float:
+    """Take ``msgs`` messages of ``nbytes`` from every limiter, or none: returns 0.0 or the
+    seconds to wait. A stored entry of many messages passes once one message may (the
+    buckets then go below zero), as Pulsar dispatches an entry and takes its permits
+    after."""
     chosen = [lim for lim in limiters if not lim.spec.unlimited]
     wait = 0.0
     for lim in chosen:
@@ -87,5 +90,5 @@ def acquire_all(limiters: Iterable[RateLimiter], nbytes: int) -> float:
     if wait > 0.0:
         return wait
     for lim in chosen:
-        lim.consume(nbytes)
+        lim.consume(nbytes, msgs)
     return 0.0

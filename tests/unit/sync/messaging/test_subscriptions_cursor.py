@@ -140,6 +140,16 @@ def test_rate_limiter_bursts_one_period_then_refills_continuously() -> None:
     assert acquire_all([lim], 10) == 0.0
 
 
+def test_an_entry_of_many_messages_passes_once_and_takes_them_all() -> None:
+    clock = Clock()
+    lim = RateLimiter(RateSpec(msgs=10, period_s=1.0), clock)
+    assert acquire_all([lim], 100, 25) == 0.0  # one entry of 25: passes, goes to -15
+    wait = acquire_all([lim], 10)
+    assert wait == pytest.approx(1.6)  # back to one whole token: 16 of 10 per second
+    clock.now += wait + 1e-9  # past the float's rounding
+    assert acquire_all([lim], 10) == 0.0
+
+
 def test_byte_limit_lets_an_oversized_message_through_when_full() -> None:
     clock = Clock()
     lim = RateLimiter(RateSpec(nbytes=100), clock)
