@@ -93,6 +93,9 @@ class Consumer:
         self.negative_ack_delay_s = negative_ack_delay_s
         #: Delivered to this consumer and not acknowledged by it, by (partition, offset).
         self.delivered: dict[tuple[int, int], Entry] = {}
+        #: The messages those entries hold (a stored entry holds its batch): what
+        #: ``receiverQueueSize`` and ``maxUnacked*`` count.
+        self.held_messages = 0
         #: Negatively acknowledged, waiting for their redelivery delay.
         self.nack_pending: dict[tuple[int, int], Entry] = {}
         self.state = ConsumerState.ACTIVE
@@ -113,11 +116,33 @@ class Consumer:
             return False
         if self.pull_mode:
             return self.permits > 0
-        return len(self.delivered) < self.receiver_queue_size
+        return self.held_messages < self.receiver_queue_size
+
+    def hold(self, key: tuple[int, int], entry: Entry) -> None:
+        """``entry`` (at ``(partition, offset)``) is out with this consumer."""
+        old = self.delivered.get(key)
+        if old is not None:
+            self.held_messages -= old.count or 1
+        self.delivered[key] = entry
+        self.held_messages += entry.count or 1
+
+    def unhold(self, key: tuple[int, int]) -> Entry | None:
+        """The entry at ``key`` is back (acked or returned): it, or None if not held."""
+        entry = self.delivered.pop(key, None)
+        if entry is not None:
+            self.held_messages -= entry.count or 1
+        return entry
+
+    def unhold_all(self) -> list[Entry]:
+        """Every entry this consumer holds, given back."""
+        held = list(self.delivered.values())
+        self.delivered.clear()
+        self.held_messages = 0
+        return held
 
     def update_blocked(self, max_unacked: int) -> bool:
         """Apply ``maxUnackedMessagesOnConsumer``; True if the consumer was unblocked."""
-        held = len(self.delivered)
+        held = self.held_messages
         if self.state is ConsumerState.ACTIVE and max_unacked > 0 and held >= max_unacked:
             self.state = transition(self.state, ConsumerState.BLOCKED, f"consumer {self.name}")
             logger.info(

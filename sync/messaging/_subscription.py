@@ -437,8 +437,7 @@ class Subscription:
     def _detach(self, consumer: Consumer, *, dispatch: bool = True) -> bool:
         if self.consumers.pop(consumer.seq, None) is None:
             return False
-        held = [*consumer.delivered.values(), *consumer.nack_pending.values()]
-        consumer.delivered.clear()
+        held = [*consumer.unhold_all(), *consumer.nack_pending.values()]
         consumer.nack_pending.clear()
         dispatcher = self._dispatcher
         for p in consumer.partitions:
@@ -611,7 +610,7 @@ class Subscription:
         if limit <= 0:
             self._unacked_blocked = False
             return False
-        held = sum(len(c.delivered) for c in self.consumers.values())
+        held = sum(c.held_messages for c in self.consumers.values())
         if self._unacked_blocked:
             if held * 2 < limit or held == 0:
                 self._unacked_blocked = False
@@ -669,7 +668,7 @@ class Subscription:
         part.hold(entry, consumer)
         if part.cursor.mark_dispatched(entry.offset):
             self._committer.changed()  # the next commit carries the dispatch mark
-        consumer.delivered[(part.index, entry.offset)] = entry
+        consumer.hold((part.index, entry.offset), entry)
         consumer.push(
             Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
         )
@@ -779,7 +778,7 @@ class Subscription:
         if part is None or not self.attached:
             return
         key = (part.index, message_id.offset)
-        had = consumer.delivered.pop(key, None)
+        had = consumer.unhold(key)
         if had is None:
             had = consumer.nack_pending.pop(key, None)
         entry = part.cursor.ack(message_id.offset)
@@ -787,7 +786,7 @@ class Subscription:
             holder = entry.holder
             part.release(entry)
             if holder is not None and holder is not consumer:
-                holder.delivered.pop(key, None)
+                holder.unhold(key)
                 holder.nack_pending.pop(key, None)
                 holder.update_blocked(self._limits().max_unacked_per_consumer)
             self._committer.changed()
@@ -802,7 +801,7 @@ class Subscription:
         if part is None or not self.attached:
             return
         key = (part.index, message_id.offset)
-        entry = consumer.delivered.pop(key, None)
+        entry = consumer.unhold(key)
         if entry is None:
             return
         consumer.update_blocked(self._limits().max_unacked_per_consumer)
