@@ -280,12 +280,14 @@ def last_message_id_response(
     *,
     partitioned: bool,
     mark_delete: tuple[int, int] | None = None,
+    batch_index: int = -1,
 ) -> api.BaseCommand:
     """GET_LAST_MESSAGE_ID_RESPONSE: ``last`` is (offset, partition), None for empty;
     ``mark_delete`` the subscription's mark-delete position (offset, partition), offset -1
     before the first message, as Pulsar's ``(ledger, -1)``. Clients compare the two for
     ``hasMessageAvailable`` on a reader started at the latest message or after a seek
-    by time."""
+    by time. ``batch_index``: the last message's index when ``last`` is a stored batch
+    (-1: none)."""
     out = _T(type=_T.GET_LAST_MESSAGE_ID_RESPONSE)
     resp = out.getLastMessageIdResponse
     resp.request_id = request_id
@@ -297,6 +299,8 @@ def last_message_id_response(
         mid.ledgerId = 0
         mid.entryId = last[0]
         mid.partition = last[1] if partitioned else -1
+        if batch_index >= 0:
+            mid.batch_index = batch_index
     if mark_delete is not None:
         md = resp.consumer_mark_delete_position
         md.ledgerId = 0

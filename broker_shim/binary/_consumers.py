@@ -376,6 +376,16 @@ class Consumers:
             return
         end, part = max(((ends.get(p, 0), p) for p in parts), default=(0, 0))
         last = None if end <= 0 else (end - 1, part)
+        batch_index = -1
+        if last is not None:
+            # The last message of a stored batch, as Pulsar's
+            # getLargestBatchIndexWhenPossible: a reader inside it is not at the end.
+            try:
+                count = await self.session.ctx.last_ids.entry_count(sub.kafka_topic, part, last[0])
+            except PolicySyncError as exc:
+                self.session.error(m.request_id, exc)
+                return
+            batch_index = count - 1 if count > 1 else -1
         mark = sub.mark_delete_position(part)
         self.session.write_command(
             commands.last_message_id_response(
@@ -383,5 +393,6 @@ class Consumers:
                 last,
                 partitioned=sub.partitioned,
                 mark_delete=None if mark is None else (mark, part),
+                batch_index=batch_index,
             )
         )

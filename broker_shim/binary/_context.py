@@ -93,6 +93,8 @@ class LastIds(Protocol):
         self, kafka_topic: str, partitions: Sequence[int], time_ms: int
     ) -> dict[int, int]: ...
 
+    async def entry_count(self, kafka_topic: str, partition: int, offset: int) -> int: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ServerContext:

@@ -25,18 +25,27 @@ consumers get the messages one by one (:func:`decode_entry`).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import crc32c
 from google.protobuf.message import DecodeError
 
 from sync.errors import InvalidInputError
 from sync.messaging import Delivery, OutboundMessage
+from sync.messaging.headers import ENTRY_FORMAT_VERSION, HEADER_ENTRY, HEADER_ENTRY_COUNT
 
 from . import PulsarApi_pb2 as api
 from ._framing import CHECKSUM_MAGIC, FrameError, decompress, unpack_messages
 from ._metadata_headers import MetadataError, stored_whole, whole_headers
 
-__all__ = ["EntryError", "check_entry", "decode_entry", "entry_frame", "entry_metadata"]
+__all__ = [
+    "EntryError",
+    "check_entry",
+    "decode_entry",
+    "entry_count_of",
+    "entry_frame",
+    "entry_metadata",
+]
 
 _U32 = struct.Struct(">I")
 _MAGIC = struct.Struct(">H").pack(CHECKSUM_MAGIC)
@@ -104,6 +113,19 @@ def check_entry(
     if pos != total:
         raise FrameError(f"batch has {total - pos} bytes after its {count} messages")
     return int(count), highest
+
+
+def entry_count_of(headers: Sequence[tuple[str, bytes | None]] | None) -> int:
+    """The messages of a record's stored entry, from its headers (0: not a readable entry)."""
+    if not headers:
+        return 0
+    found = dict(headers)
+    if found.get(HEADER_ENTRY) != ENTRY_FORMAT_VERSION:
+        return 0
+    try:
+        return max(0, int(found.get(HEADER_ENTRY_COUNT) or b"0"))
+    except ValueError:
+        return 0
 
 
 def entry_metadata(value: bytes) -> tuple[api.MessageMetadata, int]:

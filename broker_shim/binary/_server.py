@@ -23,6 +23,7 @@ from sync.transport import Admin, Consumer, Transport
 from . import PulsarApi_pb2 as api
 from ._connection import Connection
 from ._context import BinaryConfig, ServerContext
+from ._entries import entry_count_of
 
 if TYPE_CHECKING:
     from sync.cluster import ClusterService
@@ -94,6 +95,8 @@ class LastMessageIds:
         self._lock = threading.Lock()
         self._consumer: Consumer | None = None
         self._admin: Admin | None = None
+        #: Stored entries' message counts by (Kafka topic, partition, offset).
+        self._counts: dict[tuple[str, int, int], int] = {}
 
     async def partitions(self, topic: TopicName) -> int | None:
         """Kafka partitions of ``topic`` (None: no such topic)."""
@@ -129,6 +132,31 @@ class LastMessageIds:
                 return self._admin.list_offsets(kafka_topic, list(partitions), time_ms)
 
         return await asyncio.to_thread(query)
+
+    async def entry_count(self, kafka_topic: str, partition: int, offset: int) -> int:
+        """The messages of the record at ``offset`` when it is a stored entry, else 0
+        (read once per record, then remembered: records never change)."""
+        key = (kafka_topic, partition, offset)
+        cached = self._counts.get(key)
+        if cached is not None:
+            return cached
+
+        def read() -> int:
+            with self._lock:
+                if self._consumer is None:
+                    self._consumer = self._transport.consumer()
+                self._consumer.assign(kafka_topic, {partition: offset})
+                for _ in range(5):  # the record exists: a fetch or two finds it
+                    for record in self._consumer.consume(1, 1.0):
+                        if record.offset() == offset:
+                            return entry_count_of(record.headers())
+                return 0
+
+        count = await asyncio.to_thread(read)
+        if len(self._counts) >= 4096:
+            self._counts.clear()
+        self._counts[key] = count
+        return count
 
     async def _offsets(
         self, kafka_topic: str, partitions: Sequence[int], *, earliest: bool

@@ -265,3 +265,27 @@ def test_a_kafka_application_reads_every_field_with_the_decoder(
     assert [m.batch_index for m in got] == (
         list(range(len(_SENT))) if batched else [0] * len(_SENT)
     )
+
+
+def test_a_reader_at_the_latest_message_inclusive_gets_only_the_last_of_a_batch(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    """GET_LAST_MESSAGE_ID names the last message of the last stored batch (its batch
+    index), as Pulsar does: a reader started there inclusive reads that message alone,
+    and ``has_message_available`` is right before and after it."""
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(4):
+        producer.send_async(b"r%d" % i, None)
+    producer.flush()
+    reader = client.create_reader(
+        str(topic), pulsar.MessageId.latest, start_message_id_inclusive=True
+    )
+    assert reader.has_message_available()
+    assert reader.read_next(20_000).data() == b"r3"
+    assert not reader.has_message_available()
+    earliest = client.create_reader(str(topic), pulsar.MessageId.earliest)
+    assert earliest.read_next(20_000).data() == b"r0"
+    assert earliest.has_message_available()  # three more of the same batch
