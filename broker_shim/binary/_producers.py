@@ -19,7 +19,13 @@ from collections import deque
 from sync.cluster import TopicOperation
 from sync.errors import InvalidInputError, PolicySyncError
 from sync.messaging import MessageId, ProducerAccessMode, ProducerConfig, ProducerHandle
-from sync.messaging.headers import ENTRY_FORMAT_VERSION, HEADER_ENTRY, HEADER_ENTRY_COUNT
+from sync.messaging.headers import (
+    ENTRY_FORMAT_VERSION,
+    HEADER_ENTRY,
+    HEADER_ENTRY_COUNT,
+    HEADER_KEY_B64,
+    HEADER_ORDERING_KEY,
+)
 from sync.routing import MessageRoutingMode
 
 from . import PulsarApi_pb2 as api
@@ -312,7 +318,7 @@ class Producers:
                     deliver_at_ms=(
                         metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
                     ),
-                    headers=_entry_headers(count),
+                    headers=_entry_headers(count, metadata),
                     count=count,
                     overhead=len(value) - size,
                 )
@@ -375,9 +381,16 @@ def _entry_header_tuple(count: int) -> tuple[tuple[str, bytes], ...]:
     return ((HEADER_ENTRY, ENTRY_FORMAT_VERSION), (HEADER_ENTRY_COUNT, b"%d" % count))
 
 
-def _entry_headers(count: int) -> list[tuple[str, bytes]]:
-    """The headers marking a stored entry of ``count`` messages."""
-    return list(_entry_header_tuple(count))
+def _entry_headers(count: int, metadata: api.MessageMetadata) -> list[tuple[str, bytes]]:
+    """The headers marking a stored entry of ``count`` messages, and what Key_Shared routes
+    it by besides its key: its ordering key and a base64 key's flag (Pulsar's
+    ``peekStickyKey`` reads the entry's metadata the same way)."""
+    out = list(_entry_header_tuple(count))
+    if metadata.HasField("ordering_key"):
+        out.append((HEADER_ORDERING_KEY, metadata.ordering_key))
+    if metadata.partition_key_b64_encoded:
+        out.append((HEADER_KEY_B64, b"1"))
+    return out
 
 
 def _access_mode(m: api.CommandProducer) -> ProducerAccessMode:
