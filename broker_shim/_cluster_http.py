@@ -19,6 +19,7 @@ from sync import NamespaceName, TopicName
 from sync.cluster import ClusterService, TopicOperation
 
 from ._live_cluster import LiveCluster
+from ._tls import peer_common_name
 
 __all__ = [
     "ClusterHandler",
@@ -48,7 +49,9 @@ def add_cluster_routes(
 def role(service: ClusterService, request: web.Request) -> str | None:
     """The authenticated role, or None when auth is off. A WebSocket handshake may carry
     its token as the ``token`` query parameter instead (Pulsar's WebSocket service takes
-    it so, for browsers, which cannot set headers on one).
+    it so, for browsers, which cannot set headers on one). Over HTTPS, with the ``tls``
+    provider, a request without credentials but with a verified client certificate has
+    the certificate's common name as its role (Pulsar's ``AuthenticationProviderTls``).
 
     Raises:
         AuthenticationError: auth is on and the request has no valid token (401).
@@ -59,6 +62,10 @@ def role(service: ClusterService, request: web.Request) -> str | None:
     header = request.headers.get("Authorization")
     if header is None and request.path.startswith("/ws/") and "token" in request.query:
         header = f"Bearer {request.query['token']}"
+    if header is None and "tls" in auth.config.providers:
+        name = peer_common_name(request.transport)
+        if name:
+            return auth.authenticate_certificate(name)
     return auth.authenticate(header)
 
 

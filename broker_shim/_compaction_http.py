@@ -19,7 +19,7 @@ from sync import TopicName
 from sync.errors import UnavailableError
 from sync.messaging import MessagingEngine
 
-from ._http_shell import topic_from_path
+from ._http_shell import owner_base_url, topic_from_path
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,8 @@ async def _owned_here(engine: MessagingEngine, request: web.Request, topic: Topi
         return
     if not owner.http_url:
         raise UnavailableError(f"No broker was available to own {topic}")
-    target = URL(owner.http_url).with_path(request.rel_url.raw_path, encoded=True)
+    base = URL(owner_base_url(request, owner.http_url))
+    target = base.with_path(request.rel_url.raw_path, encoded=True)
     raise web.HTTPTemporaryRedirect(str(target.with_query(request.rel_url.query_string)))
 
 

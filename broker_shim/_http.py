@@ -17,8 +17,10 @@ and its supervisor, the fence-holder election, the messaging engine, the binary 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -30,7 +32,7 @@ from ._binary_app import add_binary_listener
 from ._cluster_http import check_topic
 from ._compaction_http import add_compaction_routes
 from ._forward import WriteForwarder
-from ._http_shell import http_app
+from ._http_shell import HTTPS_URL_OF, http_app
 from ._live_cluster import LiveCluster
 from ._lookup_http import add_lookup_routes
 from ._metrics import LookupMetrics
@@ -85,6 +87,15 @@ def ws_authorizer(cluster: LiveCluster | None) -> Authorize:
     return authorize
 
 
+def _https_url_of(cluster: LiveCluster, http_url: str) -> str | None:
+    """The registered ``https://`` URL (``webServiceUrlTls``) of the live sidecar of this
+    cluster serving at ``http_url`` (None: none, or it serves no HTTPS)."""
+    for live in cluster.service.registry.live.values():
+        if live.registration.http_url == http_url:
+            return live.registration.http_url_tls
+    return None
+
+
 def build_app(
     sidecar: Sidecar,
     *,
@@ -109,6 +120,8 @@ def build_app(
     if cluster is not None:
         # First: it starts first and leaves first (see LiveCluster.serve_with).
         cluster.serve_with(app)
+        https_url_of: Callable[[str], str | None] = functools.partial(_https_url_of, cluster)
+        app[HTTPS_URL_OF] = https_url_of
         # Before the lookup routes' …/{bundle}/… and the generic …/{policy} routes.
         add_permission_routes(app, cluster)
         # Before the generic /admin/v2/{domain}/… routes: "schemas" is not a domain.

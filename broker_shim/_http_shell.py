@@ -37,6 +37,10 @@ Reading a request, in one place each:
 * topic names in URL paths are decoded by :func:`topic_from_path`, from the raw path, as
   Pulsar does: so ``%25`` and ``%FF`` mean the same on the policy, lookup and WebSocket
   routes, and one name has one key.
+
+A request redirected to a topic's owner goes to :func:`owner_base_url`: the owner's
+``https://`` URL when the request came over HTTPS (``--http-port-tls``), else its
+``http://`` one.
 """
 
 from __future__ import annotations
@@ -62,11 +66,13 @@ __all__ = [
     "JAVA_INT_MIN",
     "JAVA_LONG_MAX",
     "JAVA_LONG_MIN",
+    "HTTPS_URL_OF",
     "Handler",
     "http_app",
     "java_int",
     "json_body",
     "json_value",
+    "owner_base_url",
     "pulsar_answers",
     "query_flag",
     "topic_from_path",
@@ -74,6 +80,31 @@ __all__ = [
 
 #: An aiohttp request handler.
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: The ``https://`` URL of the sidecar serving at an ``http://`` URL (None: it serves no
+#: HTTPS), for redirects of requests that came over HTTPS (set by the app with a cluster).
+HTTPS_URL_OF: web.AppKey[Callable[[str], str | None]] = web.AppKey("https-url-of")
+
+
+def owner_base_url(request: web.Request, http_url: str) -> str:
+    """Where ``request`` is redirected at the sidecar serving at ``http_url``: that URL,
+    or for a request that came over HTTPS the owner's ``https://`` URL, as Pulsar
+    redirects (``isRequestHttps() ? webServiceUrlTls : webServiceUrl``).
+
+    Raises:
+        InvalidInputError: the request came over HTTPS and the owner serves none (412,
+            Pulsar's answer): never downgraded to plain HTTP.
+    """
+    if not request.secure:
+        return http_url
+    https_url_of = request.app.get(HTTPS_URL_OF)
+    found = None if https_url_of is None else https_url_of(http_url)
+    if not found:
+        raise InvalidInputError(
+            f"Redirected cluster's service url is not configured (the owner at {http_url} "
+            "serves no https://)"
+        )
+    return found
 
 
 #: The body media types Pulsar's JAX-RS resources read (Jersey's JSON and text readers).

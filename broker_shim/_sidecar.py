@@ -10,6 +10,7 @@ and the messaging engine both messaging front ends share.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ class SidecarConfig:
     broker_port_tls: int | None = None
     tls: TlsSettings | None = None
     broker_url_tls: str | None = None
+    #: Port of ``https://`` (Pulsar's ``webServicePortTls``; None: no HTTPS listener),
+    #: served with ``tls`` beside ``http_port``.
+    http_port_tls: int | None = None
     cluster: str = "standalone"
     topic: str = "__change_events"
     state_dir: Path | None = None
@@ -100,6 +104,17 @@ class SidecarConfig:
     @property
     def http_url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def advertised_http_url_tls(self) -> str | None:
+        """The ``https://`` URL lookups answer (``httpUrlTls``, registered as Pulsar's
+        ``webServiceUrlTls``): ``--http-url-tls``, else this sidecar's HTTPS listener
+        (None: neither)."""
+        if self.lookup is not None and self.lookup.http_url_tls:
+            return self.lookup.http_url_tls
+        if self.http_port_tls is None or self.tls is None:
+            return None
+        return f"https://{self.host}:{self.http_port_tls}"
 
 
 class Sidecar:
@@ -151,10 +166,14 @@ class Sidecar:
         #: Registry, ownership and lookup of this sidecar's cluster (started by the app).
         self.cluster: LiveCluster | None = None
         if config.lookup is not None:
+            # Registered with the HTTPS URL: lookups answer it as httpUrlTls.
+            settings = dataclasses.replace(
+                config.lookup, http_url_tls=config.advertised_http_url_tls
+            )
             self.cluster = LiveCluster(
                 ClusterService(
                     self.transport,
-                    config.lookup.to_config(
+                    settings.to_config(
                         broker_id=config.broker_id,
                         cluster=config.cluster,
                         service_url=config.advertised_broker_url,

@@ -2,11 +2,13 @@
 
 ``broker-shim run --broker-port-tls PORT --tls-cert-file CERT --tls-key-file KEY`` serves
 ``pulsar+ssl://`` beside ``pulsar://`` (Pulsar's ``brokerServicePortTls``,
-``tlsCertificateFilePath``, ``tlsKeyFilePath``). ``--tls-trust-cert-file CA`` names the
-certificates that client certificates are checked against (``tlsTrustCertsFilePath``);
-``--tls-require-trusted-client-cert`` refuses a client without one
-(``tlsRequireTrustedClientCertOnConnect``). The files are read when the sidecar starts: a
-missing or malformed one stops it with the reason, before any listener opens.
+``tlsCertificateFilePath``, ``tlsKeyFilePath``); ``--http-port-tls PORT`` serves
+``https://`` beside ``http://`` (``webServicePortTls``) with the same certificate and the
+same checks. ``--tls-trust-cert-file CA`` names the certificates that client certificates
+are checked against (``tlsTrustCertsFilePath``); ``--tls-require-trusted-client-cert``
+refuses a client without one (``tlsRequireTrustedClientCertOnConnect``). The files are
+read when the sidecar starts: a missing or malformed one stops it with the reason, before
+any listener opens.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from sync.errors import ConfigurationError
 
-__all__ = ["TlsSettings"]
+__all__ = ["TlsSettings", "peer_common_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +64,21 @@ class TlsSettings:
                 ) from exc
             ctx.verify_mode = ssl.CERT_REQUIRED if self.require_client_cert else ssl.CERT_OPTIONAL
         return ctx
+
+
+class _Transport(Protocol):
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+
+def peer_common_name(transport: _Transport | None) -> str | None:
+    """The common name of the verified client certificate of a TLS connection (None:
+    plain, or the client sent none). ``transport``: an asyncio transport or stream writer
+    (anything with ``get_extra_info``)."""
+    cert = None if transport is None else transport.get_extra_info("peercert")
+    if not cert:
+        return None
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName" and value:
+                return str(value)
+    return None

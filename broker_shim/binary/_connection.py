@@ -39,6 +39,7 @@ from sync import TopicName
 from sync.cluster import TopicOperation
 from sync.errors import AuthenticationError, InvalidInputError, UnavailableError
 
+from .._tls import peer_common_name
 from . import PulsarApi_pb2 as api
 from . import _commands as commands
 from ._commands import NO_REQUEST
@@ -280,14 +281,7 @@ class Connection:
 
     def _certificate_name(self) -> str | None:
         """The common name of the client's verified TLS certificate (None: none)."""
-        cert = self.writer.get_extra_info("peercert")
-        if not cert:
-            return None
-        for rdn in cert.get("subject", ()):
-            for key, value in rdn:
-                if key == "commonName" and value:
-                    return str(value)
-        return None
+        return peer_common_name(self.writer)
 
     async def on_ping(self, _cmd: api.BaseCommand) -> None:
         self.write_command(commands.pong())

@@ -10,12 +10,12 @@ import socket
 from pathlib import Path
 
 from aiohttp import log as web_log
-from aiohttp import web
 
 from sync import ConfigurationError
 from sync.messaging import AutoTopicCreation, TopicType
 
 from .._http import build_app
+from .._serve import run as serve
 from .._shutdown import DEFAULT_SHUTDOWN_TIMEOUT_S, ShutdownGuard
 from .._sidecar import Sidecar, SidecarConfig
 from .._tls import TlsSettings
@@ -43,9 +43,9 @@ def _port_or_zero(text: str) -> int:
     return _port(text)
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """The binary protocol's listening socket, bound now so port 0 is known before the
-    sidecar advertises its URL."""
+def _bind(host: str, port: int, what: str = "the Pulsar binary protocol") -> socket.socket:
+    """A listening socket (of the binary protocol, or of HTTPS), bound now so port 0 is
+    known before the sidecar advertises its URL."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -57,9 +57,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise ConfigurationError(
-            f"cannot listen on {host}:{port} for the Pulsar binary protocol: {exc}"
-        ) from exc
+        raise ConfigurationError(f"cannot listen on {host}:{port} for {what}: {exc}") from exc
     sock.listen(1024)
     sock.setblocking(False)
     return sock
@@ -89,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="port of pulsar+ssl:// (Pulsar's brokerServicePortTls; off by default; 0: any "
         "free port); needs --tls-cert-file and --tls-key-file",
+    )
+    run.add_argument(
+        "--http-port-tls",
+        type=_port_or_zero,
+        default=None,
+        help="port of https:// beside --http-port: admin REST, lookups, WebSocket (wss://), "
+        "metrics (Pulsar's webServicePortTls; off by default; 0: any free port); needs "
+        "--tls-cert-file and --tls-key-file",
     )
     run.add_argument("--tls-cert-file", default=None, help="the TLS certificate (PEM)")
     run.add_argument("--tls-key-file", default=None, help="the TLS certificate's key (PEM)")
@@ -202,19 +208,31 @@ def auto_topic_creation(args: argparse.Namespace) -> AutoTopicCreation:
 
 
 def tls_settings(args: argparse.Namespace) -> TlsSettings | None:
-    """The TLS listener's settings (None: no ``--broker-port-tls``), checked now.
+    """The TLS listeners' settings (None: neither ``--broker-port-tls`` nor
+    ``--http-port-tls``), checked now.
 
     Raises:
         ConfigurationError: a TLS port without a certificate and key, or files that cannot
             be used.
     """
     files = (args.tls_cert_file, args.tls_key_file)
-    if args.broker_port_tls is None:
+    ports = [
+        flag
+        for flag, port in (
+            ("--broker-port-tls", args.broker_port_tls),
+            ("--http-port-tls", args.http_port_tls),
+        )
+        if port is not None
+    ]
+    if not ports:
         if any(files) or args.tls_trust_cert_file or args.tls_require_trusted_client_cert:
-            raise ConfigurationError("the --tls-* flags need --broker-port-tls")
+            raise ConfigurationError("the --tls-* flags need --broker-port-tls or --http-port-tls")
         return None
     if not all(files):
-        raise ConfigurationError("--broker-port-tls needs --tls-cert-file and --tls-key-file")
+        raise ConfigurationError(
+            f"{' and '.join(ports)} need{'s' if len(ports) == 1 else ''} --tls-cert-file "
+            "and --tls-key-file"
+        )
     trust = args.tls_trust_cert_file
     settings = TlsSettings(
         cert_file=Path(args.tls_cert_file),
@@ -244,7 +262,12 @@ def _run(args: argparse.Namespace) -> int:
     tls = tls_settings(args)
     bind = args.listen_host or args.host
     broker_socket = _bind(bind, args.broker_port)
-    tls_socket = None if tls is None else _bind(bind, args.broker_port_tls)
+    tls_socket = None
+    if tls is not None and args.broker_port_tls is not None:
+        tls_socket = _bind(bind, args.broker_port_tls)
+    https_socket = None
+    if tls is not None and args.http_port_tls is not None:
+        https_socket = _bind(bind, args.http_port_tls, "HTTPS")
     lookup = lookup_settings(args)
     tls_port = None if tls_socket is None else int(tls_socket.getsockname()[1])
     if lookup is not None and tls_port is not None and lookup.service_url_tls is None:
@@ -260,6 +283,7 @@ def _run(args: argparse.Namespace) -> int:
         broker_port_tls=tls_port,
         tls=tls,
         broker_url_tls=None if lookup is None else lookup.service_url_tls,
+        http_port_tls=None if https_socket is None else int(https_socket.getsockname()[1]),
         cluster=args.cluster,
         topic=args.topic,
         state_dir=_state_dir(args),
@@ -272,23 +296,32 @@ def _run(args: argparse.Namespace) -> int:
     )
     sidecar = Sidecar(config)
     logger.info(
-        "broker-shim %s listening on %s and %s",
+        "broker-shim %s listening on %s",
         config.broker_id,
-        config.http_url,
-        config.advertised_broker_url,
+        " and ".join(
+            url
+            for url in (
+                config.http_url,
+                None if https_socket is None else f"https://{args.host}:{config.http_port_tls}",
+                config.advertised_broker_url,
+                None if tls_socket is None else f"pulsar+ssl://{args.host}:{tls_port}",
+            )
+            if url
+        ),
     )
-    # run_app turns SIGTERM/SIGINT into a graceful shutdown: on_shutdown releases the
+    # SIGTERM/SIGINT stop it gracefully (as web.run_app does): on_shutdown releases the
     # bundles and closes clients, requests still running get half the budget, on_cleanup
     # closes the cache (writing its snapshot); the guard ends whatever is left at the budget.
     app = build_app(sidecar, broker_socket=broker_socket, broker_tls_socket=tls_socket)
     budget = float(args.shutdown_timeout)
     ShutdownGuard(budget).install(app)
-    web.run_app(
+    serve(
         app,
         host=bind,
         port=config.http_port,
+        tls=None if https_socket is None or tls is None else tls.server_context(),
+        tls_sock=https_socket,
         shutdown_timeout=budget / 2,
-        print=None,
         access_log=web_log.access_logger if args.access_log else None,
     )
     return 0

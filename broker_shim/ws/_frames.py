@@ -33,6 +33,7 @@ from .._http_shell import (
     JAVA_INT_MAX,
     JAVA_LONG_MAX,
     JAVA_LONG_MIN,
+    owner_base_url,
     topic_from_path,
 )
 
@@ -200,7 +201,7 @@ async def redirect(request: web.Request, engine: MessagingEngine, topic: TopicNa
         return
     if not owner.http_url:
         raise UnavailableError(f"No broker was available to own {topic}")
-    base = URL(owner.http_url)
+    base = URL(owner_base_url(request, owner.http_url))
     scheme = "wss" if base.scheme in ("https", "wss") else "ws"
     target = base.with_scheme(scheme).with_path(request.rel_url.raw_path, encoded=True)
     target = target.with_query(request.rel_url.query_string)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ def http(
     body: str | None = None,
     timeout: float = 30,
     headers: dict[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
 ) -> HttpResult:
-    """One request; an HTTP error status is a result, not an exception."""
+    """One request; an HTTP error status is a result, not an exception. ``context``: the
+    TLS client context of an ``https://`` URL (its trusted CAs, its certificate)."""
     data = None if body is None else body.encode()
     req = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - loopback test URLs
     for name, value in (headers or {}).items():
@@ -33,7 +36,7 @@ def http(
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:  # noqa: S310
             return HttpResult(resp.status, resp.read().decode())
     except urllib.error.HTTPError as err:
         return HttpResult(err.code, err.read().decode())

@@ -23,13 +23,14 @@ from aiohttp import web
 from broker_shim._binary_app import BINARY_KEY
 from broker_shim._http import build_app
 from broker_shim._http_shell import http_app
+from broker_shim._serve import start_sites
 from broker_shim._sidecar import Sidecar as AppSidecar
 from broker_shim._sidecar import SidecarConfig
 from broker_shim._tls import TlsSettings
 from broker_shim.binary import BinaryServer
 from broker_shim.ws import add_ws_routes
 from sync import CacheStateError, TopicName
-from sync.cluster import ClusterSettings, LookupConfig, OwnershipConfig
+from sync.cluster import AuthConfig, ClusterSettings, LookupConfig, OwnershipConfig
 from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
 from sync.transport import MemoryTransport
 from tests.support.http import http
@@ -123,8 +124,16 @@ class ThreadSidecar:
         app = self._app_factory() if self._app_factory else build_app(self.sidecar)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-        self._loop.run_until_complete(site.start())
+        config = self.sidecar.config
+        https = config.tls is not None and config.http_port_tls is not None
+        sites = start_sites(
+            self._runner,
+            host="127.0.0.1",
+            port=self.port,
+            tls=config.tls.server_context() if https and config.tls is not None else None,
+            tls_port=config.http_port_tls,
+        )
+        self._loop.run_until_complete(sites)
         self._loop.run_forever()
         self._loop.run_until_complete(self._runner.cleanup())
         self._loop.close()
@@ -224,14 +233,17 @@ class BinarySidecar(ThreadSidecar):
         entry_format: str = "message",
     ) -> None:
         """``advertised_url``: what lookups answer (default: the listener itself);
-        ``tls``: serve ``pulsar+ssl://`` too (at :attr:`broker_url_tls`); ``lookup``: join
-        a cluster of its own (a fresh name and registry), so the cluster service runs
-        (lookups, the schema registry); ``entry_format``: ``--entry-format``."""
+        ``tls``: serve ``pulsar+ssl://`` and ``https://`` too (at :attr:`broker_url_tls`
+        and :attr:`https_url`); ``lookup``: join a cluster of its own (a fresh name and
+        registry), so the cluster service runs (lookups, the schema registry);
+        ``entry_format``: ``--entry-format``."""
         super().__init__(bootstrap, state_dir, app_factory=self._build)
         self.broker_port = free_port()
         self.broker_url = f"pulsar://127.0.0.1:{self.broker_port}"
         tls_port = None if tls is None else free_port()
         self.broker_url_tls = None if tls_port is None else f"pulsar+ssl://127.0.0.1:{tls_port}"
+        https_port = None if tls is None else free_port()
+        self.https_url = None if https_port is None else f"https://127.0.0.1:{https_port}"
         config = SidecarConfig(
             broker_id=f"b-{uuid.uuid4().hex[:6]}",
             http_port=self.port,
@@ -240,6 +252,7 @@ class BinarySidecar(ThreadSidecar):
             broker_port=self.broker_port,
             broker_url=advertised_url,
             broker_port_tls=tls_port,
+            http_port_tls=https_port,
             tls=tls,
             entry_format=entry_format,
         )
@@ -262,17 +275,28 @@ class BinarySidecar(ThreadSidecar):
 
 
 def memory_sidecar(
-    lookup: LookupConfig, prefix: str = "m", *, broker_port: int | None = None
+    lookup: LookupConfig,
+    prefix: str = "m",
+    *,
+    broker_port: int | None = None,
+    http_port: int = 8080,
+    http_port_tls: int | None = None,
+    tls: TlsSettings | None = None,
+    auth: AuthConfig | None = None,
 ) -> AppSidecar:
     """The sidecar app (not started) on the in-memory transport, alone in a cluster of its
     own (named ``prefix`` + a random suffix): for tests that need no Kafka.
-    ``broker_port``: serve ``pulsar://`` there too (0: any free port)."""
+    ``broker_port``: serve ``pulsar://`` there too (0: any free port); ``http_port`` and
+    ``http_port_tls``: the ports it says it serves HTTP and HTTPS on (with ``tls``; the
+    test binds them); ``auth``: authenticate and authorize with it."""
     cluster = prefix + uuid.uuid4().hex[:8]
     config = SidecarConfig(
         broker_id="b0",
-        http_port=8080,
+        http_port=http_port,
         bootstrap_servers="unused:9092",
         broker_port=broker_port,
+        http_port_tls=http_port_tls,
+        tls=tls,
         cluster=cluster,
         topic=f"__change_events.{cluster}",
         lookup=ClusterSettings(
@@ -280,6 +304,7 @@ def memory_sidecar(
                 slots=8, session_timeout_ms=60_000, membership_poll_s=0.02, poll_s=0.005
             ),
             lookup=lookup,
+            auth=auth,
         ),
     )
     return AppSidecar(config, transport=MemoryTransport())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl as ssl_module
 import time
 import urllib.request
 from collections.abc import Coroutine, Generator
@@ -112,16 +113,22 @@ class connect:  # noqa: N801 - used like websockets.connect
     is raised at once.
     """
 
-    def __init__(self, url: str, deadline_s: float = 60.0) -> None:
+    def __init__(
+        self, url: str, deadline_s: float = 60.0, *, ssl: ssl_module.SSLContext | None = None
+    ) -> None:
+        """``ssl``: the TLS client context of a ``wss://`` URL."""
         self.url = url
         self.deadline_s = deadline_s
+        self.ssl = ssl
         self.connection: ClientConnection | None = None
 
     async def _open(self) -> ClientConnection:
         deadline = time.monotonic() + self.deadline_s
         while True:
             try:
-                return await websockets.connect(self.url, open_timeout=30, max_size=None)
+                return await websockets.connect(
+                    self.url, open_timeout=30, max_size=None, ssl=self.ssl
+                )
             except InvalidStatus as exc:
                 if exc.response.status_code != 503 or time.monotonic() > deadline:
                     raise
