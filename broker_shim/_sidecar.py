@@ -166,9 +166,12 @@ class Sidecar:
         #: Registry, ownership and lookup of this sidecar's cluster (started by the app).
         self.cluster: LiveCluster | None = None
         if config.lookup is not None:
-            # Registered with the HTTPS URL: lookups answer it as httpUrlTls.
+            # Registered with the TLS URLs of its listeners: lookups answer them
+            # (brokerUrlTls, httpUrlTls), so TLS clients are sent to TLS listeners.
             settings = dataclasses.replace(
-                config.lookup, http_url_tls=config.advertised_http_url_tls
+                config.lookup,
+                service_url_tls=config.lookup.service_url_tls or config.advertised_broker_url_tls,
+                http_url_tls=config.advertised_http_url_tls,
             )
             self.cluster = LiveCluster(
                 ClusterService(
