@@ -81,9 +81,24 @@ def test_tls_flags_are_checked_before_any_port_is_bound(tmp_path: Path) -> None:
         "--tls-require-trusted-client-cert",
     )  # fmt: skip
     assert found is not None
+    https_only = tls(
+        "--http-port-tls", "0", "--tls-cert-file", str(files.cert), "--tls-key-file",
+        str(files.key),
+    )  # fmt: skip
+    assert https_only is not None and not https_only.require_client_cert
     for flags, message in (
-        (("--tls-cert-file", str(files.cert)), "need --broker-port-tls"),
-        (("--broker-port-tls", "0"), "needs --tls-cert-file and --tls-key-file"),
+        (("--tls-cert-file", str(files.cert)), "need --broker-port-tls or --http-port-tls"),
+        (("--broker-port-tls", "0"), "--broker-port-tls needs --tls-cert-file and --tls-key-file"),
+        (("--http-port-tls", "0"), "--http-port-tls needs --tls-cert-file and --tls-key-file"),
+        (
+            ("--http-port-tls", "0", "--broker-port-tls", "0", "--tls-key-file", str(files.key)),
+            "--broker-port-tls and --http-port-tls need --tls-cert-file",
+        ),
+        (
+            ("--http-port-tls", "0", "--tls-cert-file", str(files.key),
+             "--tls-key-file", str(files.key)),
+            "--tls-cert-file",
+        ),
         (
             ("--broker-port-tls", "0", "--tls-cert-file", str(files.cert),
              "--tls-key-file", str(tmp_path / "nope.key")),
