@@ -12,7 +12,8 @@ Permissions, as Pulsar's ``PulsarAuthorizationProvider``:
   its namespaces and topics (create, split, unload, grant) and may produce and consume;
 * other roles produce and consume with the ``produce`` and ``consume`` permissions granted
   on the namespace or the topic (``…/permissions/{role}``, :mod:`._permissions`); either
-  lets them look the topic up;
+  lets them look the topic up; with ``"authorizationAllowWildcardsMatching": true`` a
+  grant to ``app-*``, ``*.ops`` or ``*`` counts for every role it matches;
 * a tenant's lookup roles of this file may look its topics up and read partition and
   bundle metadata (Pulsar's ``TopicOperation.LOOKUP``), without producing or consuming.
 
@@ -29,7 +30,7 @@ Configuration file (JSON; unknown keys are refused)::
 (``tokenSecretKey`` or ``tokenPublicKey``, with ``tokenPublicAlg``, ``tokenAuthClaim``,
 ``tokenAudienceClaim`` and ``tokenAudience``: Pulsar's ``broker.conf`` names.)
 ``"authenticationProviders": ["token", "tls", "basic"]`` (or Pulsar's class names) also
-lets a binary client authenticate with its TLS certificate: the role is the certificate's
+lets a client authenticate with its TLS certificate: the role is the certificate's
 common name, as Pulsar's ``AuthenticationProviderTls``; and any client with a user and
 password of the htpasswd file ``basicAuthConf`` (:mod:`._basic_auth`); the default is
 ``["token"]``.
@@ -101,6 +102,9 @@ class AuthConfig:
     basic: BasicUsers | None = None
     #: Pulsar's ``anonymousUserRole``: the role of a client that sends no credentials.
     anonymous_role: str | None = None
+    #: Pulsar's ``authorizationAllowWildcardsMatching``: a produce/consume grant to a
+    #: role pattern (``app-*``, ``*.ops``, ``*``) counts for the roles it matches.
+    allow_wildcards: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", MappingProxyType(dict(self.tokens)))
@@ -120,6 +124,7 @@ class AuthConfig:
             "authenticationProviders",
             "basicAuthConf",
             "anonymousUserRole",
+            "authorizationAllowWildcardsMatching",
             *TOKEN_SETTINGS,
         }
         _only(data, keys, "auth config")
@@ -153,6 +158,11 @@ class AuthConfig:
         anonymous = data.get("anonymousUserRole")
         if anonymous is not None and (not isinstance(anonymous, str) or not anonymous):
             raise ConfigurationError("auth config: anonymousUserRole must be a non-empty string")
+        wildcards = data.get("authorizationAllowWildcardsMatching", False)
+        if not isinstance(wildcards, bool):
+            raise ConfigurationError(
+                "auth config: authorizationAllowWildcardsMatching must be true or false"
+            )
         return cls(
             tokens=tokens,
             super_user_roles=frozenset(_strings(data.get("superUserRoles", []), "superUserRoles")),
@@ -161,6 +171,7 @@ class AuthConfig:
             providers=providers,
             basic=BasicUsers.load(basic) if basic and "basic" in providers else None,
             anonymous_role=anonymous,
+            allow_wildcards=wildcards,
         )
 
     @classmethod
@@ -338,5 +349,7 @@ class Authorizer:
         elif self.is_tenant_admin(role, topic.tenant):
             return
         grants = None if self._grants is None else self._grants.auth.get(topic.namespace_name)
-        if grants is None or not grants.allows(topic, role, operation, subscription):
+        if grants is None or not grants.allows(
+            topic, role, operation, subscription, wildcards=self.config.allow_wildcards
+        ):
             raise AuthorizationError(operation.value)

@@ -14,6 +14,12 @@ with either. Grants are kept under the name they were given for: a partition
 then its partitioned topic's (a grant on a partitioned topic covers its partitions).
 Super-users and the tenant's admins may do all of it (see
 :class:`~sync.cluster._auth.Authorizer`).
+
+With Pulsar's ``authorizationAllowWildcardsMatching`` (off by default), a grant to a role
+pattern with ``*`` at its end or its start (``app-*``, ``*.ops``; ``*`` alone: any role)
+counts for every role it matches (:func:`wildcard_matches`), on the namespace and on the
+topic alike; a ``*`` elsewhere matches only itself. Subscription roles are names, never
+patterns, as in Pulsar.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ __all__ = [
     "auth_key",
     "parse_actions",
     "parse_roles",
+    "wildcard_matches",
 ]
 
 
@@ -67,6 +74,23 @@ _NEEDS = {
 }
 
 Grants = Mapping[str, frozenset[AuthAction]]
+
+
+def wildcard_matches(pattern: str, role: str) -> bool:
+    """Whether the granted role ``pattern`` covers ``role`` when wildcards are allowed
+    (Pulsar's ``checkWildcardPermission``): ``prefix*`` covers the roles starting with
+    ``prefix``, ``*suffix`` those ending with ``suffix``, ``*`` every role."""
+    if not pattern:
+        return False
+    if pattern[-1] == "*" and role.startswith(pattern[:-1]):
+        return True
+    return pattern[0] == "*" and role.endswith(pattern[1:])
+
+
+def _wildcard_allows(grants: Grants, role: str, needs: frozenset[AuthAction]) -> bool:
+    return any(
+        needs & actions and wildcard_matches(pattern, role) for pattern, actions in grants.items()
+    )
 
 
 def parse_actions(body: Any) -> frozenset[AuthAction]:
@@ -137,18 +161,32 @@ class AuthPolicies:
         )
 
     def allows(
-        self, topic: TopicName, role: str, operation: TopicOperation, subscription: str = ""
+        self,
+        topic: TopicName,
+        role: str,
+        operation: TopicOperation,
+        subscription: str = "",
+        *,
+        wildcards: bool = False,
     ) -> bool:
         """Whether ``role`` was granted what ``operation`` needs on ``topic`` (to consume
-        on ``subscription``, the subscription's roles, if it has any, must include it)."""
+        on ``subscription``, the subscription's roles, if it has any, must include it);
+        with ``wildcards``, a grant to a matching role pattern counts too."""
         needs = _NEEDS[operation]
         if operation is TopicOperation.CONSUME and not self.subscription_allows(subscription, role):
             return False
         if needs & self.namespace_auth.get(role, frozenset()):
             return True
-        names = {topic.canonical, topic.base.canonical}  # a partition: then its topic's
-        return any(
+        names = (topic.canonical, topic.base.canonical)  # a partition: then its topic's
+        if any(
             needs & self.destination_auth.get(name, {}).get(role, frozenset()) for name in names
+        ):
+            return True
+        return wildcards and (
+            _wildcard_allows(self.namespace_auth, role, needs)
+            or any(
+                _wildcard_allows(self.destination_auth.get(name, {}), role, needs) for name in names
+            )
         )
 
     def topic_grants(self, topic: TopicName) -> dict[str, list[str]]:

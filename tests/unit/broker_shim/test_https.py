@@ -14,7 +14,7 @@ import ssl
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -193,8 +193,9 @@ def test_a_request_over_https_is_redirected_to_the_owners_https_url() -> None:
     """Pulsar redirects with ``isRequestHttps() ? webServiceUrlTls : webServiceUrl``: never
     from HTTPS down to plain HTTP (412 when the owner serves no HTTPS)."""
     app = web.Application()
-    urls = {"http://h1:8080": "https://h1:8443", "http://h2:8080": None}
-    app[HTTPS_URL_OF] = urls.get
+    urls: dict[str, str | None] = {"http://h1:8080": "https://h1:8443", "http://h2:8080": None}
+    https_url_of: Callable[[str], str | None] = urls.get
+    app[HTTPS_URL_OF] = https_url_of
 
     def request(secure: bool) -> web.Request:
         ctx = ssl.create_default_context() if secure else None

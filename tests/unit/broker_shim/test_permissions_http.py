@@ -14,13 +14,15 @@ from aiohttp.test_utils import TestClient
 from sync import NamespaceName, TopicName
 from sync.cluster import (
     AuthAction,
+    AuthConfig,
     AuthPolicies,
     ClusterService,
     TopicOperation,
     parse_actions,
     parse_roles,
 )
-from sync.errors import AuthorizationError, BadRequestError, CodecError
+from sync.cluster._permissions import wildcard_matches
+from sync.errors import AuthorizationError, BadRequestError, CodecError, ConfigurationError
 from tests.unit.broker_shim.test_lookup_http import AUTH, _bearer, cluster, run
 
 NS = "/admin/v2/namespaces/acme/app"
@@ -270,3 +272,96 @@ def test_a_deleted_topic_takes_its_grants_and_schema_with_it() -> None:
         assert resp.status == 404
 
     run(cluster(2, auth=AUTH), scenario)
+
+
+def test_wildcard_role_patterns_match_as_pulsars() -> None:
+    """Pulsar's ``checkWildcardPermission``: ``*`` at the end is a prefix match, at the
+    start a suffix match (the other characters, '*' included, literal), alone any role."""
+    assert wildcard_matches("app-*", "app-1") and wildcard_matches("app-*", "app-")
+    assert not wildcard_matches("app-*", "ap") and not wildcard_matches("app-*", "my-app-1")
+    assert wildcard_matches("*.ops", "alice.ops") and not wildcard_matches("*.ops", "alice.dev")
+    assert wildcard_matches("*", "anyone") and wildcard_matches("*", "")
+    # one side at a time, the other '*' literal: not "contains"
+    assert not wildcard_matches("*a*", "bab")
+    assert wildcard_matches("*a*", "*ab") and wildcard_matches("*a*", "ba*")
+    assert not wildcard_matches("a*c", "abc")  # not a pattern: only the exact name
+    assert not wildcard_matches("a*c", "a*c")  # (which the exact-name check grants)
+    assert not wildcard_matches("bob", "bob") and not wildcard_matches("", "bob")
+
+
+def test_grants_to_role_patterns_count_only_with_wildcards_allowed() -> None:
+    orders = TopicName.parse("persistent://acme/app/orders")
+    other = TopicName.parse("persistent://acme/app/other")
+    policies = AuthPolicies(
+        {"app-*": frozenset({AuthAction.PRODUCE})},
+        {orders.canonical: {"*.readers": frozenset({AuthAction.CONSUME})}},
+        {"audit": frozenset({"auditor.readers"})},
+    )
+    # off (Pulsar's default): a pattern is only the role of that exact name
+    assert not policies.allows(orders, "app-1", TopicOperation.PRODUCE)
+    assert policies.allows(orders, "app-*", TopicOperation.PRODUCE)
+    # on: the namespace's and the topic's patterns both count, for what they grant
+    assert policies.allows(orders, "app-1", TopicOperation.PRODUCE, wildcards=True)
+    assert policies.allows(other, "app-1", TopicOperation.LOOKUP, wildcards=True)
+    assert not policies.allows(orders, "app-1", TopicOperation.CONSUME, wildcards=True)
+    assert not policies.allows(orders, "web-1", TopicOperation.PRODUCE, wildcards=True)
+    assert policies.allows(orders, "bi.readers", TopicOperation.CONSUME, "s", wildcards=True)
+    assert policies.allows(orders, "bi.readers", TopicOperation.LOOKUP, wildcards=True)
+    assert not policies.allows(other, "bi.readers", TopicOperation.CONSUME, wildcards=True)
+    partition = TopicName.parse("persistent://acme/app/orders-partition-0")
+    assert policies.allows(partition, "bi.readers", TopicOperation.CONSUME, wildcards=True)
+    # a subscription's roles are names: the pattern grants consume, not that subscription
+    assert policies.allows(
+        orders, "auditor.readers", TopicOperation.CONSUME, "audit", wildcards=True
+    )
+    assert not policies.allows(
+        orders, "bi.readers", TopicOperation.CONSUME, "audit", wildcards=True
+    )
+
+
+def test_the_auth_config_turns_wildcard_matching_on() -> None:
+    """``"authorizationAllowWildcardsMatching": true`` in the auth config (Pulsar's broker
+    setting, false by default): a grant over REST to ``app-*`` lets ``app-1`` look up and
+    produce, and only with the setting on."""
+
+    def config(wildcards: bool) -> AuthConfig:
+        return AuthConfig.from_json(
+            {
+                "tokens": {"t-admin": "admin", "t-app": "app-1"},
+                "superUserRoles": ["admin"],
+                "authorizationAllowWildcardsMatching": wildcards,
+            }
+        )
+
+    assert not AuthConfig.from_json({}).allow_wildcards
+    for bad in ("true", 1, None):
+        with pytest.raises(ConfigurationError, match="authorizationAllowWildcardsMatching"):
+            AuthConfig.from_json({"authorizationAllowWildcardsMatching": bad})
+
+    def scenario_for(wildcards: bool) -> Any:
+        async def scenario(
+            clients: list[TestClient[Any, Any]], services: list[ClusterService]
+        ) -> None:
+            c = clients[0]
+            services[0].admin.ensure_tenant("acme")
+            admin = _bearer("t-admin")
+            assert (await c.put(NS, headers=admin)).status == 204
+            grant = f"{NS}/permissions/app-*"
+            assert (await c.post(grant, data='["produce"]', headers=admin)).status == 204
+            got = await c.get(f"{NS}/permissions", headers=admin)
+            assert await got.json() == {"app-*": ["produce"]}
+            lookup = "/lookup/v2/topic/persistent/acme/app/orders"
+            resp = await c.get(lookup, headers=_bearer("t-app"))
+            assert resp.status == (200 if wildcards else 403)
+            auth = services[0].auth
+            assert auth is not None
+            orders = TopicName.parse("persistent://acme/app/orders")
+            if wildcards:
+                auth.check_topic("app-1", orders, TopicOperation.PRODUCE)
+            with pytest.raises(AuthorizationError, match="Client is not authorized to subscribe"):
+                auth.check_topic("app-1", orders, TopicOperation.CONSUME)
+
+        return scenario
+
+    for wildcards in (False, True):
+        run(cluster(1, auth=config(wildcards)), scenario_for(wildcards))

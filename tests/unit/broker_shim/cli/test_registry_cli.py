@@ -67,6 +67,7 @@ def test_bad_flags_are_refused_at_the_edge(flags: tuple[str, ...], message: str)
 
 
 def test_tls_flags_are_checked_before_any_port_is_bound(tmp_path: Path) -> None:
+    from broker_shim._tls import TlsSettings
     from broker_shim.cli.shim import tls_settings
     from tests.support.tls import make_tls_files
 
@@ -85,7 +86,7 @@ def test_tls_flags_are_checked_before_any_port_is_bound(tmp_path: Path) -> None:
         "--http-port-tls", "0", "--tls-cert-file", str(files.cert), "--tls-key-file",
         str(files.key),
     )  # fmt: skip
-    assert https_only is not None and not https_only.require_client_cert
+    assert isinstance(https_only, TlsSettings) and not https_only.require_client_cert
     for flags, message in (
         (("--tls-cert-file", str(files.cert)), "need --broker-port-tls or --http-port-tls"),
         (("--broker-port-tls", "0"), "--broker-port-tls needs --tls-cert-file and --tls-key-file"),
