@@ -75,7 +75,11 @@ def read_key(value: str, what: str = "token key") -> bytes:
         return urllib.parse.unquote_to_bytes(data)
     path = Path(urllib.parse.urlparse(value).path) if value.startswith("file:") else Path(value)
     try:
-        if value.startswith("file:") or path.exists():
+        is_path = value.startswith("file:") or path.exists()
+    except OSError:  # e.g. base64 text with a "component" longer than a file name may be
+        is_path = False
+    try:
+        if is_path:
             return path.read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"cannot read {what} {path}: {exc}") from exc

@@ -154,3 +154,13 @@ def test_authentication_providers_token_and_tls() -> None:
     for bad in (["kerberos"], []):
         with pytest.raises(ConfigurationError, match="authenticationProviders"):
             AuthConfig.from_json({"authenticationProviders": bad})
+
+
+def test_base64_text_longer_than_a_file_name_is_read_as_base64() -> None:
+    """A key given as base64 text is not a path even when the system refuses it as one
+    (a run of more than 255 characters without a '/': "File name too long")."""
+    from sync.cluster._jwt import read_key
+
+    text = base64.b64encode(b"\x00" * 300).decode()
+    assert "/" not in text and len(text) > 255
+    assert read_key(text) == b"\x00" * 300
