@@ -38,14 +38,17 @@ async def start_sites(
     *,
     host: str,
     port: int,
+    sock: socket.socket | None = None,
     tls: ssl.SSLContext | None = None,
     tls_sock: socket.socket | None = None,
     tls_port: int | None = None,
 ) -> list[web.BaseSite]:
-    """Start the plain site on ``host:port`` and, with ``tls``, the TLS one on
-    ``tls_sock`` (already bound) or ``host:tls_port``; returns them (the runner stops
-    them on cleanup)."""
-    sites: list[web.BaseSite] = [web.TCPSite(runner, host, port)]
+    """Start the plain site on ``sock`` (already bound) or ``host:port`` and, with
+    ``tls``, the TLS one on ``tls_sock`` (already bound) or ``host:tls_port``; returns them
+    (the runner stops them on cleanup)."""
+    sites: list[web.BaseSite] = [
+        web.TCPSite(runner, host, port) if sock is None else web.SockSite(runner, sock)
+    ]
     if tls is not None and tls_sock is not None:
         sites.append(web.SockSite(runner, tls_sock, ssl_context=tls))
     elif tls is not None and tls_port is not None:
@@ -60,6 +63,7 @@ async def _serve(
     *,
     host: str,
     port: int,
+    sock: socket.socket | None,
     tls: ssl.SSLContext | None,
     tls_sock: socket.socket | None,
     shutdown_timeout: float,
@@ -76,7 +80,7 @@ async def _serve(
     )
     await runner.setup()  # on_startup: as run_app, no cleanup when it fails
     try:
-        await start_sites(runner, host=host, port=port, tls=tls, tls_sock=tls_sock)
+        await start_sites(runner, host=host, port=port, sock=sock, tls=tls, tls_sock=tls_sock)
         while True:  # until SIGTERM/SIGINT (GracefulExit) cancels this task
             await asyncio.sleep(3600)
     finally:
@@ -88,13 +92,15 @@ def run(
     *,
     host: str,
     port: int,
+    sock: socket.socket | None = None,
     tls: ssl.SSLContext | None = None,
     tls_sock: socket.socket | None = None,
     shutdown_timeout: float,
     access_log: logging.Logger | None,
     access_log_class: type[AbstractAccessLogger] = AccessLogger,
 ) -> None:
-    """Serve ``app`` on ``host:port`` and, with ``tls``, on the bound ``tls_sock``, until
+    """Serve ``app`` on ``sock`` (bound) or ``host:port`` and, with ``tls``, on the bound
+    ``tls_sock``, until
     SIGTERM or SIGINT; then stop as ``web.run_app`` does (see the module's doc).
 
     The event loop is run the way ``web.run_app`` runs it: the signal raises
@@ -107,6 +113,7 @@ def run(
             app,
             host=host,
             port=port,
+            sock=sock,
             tls=tls,
             tls_sock=tls_sock,
             shutdown_timeout=shutdown_timeout,

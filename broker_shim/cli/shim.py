@@ -261,6 +261,9 @@ def _run(args: argparse.Namespace) -> int:
         )
     tls = tls_settings(args)
     bind = args.listen_host or args.host
+    # The HTTP port first: a port-0 listener bound before it could be given the very port
+    # --http-port names (free, as a test's or an orchestrator's probe left it).
+    http_socket = _bind(bind, args.http_port, "HTTP")
     broker_socket = _bind(bind, args.broker_port)
     tls_socket = None
     if tls is not None and args.broker_port_tls is not None:
@@ -275,7 +278,7 @@ def _run(args: argparse.Namespace) -> int:
         lookup = dataclasses.replace(lookup, service_url_tls=f"pulsar+ssl://{args.host}:{tls_port}")
     config = SidecarConfig(
         broker_id=str(args.broker_id),
-        http_port=args.http_port,
+        http_port=int(http_socket.getsockname()[1]),
         bootstrap_servers=args.bootstrap_servers,
         host=args.host,
         broker_url=args.broker_url,
@@ -319,6 +322,7 @@ def _run(args: argparse.Namespace) -> int:
         app,
         host=bind,
         port=config.http_port,
+        sock=http_socket,
         tls=None if https_socket is None or tls is None else tls.server_context(),
         tls_sock=https_socket,
         shutdown_timeout=budget / 2,
