@@ -26,6 +26,7 @@ __all__ = [
     "NAMESPACE_POLICIES_JSON",
     "REST_POLICIES",
     "RestPolicy",
+    "java_boolean",
 ]
 
 #: Pulsar's own refusal of a well-typed value, as the error the front end answers: 412
@@ -83,6 +84,39 @@ def _check_auto_topic_creation(value: Any) -> InvalidInputError | None:
     )
 
 
+_JACKSON_TRUE = frozenset({"true", "True", "TRUE"})
+_JACKSON_FALSE = frozenset({"false", "False", "FALSE"})
+
+
+def java_boolean(value: Any) -> bool:
+    """A body bound to a Java ``boolean`` parameter as Pulsar 4.0.7's Jackson binds it
+    (recorded from a real Pulsar): ``true``/``false``, the strings ``"true"``/``"True"``/
+    ``"TRUE"`` and ``"false"``/``"False"``/``"FALSE"``, an integer (0: false, any other:
+    true) and ``null`` (false, the primitive's default).
+
+    Raises:
+        BadRequestError: any other string, a floating-point number, an object or an array
+            (400, with Jackson's text).
+    """
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    if isinstance(value, str):
+        if value in _JACKSON_TRUE or value in _JACKSON_FALSE:
+            return value in _JACKSON_TRUE
+        found = f'String "{value}": only "true"/"True"/"TRUE" or "false"/"False"/"FALSE" recognized'
+    elif isinstance(value, float):
+        found = "Floating-point value (token `JsonToken.VALUE_NUMBER_FLOAT`)"
+    elif isinstance(value, list):
+        found = "Array value (token `JsonToken.START_ARRAY`)"
+    else:
+        found = "Object value (token `JsonToken.START_OBJECT`)"
+    raise BadRequestError(f"Cannot deserialize value of type `boolean` from {found}")
+
+
 def _check_max_message_size(value: Any) -> InvalidInputError | None:
     if _int(value) and not 0 <= value <= BROKER_MAX_MESSAGE_SIZE:
         return InvalidPolicyError(
@@ -107,7 +141,9 @@ class RestPolicy:
     stores them. ``set_method``: the method that sets it (Pulsar's ``PUT`` for a few;
     the other is 405). ``undefined``: a value meaning "not set" (Pulsar's ``UNDEFINED``
     strategy): a topic-level write of it removes the policy, and ``?applied=true`` passes
-    over it to the next level, down to ``default``.
+    over it to the next level, down to ``default``. ``bind``: how Pulsar's JSON binding
+    reads the value when its parameter is not bound as the stored field is (a Java
+    ``boolean``: :func:`java_boolean`), before any other check.
     """
 
     field: str
@@ -120,6 +156,15 @@ class RestPolicy:
     omitted: Mapping[str, Any] | None = None
     set_method: str = "POST"
     undefined: Any = None
+    bind: Callable[[Any], Any] | None = None
+
+    def bound(self, value: Any) -> Any:
+        """``value`` as Pulsar's JSON binding reads it (see ``bind``).
+
+        Raises:
+            BadRequestError: a value the binding refuses (400).
+        """
+        return value if self.bind is None else self.bind(value)
 
     def completed(self, value: Any) -> Any:
         """``value`` with the fields it leaves out set as Pulsar's JSON binding sets them."""
@@ -231,7 +276,11 @@ REST_POLICIES: Final[dict[str, RestPolicy]] = {
         check=_check_persistence,
     ),
     "schemaValidationEnforced": RestPolicy(
-        "schemaValidationEnforced", unset_body=False, default=False, deletable=False
+        "schemaValidationEnforced",
+        unset_body=False,
+        default=False,
+        deletable=False,
+        bind=java_boolean,
     ),
     # Pulsar's path; the local cluster is the applied default (filled in by the handler).
     "replication": RestPolicy("replicationClusters"),
@@ -288,7 +337,16 @@ NAMESPACE_POLICIES: Final[dict[str, RestPolicy]] = {
     "compactionThreshold": RestPolicy(
         "compactionThreshold", check=_at_least_zero("compactionThreshold must be 0 or more")
     ),
-    "schemaValidationEnforced": RestPolicy("schemaValidationEnforced"),
+    # GET and POST only (a DELETE is Pulsar's bundle route: 412); Pulsar's Policies hold a
+    # primitive false by default, so the unset value reads false, and the applied one too
+    # (the broker's schemaValidationEnforced default)
+    "schemaValidationEnforced": RestPolicy(
+        "schemaValidationEnforced", unset_body=False, deletable=False, bind=java_boolean
+    ),
+    # a namespace policy only (Pulsar has no topic level); unset: the broker's true
+    "isAllowAutoUpdateSchema": RestPolicy(
+        "isAllowAutoUpdateSchema", unset_body=True, deletable=False, bind=java_boolean
+    ),
     # Pulsar's namespace Policies default it to UNDEFINED (the broker's FULL applies)
     "schemaCompatibilityStrategy": RestPolicy(
         "schemaCompatibilityStrategy", unset_body="UNDEFINED", set_method="PUT"
@@ -329,6 +387,7 @@ NAMESPACE_POLICIES_JSON: Final[dict[str, tuple[tuple[str, ...], bool]]] = {
     "autoSubscriptionCreationOverride": (("autoSubscriptionCreationOverride",), False),
     "backLogQuotaMap": (("backlog_quota_map",), False),
     "schemaCompatibilityStrategy": (("schema_compatibility_strategy",), False),
+    "isAllowAutoUpdateSchema": (("is_allow_auto_update_schema",), False),
 }
 
 #: ``?backlogQuotaType=`` values (Pulsar's BacklogQuotaType enum).

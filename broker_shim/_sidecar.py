@@ -25,11 +25,17 @@ from sync import (
     HolderConfig,
     PolicyCache,
     PolicyService,
+    PolicyTarget,
     ServiceConfig,
     TopicName,
     WriterConfig,
 )
-from sync.cluster import ClusterService, ClusterSettings, SchemaCompatibilityStrategy
+from sync.cluster import (
+    ClusterService,
+    ClusterSettings,
+    SchemaCompatibilityStrategy,
+    SchemaPolicy,
+)
 from sync.messaging import AutoTopicCreation, MessagingEngine, TopicOwnership
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
@@ -182,7 +188,7 @@ class Sidecar:
                         service_url=config.advertised_broker_url,
                         http_url=config.http_url,
                         bootstrap_timeout_s=config.bootstrap_timeout_s,
-                        schema_strategy=self._schema_strategy,
+                        schema_policy=self._schema_policy,
                     ),
                 )
             )
@@ -207,14 +213,28 @@ class Sidecar:
     def service(self) -> PolicyService | None:
         return self._service
 
-    def _schema_strategy(self, topic: TopicName) -> SchemaCompatibilityStrategy:
-        """A topic's ``schemaCompatibilityStrategy``: its policy (topic, else namespace, as
-        the policy cache applies them), else Pulsar's broker default, FULL."""
+    def _schema_policy(self, topic: TopicName) -> SchemaPolicy:
+        """A topic's schema policies, as Pulsar's broker resolves them: its
+        ``schemaCompatibilityStrategy`` and ``schemaValidationEnforced`` (topic, else
+        namespace, as the policy cache applies them), its namespace's
+        ``isAllowAutoUpdateSchema`` (a namespace policy only, in Pulsar too), else Pulsar's
+        broker defaults (FULL, not enforced, auto updates allowed)."""
         svc = self._service
-        value = None if svc is None else svc.applied(topic).get("schemaCompatibilityStrategy")
-        if not value:
-            return SchemaCompatibilityStrategy.FULL
-        return SchemaCompatibilityStrategy(value).resolved()
+        if svc is None:
+            return SchemaPolicy()
+        applied = svc.applied(topic)
+        strategy = applied.get("schemaCompatibilityStrategy")
+        namespace = svc.get(PolicyTarget.namespace_of(topic.tenant, topic.namespace))
+        auto_update = None if namespace is None else namespace.get("isAllowAutoUpdateSchema")
+        return SchemaPolicy(
+            strategy=(
+                SchemaCompatibilityStrategy(strategy).resolved()
+                if strategy
+                else SchemaCompatibilityStrategy.FULL
+            ),
+            validation_enforced=applied.get("schemaValidationEnforced") is True,
+            allow_auto_update=auto_update is not False,
+        )
 
     def cluster_service(self) -> ClusterService | None:
         """The live incarnation of the cluster service (None without the cluster)."""

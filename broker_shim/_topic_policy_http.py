@@ -206,7 +206,7 @@ class PolicyRoutes:
             text = await request.text()
         if not text.strip():
             raise BadRequestError(f"{name}: the request has no value; send it as the JSON body")
-        value = json_value(text)
+        value = rest.bound(json_value(text))
         self._bind(rest.field, value)
         if rest.undefined is not None and value == rest.undefined:
             value = None  # Pulsar stores null: the policy is unset
@@ -373,6 +373,7 @@ class PolicyRoutes:
         namespace, rest = self._namespace_rest(request)
         if request.method != rest.set_method:
             return error_page(request, 405, "Method Not Allowed")
+        value = rest.bound(value)
         self._bind(rest.field, value)
         patch, refusal = self._decide(rest, value)
         await self._check_namespace(request, namespace, refusal)
@@ -381,6 +382,9 @@ class PolicyRoutes:
 
     async def ns_delete(self, request: web.Request) -> web.StreamResponse:
         namespace, rest = await self._namespace_policy(request)
+        if not rest.deletable:
+            # Pulsar has no DELETE for it: the request reaches its namespace-bundle route
+            raise InvalidInputError(f"Invalid bundle range: {request.match_info['policy']}")
         await self._write_namespace(request, namespace, {rest.field: None})
         return web.Response(status=204)
 

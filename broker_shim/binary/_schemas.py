@@ -11,20 +11,24 @@ Where each behaviour comes from (``apache/pulsar``, ``pulsar-broker/…/service/
   STRING, JSON, AVRO, PROTOBUF and PROTOBUF_NATIVE, the Java client for every type but
   BYTES (its AUTO_CONSUME as ``AutoConsume``);
 * PRODUCER: ``handleProducer`` → ``tryAddSchema`` → ``AbstractTopic.addSchema`` →
-  ``putSchemaIfAbsent`` (``isAllowAutoUpdateSchema`` defaults to true): a schema the
-  topic already has gives its version, a new one is added if compatible under the topic's
-  strategy, an incompatible one is refused with ``IncompatibleSchema`` and the text
-  ``"<exception>: <reason> caused by <exception>: <reason>"`` (the future's
-  ``CompletionException`` message, then its cause). A producer without a schema is
-  accepted on any topic: ``schemaValidationEnforced`` defaults to false (the policy is
-  not read here yet). ``PRODUCER_SUCCESS.schema_version`` is the version as
-  ``LongSchemaVersion.bytes()`` encodes it: 8 bytes, a big-endian long; empty without a
-  schema;
+  ``putSchemaIfAbsent``: a schema the topic already has gives its version, a new one is
+  added if compatible under the topic's strategy, an incompatible one is refused with
+  ``IncompatibleSchema`` and the text ``"<exception>: <reason> caused by <exception>:
+  <reason>"`` (the future's ``CompletionException`` message, then its cause). With the
+  namespace's ``isAllowAutoUpdateSchema`` false (``allowAutoUpdateSchema``) only a schema
+  the topic already has is accepted: "Schema not found and schema auto updating is
+  disabled." otherwise. A producer without a schema is accepted unless
+  ``schemaValidationEnforced`` (the topic's, else the namespace's) is on and the topic
+  has a schema (``hasSchema``: a soft delete leaves it none). The decisions are
+  :meth:`sync.cluster.SchemaAdmin.client_schema`'s. ``PRODUCER_SUCCESS.schema_version``
+  is the version as ``LongSchemaVersion.bytes()`` encodes it: 8 bytes, a big-endian
+  long; empty without a schema;
 * SUBSCRIBE: ``handleSubscribe`` → ``addSchemaIfIdleOrCheckCompatible``: a topic with a
   schema, producers, consumers (AUTO_CONSUME ones aside, PIP-236) or stored messages
   checks the consumer's schema (``checkConsumerCompatibility``), an idle one adds it as
-  its first version; refused: ``IncompatibleSchema`` with the reason alone. AUTO_CONSUME
-  consumers are not checked (they fetch the schemas with GET_SCHEMA);
+  its first version (``addSchema``: not without ``isAllowAutoUpdateSchema``); refused:
+  ``IncompatibleSchema`` with the reason alone. AUTO_CONSUME consumers are not checked
+  (they fetch the schemas with GET_SCHEMA);
 * GET_SCHEMA: ``handleGetSchema``: the latest version (``SchemaVersion.Latest``, which
   ``getSchema(id, version)`` answers even when it is a soft delete's marker, as Pulsar
   does) or the live version named by the first 8 bytes of ``schema_version``
@@ -32,8 +36,11 @@ Where each behaviour comes from (``apache/pulsar``, ``pulsar-broker/…/service/
   an empty version: ``IncompatibleSchema`` "Empty schema version"; the schema's name is
   the topic's ``getSchemaName()``, ``tenant/namespace/<encoded local name>``;
 * GET_OR_CREATE_SCHEMA: ``handleGetOrCreateSchema``: on an existing topic, as a
-  producer's schema (type None: no schema); otherwise ``TopicNotFound``
-  "Topic not found <topic>".
+  producer's schema (type None: no schema, refused as a producer without one); otherwise
+  ``TopicNotFound`` "Topic not found <topic>". A Java ``AUTO_PRODUCE_BYTES`` producer
+  (AUTO_PUBLISH) asks GET_SCHEMA for the latest version and then creates its producer
+  with that schema (none: as BYTES), which finds the version; the broker checks nothing
+  more (the client validates what it sends).
 
 On purpose unlike Pulsar 4.0: GET_SCHEMA needs a role that may look the topic up and
 GET_OR_CREATE_SCHEMA one that may produce (Pulsar checks neither); a ``schema_version``
@@ -173,23 +180,29 @@ class Schemas:
 
     async def add(self, topic: TopicName, schema: api.Schema | None) -> bytes:
         """Pulsar's ``tryAddSchema`` for a producer: the version of ``schema`` on ``topic``
-        (added if new and compatible), empty without a schema or a registry.
+        (see :meth:`sync.cluster.SchemaAdmin.client_schema`), empty without a schema or a
+        registry.
 
         Raises:
-            IncompatibleSchemaError: refused by the registry.
+            IncompatibleSchemaError: refused by the registry or the topic's policies.
             NotFoundError: no such namespace.
         """
-        if schema is None:
-            return b""
-        svc = self._service()
+        svc = self.session.ctx.cluster()
         if svc is None:
             return b""
-        payload = payload_of(schema)
+        policy = svc.schemas.policy(topic)
+        if schema is None and not policy.validation_enforced:
+            return b""  # Pulsar's default: accepted, the registry is not asked
+        svc.require_ready()
+        payload = None if schema is None else payload_of(schema)
+        if payload is None or not policy.allow_auto_update:
+            # decided on what the registry holds (an admin upload on another sidecar too)
+            await svc.lookups.refresh()
         try:
-            version = await asyncio.to_thread(svc.schemas.post, topic, payload, "")
+            version = await asyncio.to_thread(svc.schemas.client_schema, topic, payload, policy)
         except (ConflictError, UnprocessableError) as exc:
             raise _incompatible(exc, producer=True) from None
-        return version_bytes(version)
+        return b"" if version is None else version_bytes(version)
 
     async def check_consumer(self, topic: TopicName, schema: api.Schema) -> None:
         """Pulsar's ``addSchemaIfIdleOrCheckCompatible`` for a consumer's schema, before it
@@ -204,12 +217,12 @@ class Schemas:
         if payload.type is SchemaType.AUTO_CONSUME or svc is None:
             return
         await svc.lookups.refresh()
-        has_schema = svc.schemas.history(topic).latest is not None
+        has_schema = svc.schemas.has_schema(topic)
         try:
             if has_schema or not await self._idle(topic):
                 svc.schemas.check_consumer(topic, payload)
             else:
-                await asyncio.to_thread(svc.schemas.post, topic, payload, "")
+                await asyncio.to_thread(svc.schemas.client_schema, topic, payload)
         except (ConflictError, UnprocessableError) as exc:
             raise _incompatible(exc, producer=False) from None
 

@@ -36,7 +36,7 @@ from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
 from ._permissions import AuthAction, AuthPolicies, TopicOperation, parse_actions, parse_roles
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
-from ._schema_admin import NO_SCHEMA_VERSION, SchemaAdmin
+from ._schema_admin import NO_SCHEMA_VERSION, SchemaAdmin, SchemaPolicy
 from ._schema_compat import validate_schema_data
 from ._schemas import (
     PostSchemaPayload,
@@ -71,6 +71,7 @@ __all__ = [
     "SchemaCompatibilityStrategy",
     "SchemaEntry",
     "SchemaHistory",
+    "SchemaPolicy",
     "SchemaType",
     "ServiceState",
     "TenantRoles",

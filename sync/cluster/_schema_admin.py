@@ -3,9 +3,15 @@
 fenced read-modify-writes of the topic's ``schema/…`` record (see :mod:`._schemas`), so a
 refused upload writes nothing and two concurrent uploads get consecutive versions.
 
-The compatibility strategy of a topic comes from a callable the service passes in (Pulsar:
-the topic's ``schemaCompatibilityStrategy`` policy, else the namespace's, else the broker's
-default, FULL); UNDEFINED counts as FULL.
+A topic's schema policies come from a callable the service passes in (:class:`SchemaPolicy`,
+read from the sidecar's policy cache): the compatibility strategy (Pulsar: the topic's
+``schemaCompatibilityStrategy`` policy, else the namespace's, else the broker's default,
+FULL; UNDEFINED counts as FULL), ``schemaValidationEnforced`` (topic, else namespace, else
+the broker's default, false) and the namespace's ``isAllowAutoUpdateSchema`` (else the
+broker's default, true). The admin REST API's uploads ignore the last two, as Pulsar's
+``SchemasResource`` does; what a client's PRODUCER, GET_OR_CREATE_SCHEMA and SUBSCRIBE may
+do with them is :meth:`SchemaAdmin.client_schema` (Pulsar's ``ServerCnx.tryAddSchema`` and
+``AbstractTopic.addSchema``).
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from sync._errors import NotFoundError, UnprocessableError
+from sync._errors import ConflictError, NotFoundError, UnprocessableError
 from sync.naming._names import TopicName
 
 from ._metadata import Change, MetadataStore, MetadataWriter
@@ -37,11 +44,14 @@ from ._schemas import (
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AUTO_UPDATE_DISABLED",
     "MAX_HISTORY_BYTES",
     "NO_SCHEMA_VERSION",
+    "SCHEMA_REQUIRED",
     "SchemaAdmin",
-    "StrategyOf",
-    "default_strategy",
+    "SchemaPolicy",
+    "SchemaPolicyOf",
+    "default_schema_policy",
 ]
 
 #: Pulsar's ``SchemaRegistryService.NO_SCHEMA_VERSION``: a version lookup that found none.
@@ -50,13 +60,38 @@ NO_SCHEMA_VERSION = -1
 #: topic's ``max.message.bytes``, 1 MiB by default; a clear 422 beats retrying forever).
 MAX_HISTORY_BYTES = 900_000
 
-#: A topic's compatibility strategy.
-StrategyOf = Callable[[TopicName], SchemaCompatibilityStrategy]
+#: Pulsar 4.0.7's refusal of a producer without a schema on a topic with one under
+#: ``schemaValidationEnforced`` (``ServerCnx.tryAddSchema``; "schemawhen" is Pulsar's text).
+SCHEMA_REQUIRED = (
+    "Producers cannot connect or send message without a schema to topics with a schema"
+    "when SchemaValidationEnforced is enabled"
+)
+#: Pulsar's refusal of a schema the topic does not have under ``isAllowAutoUpdateSchema``
+#: false (``AbstractTopic.addSchema``).
+AUTO_UPDATE_DISABLED = "Schema not found and schema auto updating is disabled."
 
 
-def default_strategy(_topic: TopicName) -> SchemaCompatibilityStrategy:
-    """The broker's default: FULL (no topic or namespace policy read yet)."""
-    return SchemaCompatibilityStrategy.FULL
+@dataclass(frozen=True, slots=True)
+class SchemaPolicy:
+    """The policies a topic's schema checks read (Pulsar's ``HierarchyTopicPolicies`` and
+    the namespace's ``Policies``), each already resolved to the broker default when unset."""
+
+    #: ``schemaCompatibilityStrategy`` (UNDEFINED counts as the broker's FULL).
+    strategy: SchemaCompatibilityStrategy = SchemaCompatibilityStrategy.FULL
+    #: ``schemaValidationEnforced``: the topic's, else the namespace's (broker: false).
+    validation_enforced: bool = False
+    #: ``isAllowAutoUpdateSchema``: the namespace's (broker: true).
+    allow_auto_update: bool = True
+
+
+#: A topic's schema policies.
+SchemaPolicyOf = Callable[[TopicName], SchemaPolicy]
+
+
+def default_schema_policy(_topic: TopicName) -> SchemaPolicy:
+    """The broker's defaults (no topic or namespace policy read): FULL, schemas not
+    enforced, producers may add versions."""
+    return SchemaPolicy()
 
 
 def _now_ms() -> int:
@@ -67,11 +102,14 @@ class SchemaAdmin:
     """Reads and writes topics' schema histories (Pulsar's ``…/schemas`` admin REST)."""
 
     def __init__(
-        self, store: MetadataStore, writer: MetadataWriter, strategy: StrategyOf = default_strategy
+        self,
+        store: MetadataStore,
+        writer: MetadataWriter,
+        policy: SchemaPolicyOf = default_schema_policy,
     ) -> None:
         self.store = store
         self.writer = writer
-        self.strategy_of = strategy
+        self.policy_of = policy
 
     def history(self, topic: TopicName) -> SchemaHistory:
         """``topic``'s history (none yet: empty).
@@ -88,9 +126,22 @@ class SchemaAdmin:
             return SchemaHistory(topic.base.canonical)
         return _history(self.store, topic)
 
+    def policy(self, topic: TopicName) -> SchemaPolicy:
+        """``topic``'s schema policies (see :class:`SchemaPolicy`)."""
+        return self.policy_of(topic)
+
     def strategy(self, topic: TopicName) -> SchemaCompatibilityStrategy:
         """The strategy checks on ``topic`` use (UNDEFINED resolved to FULL)."""
-        return self.strategy_of(topic).resolved()
+        return self.policy_of(topic).strategy.resolved()
+
+    def has_schema(self, topic: TopicName) -> bool:
+        """Whether ``topic`` has a schema (Pulsar's ``Topic.hasSchema``): a latest version
+        that is not a soft delete's marker.
+
+        Raises:
+            NotFoundError: no such namespace.
+        """
+        return self.history(topic).latest is not None
 
     def latest(self, topic: TopicName) -> SchemaEntry:
         """The latest version (``GET …/schema``).
@@ -150,6 +201,44 @@ class SchemaAdmin:
             NotFoundError: no such namespace.
         """
         check_consumer_compatible(self.history(topic).live, payload, self.strategy(topic))
+
+    def client_schema(
+        self,
+        topic: TopicName,
+        payload: PostSchemaPayload | None,
+        policy: SchemaPolicy | None = None,
+    ) -> int | None:
+        """The version a client's schema gets on ``topic`` (Pulsar's
+        ``ServerCnx.tryAddSchema`` for a PRODUCER or a GET_OR_CREATE_SCHEMA, and
+        ``AbstractTopic.addSchema`` for a consumer's schema on an idle topic), under the
+        topic's policies (``policy``, else read now):
+
+        * no schema: None (no version), unless ``schemaValidationEnforced`` is on and the
+          topic has a schema (:meth:`has_schema`): refused;
+        * with ``isAllowAutoUpdateSchema`` (the default): :meth:`post`, i.e. the live
+          version it already is, else a new version if compatible;
+        * without it: only a live version it already is (an admin upload, or an earlier
+          client's while updates were allowed); anything else is refused, compatible or
+          not, nothing written.
+
+        Raises:
+            ConflictError: refused, with Pulsar's reason (:data:`SCHEMA_REQUIRED`,
+                :data:`AUTO_UPDATE_DISABLED`, or :meth:`post`'s incompatibility).
+            UnprocessableError: invalid schema data.
+            NotFoundError: no such namespace.
+        """
+        policy = policy or self.policy_of(topic)
+        if payload is None:
+            if policy.validation_enforced and self.has_schema(topic):
+                raise ConflictError(SCHEMA_REQUIRED)
+            return None
+        if policy.allow_auto_update:
+            return self.post(topic, payload)
+        validate_schema_data(payload)
+        same = find_identical(self.history(topic).live, payload)
+        if same is None:
+            raise ConflictError(AUTO_UPDATE_DISABLED)
+        return same.version
 
     def post(self, topic: TopicName, payload: PostSchemaPayload, user: str = "") -> int:
         """Add ``payload`` as the topic's next version, or return the live version it

@@ -40,7 +40,7 @@ from ._ownership_table import OwnershipTable
 from ._permission_admin import PermissionAdmin
 from ._records import ListenerUrls
 from ._registry import BrokerIdentity, BrokerRegistry, Registrar
-from ._schema_admin import SchemaAdmin, StrategyOf, default_strategy
+from ._schema_admin import SchemaAdmin, SchemaPolicyOf, default_schema_policy
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +63,10 @@ class ClusterConfig:
     #: A process that did not run for longer than this (SIGSTOP, a frozen VM) answers 503
     #: until its registry and ownership views have caught up (issue 11).
     pause_s: float = 1.0
-    #: A topic's schema compatibility strategy (its ``schemaCompatibilityStrategy``
-    #: policy, read by the sidecar's policy service); the default: FULL everywhere.
-    schema_strategy: StrategyOf = default_strategy
+    #: A topic's schema policies (``schemaCompatibilityStrategy``,
+    #: ``schemaValidationEnforced``, ``isAllowAutoUpdateSchema``, read by the sidecar's
+    #: policy service); the default: Pulsar's broker defaults everywhere.
+    schema_policy: SchemaPolicyOf = default_schema_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ class ClusterSettings:
         service_url: str,
         http_url: str,
         bootstrap_timeout_s: float = 120.0,
-        schema_strategy: StrategyOf = default_strategy,
+        schema_policy: SchemaPolicyOf = default_schema_policy,
     ) -> ClusterConfig:
         """The full :class:`ClusterConfig` of one sidecar."""
         return ClusterConfig(
@@ -113,7 +114,7 @@ class ClusterSettings:
             replication_factor=self.replication_factor,
             bootstrap_timeout_s=bootstrap_timeout_s,
             auth=self.auth,
-            schema_strategy=schema_strategy,
+            schema_policy=schema_policy,
         )
 
 
@@ -194,7 +195,7 @@ class ClusterService:
         self.permissions = PermissionAdmin(self.store, self.writer)
         # Pulsar's schema registry; its compatibility strategy is the broker default (FULL)
         # until the topic and namespace policies can set one
-        self.schemas = SchemaAdmin(self.store, self.writer, config.schema_strategy)
+        self.schemas = SchemaAdmin(self.store, self.writer, config.schema_policy)
         self.auth = None if config.auth is None else Authorizer(config.auth, self.store)
         self.pause_watch = PauseWatch(
             self._catch_up,

@@ -10,8 +10,9 @@ reason (HTTP 412 on the REST API) before anything is written:
   than one cluster (one Kafka cluster, no replicator; the REST API has checked that a
   single entry is the local cluster) and ``shadowTopics`` (no shadow topics). Removing
   them (``null``) or setting their "off" value is accepted.
-  ``schemaCompatibilityStrategy`` is applied by the schema registry
-  (:mod:`sync.cluster._schema_admin`); ``schemaValidationEnforced`` is stored.
+  ``schemaCompatibilityStrategy``, ``schemaValidationEnforced`` and the namespace-level
+  ``isAllowAutoUpdateSchema`` are applied by the schema registry
+  (:mod:`sync.cluster._schema_admin`).
   ``compactionThreshold`` is accepted and applied by :mod:`sync.messaging._compaction`
   (a companion compacted topic per topic).
 """

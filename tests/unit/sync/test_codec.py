@@ -46,7 +46,7 @@ def test_fingerprint_is_crc64_avro_of_the_canonical_form() -> None:
 
 def test_both_schema_versions_are_known() -> None:
     codec = Codec()
-    assert {v.name for v in codec.versions.values()} == {"current", "v1", "v2"}
+    assert {v.name for v in codec.versions.values()} == {"current", "v1", "v2", "v3"}
 
 
 def test_v1_events_decode_with_the_current_schema() -> None:

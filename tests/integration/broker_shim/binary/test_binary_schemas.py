@@ -3,20 +3,29 @@ schema registry): an Avro or JSON producer registers its schema, consumers of a 
 schema get the records and their schema version, incompatible ones are refused as Pulsar
 refuses them, an evolved producer gets the next version, and the admin REST shows what the
 producers registered (frame by frame, GET_SCHEMA and GET_OR_CREATE_SCHEMA included:
-``tests/unit/broker_shim/binary/test_binary_schemas.py``)."""
+``tests/unit/broker_shim/binary/test_binary_schemas.py``). A namespace's
+``schemaValidationEnforced`` refuses producers without a schema on a topic with one, its
+``isAllowAutoUpdateSchema`` false refuses schemas the topic does not have, and the Java
+client's AUTO_PUBLISH producer (``Schema.AUTO_PRODUCE_BYTES()``, which the Python client
+lacks) gets the topic's schema with GET_SCHEMA and produces with it."""
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pulsar
 import pytest
+from fastavro import parse_schema, schemaless_writer
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
 from sync.cluster import ClusterSettings
+from tests.integration.broker_shim.binary.test_binary_java import JAVA, classpath  # noqa: F401
 from tests.support.http import http
 from tests.support.sidecars import BinarySidecar
 
@@ -156,3 +165,125 @@ def test_json_schema_round_trip(sidecar: BinarySidecar, client: pulsar.Client) -
     bare = client.create_producer(topic)
     bare.send(b"{}")
     assert _version(consumer.receive(timeout_millis=20_000)) == b""
+
+
+def _namespace(sidecar: BinarySidecar, **policies: bool) -> str:
+    """A fresh namespace of ``public`` with ``policies`` set (and read back applied): the
+    module's sidecar serves every test, so a policy never reaches another test's topics."""
+    namespace = f"public/ns-{uuid.uuid4().hex[:8]}"
+    base = f"{sidecar.http_url}/admin/v2/namespaces/{namespace}"
+    assert http("PUT", base, "{}").status == 204
+    for name, value in policies.items():
+        assert http("POST", f"{base}/{name}", json.dumps(value)).status == 204
+        deadline = time.monotonic() + 20
+        while http("GET", f"{base}/{name}").json() is not value:
+            assert time.monotonic() < deadline, f"{name} never read back as {value}"
+            time.sleep(0.05)
+    return namespace
+
+
+def _upload(sidecar: BinarySidecar, topic: str, definition: Any) -> None:
+    path = topic.removeprefix("persistent://")
+    body = json.dumps({"type": "AVRO", "schema": json.dumps(definition), "properties": {}})
+    got = http("POST", f"{sidecar.http_url}/admin/v2/schemas/{path}/schema", body)
+    assert got.status == 200, got.body
+
+
+def test_schema_validation_enforced_refuses_producers_without_a_schema(
+    sidecar: BinarySidecar, client: pulsar.Client
+) -> None:
+    namespace = _namespace(sidecar, schemaValidationEnforced=True)
+    typed, untyped = (f"persistent://{namespace}/{name}" for name in ("typed", "untyped"))
+    client.create_producer(typed, schema=AvroSchema(UserV1)).close()  # version 0
+    with pytest.raises(pulsar.exceptions.IncompatibleSchema):
+        client.create_producer(typed)
+    # the schema's producers are served, and a topic without a schema takes any
+    client.create_producer(typed, schema=AvroSchema(UserV1)).close()
+    bare = client.create_producer(untyped)
+    bare.send(b"raw")
+    bare.close()
+    # off again (the default): accepted
+    base = f"{sidecar.http_url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced"
+    assert http("POST", base, "false").status == 204
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.create_producer(typed).close()
+            break
+        except pulsar.exceptions.IncompatibleSchema:
+            assert time.monotonic() < deadline, "schemaValidationEnforced=false never applied"
+            time.sleep(0.1)
+
+
+def test_without_auto_update_producers_use_the_uploaded_schema(
+    sidecar: BinarySidecar, client: pulsar.Client
+) -> None:
+    namespace = _namespace(sidecar, isAllowAutoUpdateSchema=False)
+    topic, idle = (f"persistent://{namespace}/{name}" for name in ("orders", "idle"))
+    with pytest.raises(pulsar.exceptions.IncompatibleSchema):
+        client.create_producer(topic, schema=AvroSchema(UserV1))  # nothing uploaded yet
+    with pytest.raises(pulsar.exceptions.IncompatibleSchema):
+        client.subscribe(idle, "s", schema=AvroSchema(UserV1))  # it would add version 0
+    _upload(sidecar, topic, json.loads(AvroSchema(UserV1).schema_info().schema()))
+    consumer = client.subscribe(
+        topic, "s", schema=AvroSchema(UserV1), initial_position=pulsar.InitialPosition.Earliest
+    )
+    producer = client.create_producer(topic, schema=AvroSchema(UserV1))
+    producer.send(UserV1(name="ada", count=1))
+    msg = consumer.receive(timeout_millis=20_000)
+    assert (_version(msg), msg.value().name) == (ZERO, "ada")
+    with pytest.raises(pulsar.exceptions.IncompatibleSchema):
+        client.create_producer(topic, schema=AvroSchema(UserV2))  # compatible, but new
+    listed = _rest_schema(sidecar, topic, "schemas")["getSchemaResponses"]
+    assert [v["version"] for v in listed] == [0]
+
+
+#: The Avro schema the AUTO_PUBLISH test uploads.
+USER = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}, {"name": "count", "type": "int"}],
+}
+
+
+def _avro(record: dict[str, Any]) -> str:
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema(USER), record)
+    return out.getvalue().hex()
+
+
+def test_java_auto_produce_bytes_gets_the_topics_schema(
+    sidecar: BinarySidecar,
+    client: pulsar.Client,
+    classpath: str,  # noqa: F811 - the Java tests' fixture
+) -> None:
+    """Java's ``Schema.AUTO_PRODUCE_BYTES()`` (AUTO_PUBLISH): GET_SCHEMA gives the producer
+    the uploaded schema, its PRODUCER finds version 0 (in a namespace that allows no
+    automatic update and refuses producers without a schema), the client refuses bytes that
+    are not of that schema; on a topic without a schema it produces BYTES."""
+    namespace = _namespace(sidecar, isAllowAutoUpdateSchema=False, schemaValidationEnforced=True)
+    typed, untyped = (f"persistent://{namespace}/{name}" for name in ("typed", "untyped"))
+    _upload(sidecar, typed, USER)
+    consumer = client.subscribe(
+        typed, "raw", initial_position=pulsar.InitialPosition.Earliest
+    )  # BYTES: the records as sent
+    good = _avro({"name": "ada", "count": 3})
+    assert sidecar.server is not None
+    asked = sidecar.server.trace.received_counts["GET_SCHEMA"]
+    run = subprocess.run(
+        ["java", "-cp", classpath, str(JAVA / "AutoProduce.java"), sidecar.broker_url,
+         typed, f"{good},ffffffffff", untyped, "00ff"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    # without the message ids and exception names
+    lines = [" ".join(line.split(" ")[:2]) for line in run.stdout.splitlines()]
+    assert lines == [
+        f"created {typed}", f"sent {typed}", f"refused {typed}",
+        f"created {untyped}", f"sent {untyped}",
+    ], run.stdout  # fmt: skip
+    msg = consumer.receive(timeout_millis=20_000)
+    assert (msg.data().hex(), _version(msg)) == (good, ZERO)
+    assert _rest_schema(sidecar, typed)["version"] == 0  # nothing new registered
+    # each producer asked for the topic's schema first
+    assert sidecar.server.trace.received_counts["GET_SCHEMA"] >= asked + 2

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
 
 from broker_shim._binary_app import BINARY_KEY
 from broker_shim.binary import PulsarApi_pb2 as api
@@ -28,12 +29,25 @@ from sync import TopicName
 from sync.cluster import LookupConfig, SchemaEntry, SchemaType
 from tests.support.apps import app_client
 from tests.support.sidecars import memory_sidecar
+from tests.support.waits import eventually
 from tests.unit.sync.cluster.test_schemas import RETYPED, V1, WITH_DEFAULT
 
 _T = api.BaseCommand
 ZERO = b"\x00" * 8
 ONE = b"\x00" * 7 + b"\x01"
 INCOMPATIBLE = "org.apache.pulsar.broker.service.schema.exceptions.IncompatibleSchemaException"
+NONE = api.Schema(name="", schema_data=b"", type="None")
+#: Pulsar 4.0.7's texts (recorded from a real standalone; "schemawhen" is Pulsar's).
+SCHEMA_REQUIRED = (
+    "Producers cannot connect or send message without a schema to topics with a schemawhen "
+    "SchemaValidationEnforced is enabled"
+)
+AUTO_UPDATE_DISABLED = "Schema not found and schema auto updating is disabled."
+
+
+def as_producer_error(reason: str) -> str:
+    """A refusal as a producer gets it: the CompletionException's text, then its cause."""
+    return f"{INCOMPATIBLE}: {reason} caused by {INCOMPATIBLE}: {reason}"
 
 
 def avro(definition: str, **properties: str) -> api.Schema:
@@ -153,10 +167,21 @@ class Peer:
 
 
 Scenario = Callable[[Peer], Awaitable[None]]
+#: A scenario that also speaks the sidecar's admin REST.
+AdminScenario = Callable[[Peer, TestClient[Any, Any]], Awaitable[None]]
 
 
 def serve(scenario: Scenario) -> None:
     """Run ``scenario`` against a connected peer of a whole sidecar app (in memory)."""
+
+    async def with_peer(peer: Peer, _client: TestClient[Any, Any]) -> None:
+        await scenario(peer)
+
+    serve_with_admin(with_peer)
+
+
+def serve_with_admin(scenario: AdminScenario) -> None:
+    """:func:`serve`, the scenario also given an HTTP client of the same app."""
 
     async def main() -> None:
         sidecar = memory_sidecar(LookupConfig(), "bs", broker_port=0)
@@ -170,7 +195,7 @@ def serve(scenario: Scenario) -> None:
             connect.connect.protocol_version = 21
             peer.writer.write(encode_command(connect))
             assert (await peer.recv()).type == _T.CONNECTED
-            await scenario(peer)
+            await scenario(peer, client)
             peer.writer.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
@@ -339,3 +364,126 @@ def test_messages_carry_the_producers_schema_version_back_to_consumers() -> None
         assert frame.metadata is not None and frame.metadata.schema_version == ZERO
 
     serve(scenario)
+
+
+async def _set(client: TestClient[Any, Any], path: str, value: bool) -> None:
+    """Set a boolean schema policy and wait until this sidecar's policy cache has it."""
+    resp = await client.post(path, json=value)
+    assert resp.status == 204, await resp.text()
+
+    async def applied() -> bool:
+        got = await client.get(path + ("?applied=true" if "/persistent/" in path else ""))
+        return bool(await got.json() is value)
+
+    await eventually(applied, f"{path} = {value}", 20)
+
+
+async def _upload(client: TestClient[Any, Any], topic: str, definition: str) -> int:
+    path = topic.removeprefix("persistent://")
+    body = {"type": "AVRO", "schema": definition, "properties": {}}
+    resp = await client.post(f"/admin/v2/schemas/{path}/schema", json=body)
+    assert resp.status == 200, await resp.text()
+    return int((await resp.json())["version"]["version"])
+
+
+def test_schema_validation_enforced_refuses_producers_without_a_schema() -> None:
+    """As Pulsar 4.0.7: with the namespace's (or the topic's) ``schemaValidationEnforced``,
+    a producer (or a GET_OR_CREATE_SCHEMA) without a schema is refused on a topic with
+    one, and accepted on a topic without one, after a soft delete too; a topic's false
+    overrides its namespace's true."""
+    ns_policy = "/admin/v2/namespaces/public/default/schemaValidationEnforced"
+    typed = "persistent://public/default/typed"
+    untyped = "persistent://public/default/untyped"
+    override = "persistent://public/default/override"
+
+    async def scenario(peer: Peer, client: TestClient[Any, Any]) -> None:
+        async def get_or_create(topic: str, schema: api.Schema) -> Any:
+            answer = await peer.ask(
+                _T.GET_OR_CREATE_SCHEMA, "getOrCreateSchema",
+                topic=topic, request_id=next(peer.ids), schema=schema,
+            )  # fmt: skip
+            return answer.getOrCreateSchemaResponse
+
+        assert await _upload(client, typed, V1) == 0
+        assert (await peer.producer(typed)).type == _T.PRODUCER_SUCCESS  # off by default
+        await _set(client, ns_policy, True)
+        refused = await peer.producer(typed)
+        assert (refused.type, refused.error.error, refused.error.message) == (
+            _T.ERROR,
+            api.IncompatibleSchema,
+            as_producer_error(SCHEMA_REQUIRED),
+        )
+        none = await get_or_create(typed, NONE)
+        assert (none.error_code, none.error_message) == (
+            api.IncompatibleSchema,
+            as_producer_error(SCHEMA_REQUIRED),
+        )
+        # producers with the schema are served; a topic without a schema takes any
+        assert (await peer.producer(typed, avro(V1))).producer_success.schema_version == ZERO
+        bare = await peer.producer(untyped)
+        assert bare.type == _T.PRODUCER_SUCCESS and bare.producer_success.schema_version == b""
+        # a soft delete leaves the topic without a schema (Pulsar's hasSchema)
+        deleted = await client.delete("/admin/v2/schemas/public/default/typed/schema")
+        assert deleted.status == 200
+        assert (await peer.producer(typed)).type == _T.PRODUCER_SUCCESS
+        # the topic's own false wins over the namespace's true; its true alone enforces
+        assert (await client.put("/admin/v2/persistent/public/default/override")).status == 204
+        await _upload(client, override, V1)
+        topic_policy = "/admin/v2/persistent/public/default/override/schemaValidationEnforced"
+        await _set(client, topic_policy, False)
+        assert (await peer.producer(override)).type == _T.PRODUCER_SUCCESS
+        await _set(client, ns_policy, False)
+        await _set(client, topic_policy, True)
+        assert (await peer.producer(override)).error.error == api.IncompatibleSchema
+
+    serve_with_admin(scenario)
+
+
+def test_without_auto_update_only_schemas_the_topic_has_are_served() -> None:
+    """As Pulsar 4.0.7 with the namespace's ``isAllowAutoUpdateSchema`` false: a producer's
+    (or GET_OR_CREATE_SCHEMA's) schema must be one the topic has (an admin upload),
+    compatible or not; a consumer's schema is checked as before on a topic with a schema
+    and refused on an idle topic, which it would have given its first version."""
+    ns_policy = "/admin/v2/namespaces/public/default/isAllowAutoUpdateSchema"
+    topic = "persistent://public/default/frozen"
+    idle = "persistent://public/default/idle-frozen"
+
+    async def scenario(peer: Peer, client: TestClient[Any, Any]) -> None:
+        async def get_or_create(schema: api.Schema) -> Any:
+            answer = await peer.ask(
+                _T.GET_OR_CREATE_SCHEMA, "getOrCreateSchema",
+                topic=topic, request_id=next(peer.ids), schema=schema,
+            )  # fmt: skip
+            return answer.getOrCreateSchemaResponse
+
+        await _set(client, ns_policy, False)
+        refused = await peer.producer(topic, avro(V1))
+        assert (refused.error.error, refused.error.message) == (
+            api.IncompatibleSchema,
+            as_producer_error(AUTO_UPDATE_DISABLED),
+        )
+        assert await _upload(client, topic, V1) == 0  # the admin API may
+        # the uploaded schema (properties aside, as Pulsar compares them): version 0
+        for schema in (avro(V1), avro(V1, owner="billing")):
+            ok = await peer.producer(topic, schema)
+            assert ok.producer_success.schema_version == ZERO, ok
+        evolved = await peer.producer(topic, avro(WITH_DEFAULT))  # compatible, but new
+        assert evolved.error.message == as_producer_error(AUTO_UPDATE_DISABLED)
+        assert (await get_or_create(avro(WITH_DEFAULT))).error_message == as_producer_error(
+            AUTO_UPDATE_DISABLED
+        )
+        assert (await get_or_create(avro(V1))).schema_version == ZERO
+        # consumers: checked as before on a topic with a schema; an idle one is refused
+        assert (await peer.subscribe(topic, avro(WITH_DEFAULT))).type == _T.SUCCESS
+        refused = await peer.subscribe(idle, avro(V1))
+        assert (refused.error.error, refused.error.message) == (
+            api.IncompatibleSchema,
+            AUTO_UPDATE_DISABLED,
+        )
+        assert (await peer.get_schema(idle)).getSchemaResponse.error_code == api.TopicNotFound
+        # back on: the evolution is the next version
+        await _set(client, ns_policy, True)
+        evolved = await peer.producer(topic, avro(WITH_DEFAULT))
+        assert evolved.producer_success.schema_version == ONE
+
+    serve_with_admin(scenario)
