@@ -8,10 +8,13 @@ Usage::
     policy-audit jars
 
 The first form reads the whole log once and writes ``DIR/history`` and ``DIR/anomalies``
-(Parquet) and ``DIR/report.html``. ``archive`` appends new records to ``DIR/archive``
-(Structured Streaming, resumable through ``--checkpoint``) and reports on the whole
-archive, so it keeps versions compaction later removes; run it more often than the
-topic's compaction lag. ``reconcile`` compares each sidecar's cache with the log.
+(Parquet) and ``DIR/report.html``, and the schema registry's history (every version of every
+topic's schema, from the registry topic ``--registry-topic``) to ``DIR/schemas`` and the
+report; a cluster without that topic (no cluster service) has no schema history.
+``archive`` appends new records to ``DIR/archive`` (Structured Streaming, resumable through
+``--checkpoint``) and reports on the whole archive, so it keeps versions compaction later
+removes; run it more often than the topic's compaction lag. ``reconcile`` compares each
+sidecar's cache with the log.
 ``jars`` prints the connector jars for ``spark-submit --jars``.
 
 On a cluster: ``--master spark://HOST:7077`` (this process is the driver), or
@@ -26,6 +29,7 @@ found.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +44,7 @@ from broker_shim.cli._common import (
     configure_logging,
     run_main,
 )
-from sync import ConfigurationError, InvalidInputError
+from sync import ConfigurationError, InvalidInputError, NotFoundError
 from sync.audit import (
     AnomalyRules,
     AuditSummary,
@@ -56,9 +60,11 @@ from sync.audit import (
     validate_master,
     validate_sidecar_url,
 )
-from sync.constants import CHANGE_EVENTS_TOPIC
+from sync.constants import CHANGE_EVENTS_TOPIC, REGISTRY_TOPIC
 
 __all__ = ["build_parser", "main"]
+
+logger = logging.getLogger("policy-audit")
 
 _SUBCOMMANDS = ("archive", "reconcile", "jars")
 _DEFAULTS = AnomalyRules()
@@ -145,6 +151,15 @@ def _report_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 when any anomaly of severity error is found",
     )
+    parser.add_argument(
+        "--registry-topic",
+        default=REGISTRY_TOPIC,
+        help="the cluster's registry topic, whose schema histories the report lists "
+        f"(default {REGISTRY_TOPIC}; skipped if it does not exist)",
+    )
+    parser.add_argument(
+        "--no-schemas", action="store_true", help="leave the schema registry's history out"
+    )
 
 
 def build_parser(command: str = "audit") -> argparse.ArgumentParser:
@@ -210,6 +225,23 @@ def _source(args: argparse.Namespace) -> KafkaSource:
     return KafkaSource(args.bootstrap_servers, args.topic, dict(args.kafka_option))
 
 
+def _registry(args: argparse.Namespace) -> KafkaSource | None:
+    """The registry topic to read schema histories from (None: not asked, or not there)."""
+    if args.no_schemas:
+        return None
+    registry = KafkaSource(args.bootstrap_servers, args.registry_topic, dict(args.kafka_option))
+    try:
+        check_source(registry)
+    except NotFoundError:
+        logger.warning(
+            "no registry topic %s (a policy-sync without its cluster service): the report "
+            "has no schema history",
+            registry.describe(),
+        )
+        return None
+    return registry
+
+
 def _rules(args: argparse.Namespace) -> AnomalyRules:
     return AnomalyRules(args.burst_threshold, args.burst_window, args.out_of_order_tolerance_ms)
 
@@ -239,6 +271,7 @@ def _run(command: str, args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         raise InvalidInputError(str(exc)) from exc
     check_source(source)  # a missing topic fails in a second, not after Spark started
+    registry = _registry(args) if command in ("audit", "archive") else None
 
     def progress(spark: SparkSession) -> SparkProgress:
         return SparkProgress(spark, enabled=not args.no_progress, stream=sys.stderr)
@@ -246,7 +279,14 @@ def _run(command: str, args: argparse.Namespace) -> int:
     if command == "audit":
 
         def audit(spark: SparkSession) -> int:
-            summary = run_audit(spark, source, args.output, rules=rules, progress=progress(spark))
+            summary = run_audit(
+                spark,
+                source,
+                args.output,
+                rules=rules,
+                progress=progress(spark),
+                registry=registry,
+            )
             _print_summary(summary)
             return EXIT_FAILURE if args.fail_on_errors and summary.errors else EXIT_OK
 
@@ -255,7 +295,13 @@ def _run(command: str, args: argparse.Namespace) -> int:
 
         def archive(spark: SparkSession) -> int:
             summary = run_archive(
-                spark, source, args.checkpoint, args.output, rules=rules, progress=progress(spark)
+                spark,
+                source,
+                args.checkpoint,
+                args.output,
+                rules=rules,
+                progress=progress(spark),
+                registry=registry,
             )
             _print_summary(summary)
             return EXIT_FAILURE if args.fail_on_errors and summary.errors else EXIT_OK

@@ -32,6 +32,12 @@ coordinates, time, event id, author). The rules and their thresholds are documen
 ``sync/audit/_rules.py`` (:class:`AnomalyRules`: a burst is more than 100 changes to one
 namespace in one minute by default).
 
+``DIR/schemas`` (when the runs are given the cluster's registry topic, as ``policy-audit``
+does by default): the schema registry's history, one row per version of every topic's
+schema (``topic``, ``version``, ``type``, ``timestamp``, ``deleted`` for a soft delete's
+marker, ``user``), per forced delete (``forced``) and per unreadable record, with where it
+was first seen; the report lists them (``sync/audit/_schema_versions.py``).
+
 Spark runs SQL expressions and the JVM Avro decoder only; no Python runs on executors.
 The connector jars (spark-sql-kafka, spark-avro, pinned in ``sync/audit/connectors.pom.xml``) are
 fetched by Maven on first use and cached (:func:`resolve_spark_jars`).
@@ -44,7 +50,7 @@ from ._jars import resolve_spark_jars
 from ._job import AuditOutputs, AuditSummary, run_archive, run_audit, write_parquet
 from ._progress import SparkProgress
 from ._reconcile import SidecarDivergence, reconcile, validate_sidecar_url
-from ._report import AnomalyRow, ReportData, render_report
+from ._report import AnomalyRow, ReportData, SchemaReport, SchemaVersionRow, render_report
 from ._rules import (
     Action,
     AnomalyKind,
@@ -54,6 +60,7 @@ from ._rules import (
     changed_fields,
     transition_anomaly,
 )
+from ._schema_versions import SCHEMA_VERSION_COLUMNS
 from ._schemas import SparkSchemas
 from ._session import DEFAULT_MASTER, SparkConfig, spark_session, validate_master
 
@@ -77,6 +84,9 @@ __all__ = [
     "SidecarError",
     "SparkConfig",
     "SparkProgress",
+    "SCHEMA_VERSION_COLUMNS",
+    "SchemaReport",
+    "SchemaVersionRow",
     "SparkSchemas",
     "SparkSetupError",
     "changed_fields",

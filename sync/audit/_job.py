@@ -1,7 +1,9 @@
 """The audit runs: a batch audit of the log, and the archive that outlives compaction.
 
 Both end the same way (:func:`build_outputs`): ``DIR/history`` and ``DIR/anomalies``
-(Parquet, rewritten on every run) and ``DIR/report.html``. The archive run first appends
+(Parquet, rewritten on every run) and ``DIR/report.html``; given the registry topic, also
+``DIR/schemas``, the schema registry's history (:mod:`._schema_versions`), read whole on
+every run. The archive run first appends
 whatever the log gained since its checkpoint to ``DIR/archive`` (Parquet, append-only,
 one row per record, written by Structured Streaming with ``trigger(availableNow)``) and
 then derives history, diffs and anomalies from the whole archive, so versions that
@@ -10,6 +12,7 @@ compaction removed from the log since are still in the report.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -40,8 +43,9 @@ from ._decode import (
 from ._errors import AuditError, spark_errors
 from ._history import anomalies_frame, history_frame
 from ._progress import SparkProgress
-from ._report import AnomalyRow, ReportData, render_report, utc_now
+from ._report import AnomalyRow, ReportData, SchemaReport, render_report, utc_now
 from ._rules import CHANGE_ACTIONS, AnomalyRules, Severity, choose_bucket_seconds
+from ._schema_versions import collect_schema_report, schema_versions
 from ._schemas import SparkSchemas
 
 logger = logging.getLogger(__name__)
@@ -94,6 +98,10 @@ class AuditOutputs:
     def archive(self) -> Path:
         return self.root / "archive"
 
+    @property
+    def schemas(self) -> Path:
+        return self.root / "schemas"
+
 
 @dataclass(frozen=True, slots=True)
 class AuditSummary:
@@ -112,6 +120,8 @@ class AuditSummary:
     #: Records the archive run appended (None for a batch audit).
     archived: int | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: The schema registry's history (None: the registry topic was not read).
+    schemas: SchemaReport | None = None
 
     @property
     def anomaly_total(self) -> int:
@@ -140,9 +150,20 @@ class AuditSummary:
                 out.append(f"    {n:>10,}  {kind} ({severity})")
         else:
             out.append("  anomalies          0")
+        if self.schemas is not None:
+            s = self.schemas
+            out.append(
+                f"  schemas   {s.versions:>10,} versions of {s.topics:,} topics "
+                f"({s.soft_deletes:,} soft and {s.forced_deletes:,} forced deletes, "
+                f"{s.unreadable:,} unreadable)"
+            )
         out += [
             f"  history   {self.outputs.history}",
             f"  anomalies {self.outputs.anomalies}",
+        ]
+        if self.schemas is not None:
+            out.append(f"  schemas   {self.outputs.schemas}")
+        out += [
             f"  report    {self.outputs.report}",
             f"  took {self.elapsed_s:.1f}s",
         ]
@@ -198,12 +219,16 @@ def run_audit(
     rules: AnomalyRules | None = None,
     schemas: SparkSchemas | None = None,
     progress: SparkProgress | None = None,
+    registry: KafkaSource | None = None,
 ) -> AuditSummary:
-    """Batch audit: read the whole log once, write history, anomalies and the report."""
+    """Batch audit: read the whole log once, write history, anomalies and the report;
+    with ``registry`` (the cluster's registry topic), the schema history too."""
     started = time.monotonic()
     schemas = schemas or SparkSchemas.load()
     outputs = AuditOutputs.at(output)
     check_source(source)
+    if registry is not None:
+        check_source(registry)
     with spark_errors(f"auditing {source.describe()}"):
         records = decode_records(cluster_by_key(read_log(spark, source)), schemas)
         return build_outputs(
@@ -215,6 +240,7 @@ def run_audit(
             schemas=schemas,
             progress=_progress(spark, progress),
             started=started,
+            registry=registry,
         )
 
 
@@ -232,8 +258,10 @@ def run_archive(
     rules: AnomalyRules | None = None,
     schemas: SparkSchemas | None = None,
     progress: SparkProgress | None = None,
+    registry: KafkaSource | None = None,
 ) -> AuditSummary:
-    """Append new records to ``DIR/archive`` (streaming, availableNow), then report on it all."""
+    """Append new records to ``DIR/archive`` (streaming, availableNow), then report on it all
+    (with ``registry``, the schema history too: read whole, not archived)."""
     started = time.monotonic()
     schemas = schemas or SparkSchemas.load()
     outputs = AuditOutputs.at(output)
@@ -242,9 +270,13 @@ def run_archive(
         raise ConfigurationError("--checkpoint must not be inside the archive directory")
     checkpoint_dir.parent.mkdir(parents=True, exist_ok=True)
     check_source(source)
+    if registry is not None:
+        check_source(registry)
     progress = _progress(spark, progress)
     with spark_errors(f"archiving {source.describe()}"):
-        return _archive(spark, source, checkpoint_dir, outputs, rules, schemas, progress, started)
+        return _archive(
+            spark, source, checkpoint_dir, outputs, rules, schemas, progress, started, registry
+        )
 
 
 def _archive(
@@ -256,6 +288,7 @@ def _archive(
     schemas: SparkSchemas,
     progress: SparkProgress,
     started: float,
+    registry: KafkaSource | None,
 ) -> AuditSummary:
     stream = decode_records(stream_log(spark, source), schemas).select(*ARCHIVE_COLUMNS)
     with progress.step("archiving new records"):
@@ -287,19 +320,9 @@ def _archive(
         schemas=schemas,
         progress=progress,
         started=started,
+        registry=registry,
     )
-    return AuditSummary(
-        summary.source,
-        summary.outputs,
-        summary.records,
-        summary.keys,
-        summary.first,
-        summary.last,
-        summary.actions,
-        summary.anomalies,
-        time.monotonic() - started,
-        archived=appended,
-    )
+    return dataclasses.replace(summary, elapsed_s=time.monotonic() - started, archived=appended)
 
 
 def build_outputs(
@@ -312,8 +335,10 @@ def build_outputs(
     schemas: SparkSchemas,
     progress: SparkProgress,
     started: float,
+    registry: KafkaSource | None = None,
 ) -> AuditSummary:
-    """Decoded records -> DIR/history, DIR/anomalies, DIR/report.html; returns the summary."""
+    """Decoded records -> DIR/history, DIR/anomalies, DIR/report.html (and the registry's
+    schema versions -> DIR/schemas); returns the summary."""
     observation = Observation("policy-audit")
     with progress.step("history and diffs"):
         write_parquet(history_frame(records, schemas, rules, observation), outputs.history)
@@ -322,8 +347,17 @@ def build_outputs(
     with progress.step("anomalies"):
         write_parquet(anomalies_frame(history, rules), outputs.anomalies)
     anomalies = spark.read.parquet(str(outputs.anomalies))
+    schema_report = None
+    if registry is not None:
+        with progress.step("schema history"):
+            counted = Observation("policy-audit-schemas")
+            write_parquet(schema_versions(read_log(spark, registry), counted), outputs.schemas)
+            written = spark.read.parquet(str(outputs.schemas))
+            where = f"Kafka topic {registry.describe()}"
+            schema_report = collect_schema_report(written, counted.get, where)
     with progress.step("report"):
         data = collect_report_data(history, anomalies, metrics, source=source, rules=rules)
+        data = dataclasses.replace(data, schemas=schema_report)
     outputs.report.write_text(render_report(data), encoding="utf-8")
     counts: dict[tuple[str, str], int] = {(k, s): n for k, s, n in data.anomaly_counts}
     return AuditSummary(
@@ -336,6 +370,7 @@ def build_outputs(
         dict(data.actions),
         counts,
         time.monotonic() - started,
+        schemas=schema_report,
     )
 
 

@@ -18,7 +18,14 @@ from matplotlib.figure import Figure
 
 from ._rules import AnomalyRules, Severity
 
-__all__ = ["AnomalyRow", "ReportData", "render_report"]
+__all__ = [
+    "AnomalyRow",
+    "ReportData",
+    "SchemaReport",
+    "SchemaVersionRow",
+    "render_report",
+    "utc_of_millis",
+]
 
 _OTHER = "(other namespaces)"
 _SEVERITY_COLOURS = {Severity.ERROR.value: "#c0392b", Severity.WARNING.value: "#e67e22"}
@@ -48,6 +55,54 @@ class AnomalyRow:
 
 
 @dataclass(frozen=True, slots=True)
+class SchemaVersionRow:
+    """One row of the schema registry's history (see :mod:`._schema_versions`)."""
+
+    topic: str
+    version: int | None
+    type: str | None
+    timestamp: datetime | None
+    deleted: bool
+    forced: bool
+    unreadable: bool
+    user: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+    @property
+    def where(self) -> str:
+        return "" if self.partition is None else f"[{self.partition}]@{self.offset}"
+
+    @property
+    def what(self) -> str:
+        if self.unreadable:
+            return "unreadable record (not a schema history)"
+        if self.forced:
+            return "forced delete: the history dropped"
+        if self.deleted:
+            return "soft delete: the versions before it no longer count"
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaReport:
+    """The schema registry's part of the report."""
+
+    #: The registry topic read.
+    source: str
+    #: Topics with at least one version in the log.
+    topics: int
+    #: Versions written by uploads and producers (soft deletes' markers not counted).
+    versions: int
+    soft_deletes: int
+    forced_deletes: int
+    unreadable: int
+    #: Every row of ``DIR/schemas``; ``rows`` holds the first ones.
+    total_rows: int
+    rows: Sequence[SchemaVersionRow]
+
+
+@dataclass(frozen=True, slots=True)
 class ReportData:
     """Everything the report shows, already aggregated."""
 
@@ -71,6 +126,8 @@ class ReportData:
     anomalies: Sequence[AnomalyRow]
     anomalies_total: int
     rules: AnomalyRules = field(default_factory=AnomalyRules)
+    #: The schema registry's history (None: the registry topic was not read).
+    schemas: SchemaReport | None = None
 
 
 def _png(fig: Figure) -> str:
@@ -230,8 +287,54 @@ def render_report(data: ReportData) -> str:
         )
         header = "".join(f"<th>{esc(h)}</th>" for h in head)
         parts.append(f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>")
+    if data.schemas is not None:
+        parts.extend(_schema_section(data.schemas))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _schema_section(schemas: SchemaReport) -> list[str]:
+    esc = html.escape
+    parts = [
+        f"<h2>Schema registry ({schemas.versions} versions of {schemas.topics} topics)</h2>",
+        f"<p>Every version in {esc(schemas.source)}, listed once (each record of a topic "
+        "repeats its history), with soft deletes (a marker version), forced deletes "
+        "(a tombstone: the history dropped) and records that are not a schema history. "
+        "Versions a forced delete dropped are listed while compaction keeps their records."
+        "</p>",
+        _table(
+            ("", "count"),
+            [
+                ("topics", schemas.topics),
+                ("versions", schemas.versions),
+                ("soft deletes", schemas.soft_deletes),
+                ("forced deletes", schemas.forced_deletes),
+                ("unreadable records", schemas.unreadable),
+            ],
+        ),
+    ]
+    if not schemas.rows:
+        parts.append('<p class="none">No schemas.</p>')
+        return parts
+    if schemas.total_rows > len(schemas.rows):
+        parts.append(
+            f"<p>Showing the first {len(schemas.rows)}; every row is in the "
+            "<code>schemas</code> Parquet table.</p>"
+        )
+    head = ("topic", "version", "type", "written (UTC)", "user", "", "record")
+    rows = [
+        (r.topic, r.version, r.type, r.timestamp, r.user, r.what, r.where) for r in schemas.rows
+    ]
+    parts.append(_table(head, rows))
+    return parts
+
+
+def utc_of_millis(epoch_ms: int | None) -> datetime | None:
+    """Naive UTC datetime of epoch milliseconds (Spark hands timestamps to Python in the
+    *local* zone, so the report collects them as numbers)."""
+    if epoch_ms is None:
+        return None
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).replace(tzinfo=None)
 
 
 def utc_now() -> datetime:

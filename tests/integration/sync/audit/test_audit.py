@@ -2,8 +2,9 @@
 
 Every expectation is computed independently of Spark: the log is read back with a plain
 consumer and decoded with the Python codec (fastavro), and diffs, transitions, duplicates,
-ordering and bursts are recomputed here in Python. One SparkSession serves every test in
-this module (starting Spark costs seconds; CI has two cores).
+ordering and bursts are recomputed here in Python; so are the schema registry's versions
+(decoded by the registry's own :class:`~sync.cluster.SchemaHistory`). One SparkSession
+serves every test in this module (starting Spark costs seconds; CI has two cores).
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from sync._constants import (
     HEADER_EVENT_ID,
     HEADER_ORIGIN,
     HEADER_TIMESTAMP,
+    REGISTRY_KEY_SCHEMA,
     SINGLE_OBJECT_MAGIC,
 )
 from sync.audit import (
+    SCHEMA_VERSION_COLUMNS,
     Action,
     AnomalyKind,
     AnomalyRules,
@@ -58,6 +61,7 @@ from sync.audit import (
     transition_anomaly,
 )
 from sync.audit._rules import find_bursts
+from sync.cluster import SchemaEntry, SchemaHistory, SchemaType
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport, TopicSpec
 from tests.support.events import change_event
 from tests.support.http import http
@@ -609,12 +613,21 @@ def test_cli_reconcile_exits_1_on_divergence_and_cli_audit_reports(
     assert "1 of 2 sidecars in sync" in rc.stdout
 
     out = tmp_path / "audit"
+    registry = f"audit-rc-registry-{uuid.uuid4().hex[:10]}"  # not the shared registry
+    KafkaTransport(KafkaConfig(kafka_bootstrap)).admin().ensure_topic(TopicSpec(registry, 1))
+    orders = "persistent://acme/rc/orders"
+    _produce(
+        kafka_bootstrap,
+        registry,
+        [(REGISTRY_KEY_SCHEMA + orders, _schema_history(orders, ("AVRO", 1_000, "alice")))],
+    )
     audit = run_cli(
         "policy-audit", *common, "--output", str(out), "--fail-on-errors",
-        bootstrap=kafka_bootstrap, timeout=300,
+        "--registry-topic", registry, bootstrap=kafka_bootstrap, timeout=300,
     )  # fmt: skip
     assert audit.returncode == 1, audit.stderr  # the poison record is an error anomaly
     assert "poison (error)" in audit.stdout
+    assert "schemas            1 versions of 1 topics" in audit.stdout
     assert f"report    {out / 'report.html'}" in audit.stdout
     assert (out / "report.html").is_file()
     missing = run_cli(
@@ -710,3 +723,99 @@ def test_progress_bar_and_console_summary(
     text = "\n".join(summary.lines())
     assert f"records   {summary.records:>10,}" in text
     assert "poison (error)" in text
+
+
+# ------------------------------------------------------------------ schema registry history
+
+
+def _schema_history(topic: str, *versions: tuple[str, int, str]) -> bytes:
+    """A registry record as the schema registry writes it: (type, timestamp ms, user) per
+    version, NONE being a soft delete's marker."""
+    entries = [
+        SchemaEntry(i, SchemaType(kind), "" if kind == "NONE" else f'"{kind}"', {}, ms, user,
+                    deleted=kind == "NONE")
+        for i, (kind, ms, user) in enumerate(versions)
+    ]  # fmt: skip
+    return SchemaHistory(topic, tuple(entries)).to_json()
+
+
+def _expected_schema_rows(bootstrap: str, topic: str) -> set[tuple[Any, ...]]:
+    """The rows DIR/schemas must hold, from the registry topic read back with a consumer."""
+    rows: set[tuple[Any, ...]] = set()
+    first: dict[tuple[Any, ...], tuple[int, int]] = {}
+    for m in _read_back(bootstrap, topic):
+        key = m.key().decode()
+        if not key.startswith(REGISTRY_KEY_SCHEMA):
+            continue
+        name, at = key[len(REGISTRY_KEY_SCHEMA) :], (m.partition(), m.offset())
+        if m.value() is None:
+            rows.add((name, None, None, m.timestamp()[1], True, True, False, None, *at))
+            continue
+        try:
+            history = SchemaHistory.from_json(m.value())
+        except CodecError:
+            rows.add((name, None, None, m.timestamp()[1], False, False, True, None, *at))
+            continue
+        for v in history.versions:
+            first.setdefault((name, v.version, v.type.value, v.timestamp, v.deleted, v.user), at)
+    rows |= {(*k[:5], False, False, k[5], *at) for k, at in first.items()}
+    return rows
+
+
+def test_the_report_lists_the_schema_registrys_versions(
+    spark: SparkSession, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``registry``: every version of every topic's schema once (each record repeats its
+    topic's history), soft deletes, forced deletes (tombstones) and unreadable records,
+    written to DIR/schemas, listed in the report and summed up on the console; the
+    registry's other records are not read as schemas."""
+    log, registry = (f"audit-{kind}-{uuid.uuid4().hex[:10]}" for kind in ("log", "registry"))
+    with _service(kafka_bootstrap, log, "alice", partitions=1) as svc:
+        svc.set(PolicyTarget.parse("persistent://acme/reg/orders"), {"maxConsumerPerTopic": 1})
+    KafkaTransport(KafkaConfig(kafka_bootstrap)).admin().ensure_topic(TopicSpec(registry, 2))
+    orders, users = "persistent://acme/reg/orders", "persistent://acme/reg/users"
+    history = [("AVRO", 1_000, "alice"), ("AVRO", 2_000, "bob"), ("NONE", 3_000, "alice"),
+               ("JSON", 4_000, "")]  # fmt: skip
+    _produce(
+        kafka_bootstrap,
+        registry,
+        [
+            *[(REGISTRY_KEY_SCHEMA + orders, _schema_history(orders, *history[:n]))
+              for n in range(1, 5)],
+            (REGISTRY_KEY_SCHEMA + users, _schema_history(users, ("STRING", 1_500, ""))),
+            (REGISTRY_KEY_SCHEMA + users, None),  # a forced delete drops the history
+            (REGISTRY_KEY_SCHEMA + users, _schema_history(users, ("AVRO", 5_000, "carol"))),
+            (REGISTRY_KEY_SCHEMA + "persistent://acme/reg/bad", b"not a history"),
+            (REGISTRY_KEY_SCHEMA + "persistent://acme/reg/odd", b'{"topic": "odd"}'),
+            ("broker/b-1", b'{"versions": []}'),  # not a schema record
+            ("ns/acme/reg", b"{}"),
+        ],
+    )  # fmt: skip
+    out = tmp_path / "audit"
+    summary = run_audit(
+        spark,
+        KafkaSource(kafka_bootstrap, log),
+        out,
+        registry=KafkaSource(kafka_bootstrap, registry),
+    )
+    written = spark.read.parquet(str(out / "schemas"))
+    assert tuple(written.columns) == SCHEMA_VERSION_COLUMNS
+    got = {
+        tuple(r)
+        for r in written.select(
+            *[F.unix_millis(c).alias(c) if c == "timestamp" else F.col(c) for c in written.columns]
+        ).collect()
+    }
+    assert got == _expected_schema_rows(kafka_bootstrap, registry)
+    assert summary.schemas is not None
+    s = summary.schemas
+    assert (s.topics, s.versions, s.soft_deletes, s.forced_deletes, s.unreadable) == (2, 5, 1, 1, 2)
+    assert [(r.version, r.type) for r in s.rows if r.topic == orders] == [
+        (0, "AVRO"), (1, "AVRO"), (2, "NONE"), (3, "JSON"),
+    ]  # fmt: skip
+    report = (out / "report.html").read_text()
+    assert "Schema registry (5 versions of 2 topics)" in report
+    assert "forced delete: the history dropped" in report and "carol" in report
+    text = "\n".join(summary.lines())
+    assert "schemas            5 versions of 2 topics (1 soft and 1 forced deletes" in text
+    assert f"schemas   {out / 'schemas'}" in text

@@ -6,7 +6,14 @@ import base64
 import re
 from datetime import datetime, timedelta
 
-from sync.audit import AnomalyRow, AnomalyRules, ReportData, render_report
+from sync.audit import (
+    AnomalyRow,
+    AnomalyRules,
+    ReportData,
+    SchemaReport,
+    SchemaVersionRow,
+    render_report,
+)
 
 T0 = datetime(2026, 1, 1, 12, 0, 0)
 
@@ -100,6 +107,41 @@ def test_an_empty_log_renders() -> None:
     assert "No anomalies." in page
     assert "No changes to chart." in page
     assert "data:image/png" not in page
+
+
+def _schemas(**overrides: object) -> SchemaReport:
+    topic = "persistent://t/a/<orders>"
+    base: dict[str, object] = {
+        "source": "Kafka topic __policy_sync.registry on 127.0.0.1:9092",
+        "topics": 1,
+        "versions": 1,
+        "soft_deletes": 1,
+        "forced_deletes": 1,
+        "unreadable": 0,
+        "total_rows": 3,
+        "rows": [
+            SchemaVersionRow(topic, 0, "AVRO", T0, False, False, False, "<alice>", 1, 7),
+            SchemaVersionRow(topic, 1, "NONE", T0, True, False, False, "", 1, 8),
+            SchemaVersionRow(topic, None, None, T0, True, True, False, None, 1, 9),
+        ],
+    }
+    base.update(overrides)
+    return SchemaReport(**base)  # type: ignore[arg-type]
+
+
+def test_the_schema_registrys_history_is_listed_escaped_when_read() -> None:
+    assert "Schema registry" not in render_report(_data())  # the registry was not read
+    page = render_report(_data(schemas=_schemas()))
+    assert "Schema registry (1 versions of 1 topics)" in page
+    assert "persistent://t/a/&lt;orders&gt;" in page and "&lt;alice&gt;" in page
+    assert "<orders>" not in page and "<alice>" not in page
+    assert "soft delete: the versions before it no longer count" in page
+    assert "forced delete: the history dropped" in page
+    assert "[1]@9" in page and "Showing the first" not in page
+    truncated = render_report(_data(schemas=_schemas(total_rows=1000)))
+    assert "Showing the first 3; every row is in the <code>schemas</code>" in truncated
+    empty = render_report(_data(schemas=_schemas(topics=0, versions=0, total_rows=0, rows=[])))
+    assert "No schemas." in empty
 
 
 def test_report_tallies_parse_into_fields_authors_kinds_and_a_timeline() -> None:

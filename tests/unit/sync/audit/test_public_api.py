@@ -10,7 +10,8 @@ def test_audit_exports() -> None:
         [
             "ANOMALY_COLUMNS", "ARCHIVE_COLUMNS", "Action", "AnomalyKind", "AnomalyRow",
             "AnomalyRules", "AuditError", "AuditOutputs", "AuditSummary", "DEFAULT_MASTER",
-            "HISTORY_COLUMNS", "KafkaSource", "PoisonReason", "ReportData", "Severity",
+            "HISTORY_COLUMNS", "KafkaSource", "PoisonReason", "ReportData",
+            "SCHEMA_VERSION_COLUMNS", "SchemaReport", "SchemaVersionRow", "Severity",
             "SidecarDivergence", "SidecarError", "SparkConfig", "SparkProgress", "SparkSchemas",
             "SparkSetupError", "changed_fields", "check_source", "decode_records", "read_log",
             "reconcile", "render_report", "resolve_spark_jars", "run_archive", "run_audit",
