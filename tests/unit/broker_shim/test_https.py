@@ -309,7 +309,10 @@ def test_both_listeners_stop_gracefully_on_a_signal(files: TlsFiles, sig: int) -
                     return f"{r.status} {await r.text()}"
 
         assert asyncio.run(clients()) == "200 slow done"
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        # Not communicate(): with a timeout it reads the pipe's descriptor directly, and
+        # loses what readline() above had already buffered (the "startup" line, at times).
+        out = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
