@@ -39,7 +39,7 @@ either API (or a plain Kafka producer with the same layout) is read the same by 
 
 from ._connection import BinaryConfig, Connection, ConnectionState
 from ._decode import DecodedMessage, decode_record
-from ._entries import EntryError, decode_entry
+from ._entries import EntryError, decode_entry, entry_count_of
 from ._errors import CloseAction, close_action_of, server_error_of
 from ._framing import ChecksumError, FrameError, parse_frame, unpack_messages
 from ._server import BinaryServer, CommandTrace
@@ -49,6 +49,7 @@ __all__ = [
     "decode_record",
     "EntryError",
     "decode_entry",
+    "entry_count_of",
     "BinaryConfig",
     "BinaryServer",
     "ChecksumError",

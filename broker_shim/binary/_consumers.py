@@ -175,7 +175,7 @@ class Consumers:
             for delivery in batch:
                 if delivery.message_id.offset < cons.skip_below:
                     consumer.ack(delivery.message_id)
-                    consumer.add_permits(delivery.entry.count or 1)
+                    consumer.add_permits(delivery.entry.count)
                     continue
                 try:
                     frames.append(commands.message_frame(cons.consumer_id, delivery))
@@ -214,7 +214,7 @@ class Consumers:
             exc,
         )
         consumer.ack(mid)
-        consumer.add_permits(delivery.entry.count or 1)
+        consumer.add_permits(delivery.entry.count)
 
     async def _announce_active(self, cons: _Consumer) -> None:
         """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever

@@ -41,6 +41,7 @@ from ._metadata_headers import MetadataError, stored_whole, whole_headers
 __all__ = [
     "EntryError",
     "check_entry",
+    "check_stored",
     "decode_entry",
     "entry_count_of",
     "entry_frame",
@@ -131,6 +132,18 @@ def entry_count_of(headers: Sequence[tuple[str, bytes | None]] | None) -> int:
         return 0
 
 
+def check_stored(headers: Sequence[tuple[str, bytes | None]] | None, value: bytes) -> None:
+    """Refuse a record no client could read: a stored entry of a format version this code
+    does not know, or whose metadata does not parse.
+
+    Raises:
+        EntryError: it is quarantined by the consumer that meets it; nothing is sent.
+    """
+    if entry_count_of(headers) < 1:
+        raise EntryError("stored entry of an unknown format version")
+    entry_metadata(value)
+
+
 def entry_metadata(value: bytes) -> tuple[api.MessageMetadata, int]:
     """The metadata of a stored entry and where its payload starts in ``value``.
 
@@ -162,9 +175,7 @@ def entry_frame(consumer_id: int, delivery: Delivery) -> bytes:
     """
     entry = delivery.entry
     value = entry.payload
-    if entry.count < 1:
-        raise EntryError("stored entry of an unknown format version")
-    entry_metadata(value)  # a record no client could read is never sent
+    check_stored(entry.headers, value)
     cmd = _T(type=_T.MESSAGE)
     msg = cmd.message
     msg.consumer_id = consumer_id

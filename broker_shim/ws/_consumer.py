@@ -273,7 +273,7 @@ class _ConsumerSession:
             exc,
         )
         consumer.ack(mid)
-        consumer.add_permits(delivery.entry.count or 1)
+        consumer.add_permits(delivery.entry.count)
 
     async def _write(self) -> None:
         consumer = self.consumer

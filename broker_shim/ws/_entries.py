@@ -10,7 +10,7 @@ from __future__ import annotations
 import binascii
 from typing import Any
 
-from broker_shim.binary import EntryError, decode_entry
+from broker_shim.binary import EntryError, decode_entry, entry_count_of
 from sync.messaging import Delivery, MessageId
 
 from ._frames import iso, json_dumps
@@ -32,6 +32,8 @@ class EntryAcks:
         Raises:
             EntryError: the entry does not parse (the caller quarantines it).
         """
+        if entry_count_of(delivery.entry.headers) < 1:
+            raise EntryError("stored entry of an unknown format version")
         metadata, messages = decode_entry(delivery.entry.payload)
         mid = delivery.message_id
         size = len(messages)

@@ -122,15 +122,15 @@ class Consumer:
         """``entry`` (at ``(partition, offset)``) is out with this consumer."""
         old = self.delivered.get(key)
         if old is not None:
-            self.held_messages -= old.count or 1
+            self.held_messages -= old.count
         self.delivered[key] = entry
-        self.held_messages += entry.count or 1
+        self.held_messages += entry.count
 
     def unhold(self, key: tuple[int, int]) -> Entry | None:
         """The entry at ``key`` is back (acked or returned): it, or None if not held."""
         entry = self.delivered.pop(key, None)
         if entry is not None:
-            self.held_messages -= entry.count or 1
+            self.held_messages -= entry.count
         return entry
 
     def unhold_all(self) -> list[Entry]:
@@ -167,7 +167,7 @@ class Consumer:
         if self.pull_mode:
             # A stored entry takes its messages' permits, and goes out whole even when it
             # overdraws them (Pulsar dispatches at least one entry the same way).
-            self.permits -= delivery.entry.count or 1
+            self.permits -= delivery.entry.count
         self._signal.set()
 
     def mark_closed(self, reason: CloseReason | None) -> None:

@@ -100,8 +100,7 @@ class Entry:
         self.sticky_hash = -1
         #: Delayed delivery: not before this epoch-ms time (0: at once).
         self.deliver_at = 0
-        #: Messages in the record: 1, or a stored entry's batch (docs/entry-design.md);
-        #: 0 marks a stored entry whose format version this code does not know.
+        #: Messages in the record: 1, or a stored entry's batch (docs/entry-design.md).
         self.count = 1
         #: A record of the stored-entry format: its payload is a Pulsar entry as sent.
         self.stored_entry = False

@@ -180,7 +180,7 @@ class SingleActiveDispatcher(Dispatcher):
             entry = self.next_entry(part)
             if entry is None:
                 return 0.0
-            wait = acquire_all(limiters, entry.size, entry.count or 1)
+            wait = acquire_all(limiters, entry.size, entry.count)
             if wait > 0.0:
                 return wait
             part.take(entry)
@@ -208,7 +208,7 @@ class SharedDispatcher(Dispatcher):
                     break
             if chosen < 0:
                 return 0.0
-            wait = acquire_all(limiters, entry.size, entry.count or 1)
+            wait = acquire_all(limiters, entry.size, entry.count)
             if wait > 0.0:
                 return wait
             part.rr = (chosen + 1) % n  # round robin advances only on a delivery
@@ -300,7 +300,7 @@ class KeySharedDispatcher(Dispatcher):
                     blocked.add(h)
                     keep.append(entry)
                     continue
-                wait = acquire_all(limiters, entry.size, entry.count or 1)
+                wait = acquire_all(limiters, entry.size, entry.count)
                 if wait > 0.0:
                     keep.append(entry)
                     continue

@@ -42,7 +42,6 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from sync._constants import (
-    ENTRY_FORMAT_VERSION,
     HEADER_ENTRY,
     HEADER_ENTRY_COUNT,
     SUBSCRIPTION_GROUP_PREFIX,
@@ -559,13 +558,10 @@ class Subscription:
                     with contextlib.suppress(ValueError, TypeError):
                         entry.deliver_at = int(raw)
                 elif name == HEADER_ENTRY:
-                    entry.stored_entry = True
-                    if raw != ENTRY_FORMAT_VERSION:
-                        entry.count = 0  # unknown version: quarantined at dispatch
-                        break
+                    entry.stored_entry = True  # its version is checked at dispatch
                 elif name == HEADER_ENTRY_COUNT:
                     with contextlib.suppress(ValueError, TypeError):
-                        entry.count = max(0, int(raw))
+                        entry.count = max(1, int(raw))
         counts = self._counts.get(part.index)
         if counts:
             entry.redeliveries = counts.pop(offset, 0)  # redelivered before it was given up

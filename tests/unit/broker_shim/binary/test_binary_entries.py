@@ -30,8 +30,11 @@ def _entry_of(meta: api.MessageMetadata, payload: bytes) -> bytes:
     return frame.entry
 
 
-def _delivery(value: bytes, *, count: int = 1, offset: int = 5, redelivered: int = 0) -> Delivery:
-    entry = Entry(0, offset, None, value, None, 1_700_000_000_000)
+def _delivery(
+    value: bytes, *, count: int = 1, offset: int = 5, redelivered: int = 0, version: bytes = b"1"
+) -> Delivery:
+    headers = [("__pulsar.entry", version), ("__pulsar.count", b"%d" % count)]
+    entry = Entry(0, offset, None, value, headers, 1_700_000_000_000)
     entry.stored_entry = True
     entry.count = count
     return Delivery(MessageId(-1, offset), entry, redelivered)
@@ -97,7 +100,7 @@ def test_unreadable_entries_are_refused_at_dispatch() -> None:
         entry_frame(1, _delivery(b"\x00\x00\x00\xffgarbage"))
     with pytest.raises(EntryError):
         entry_frame(1, _delivery(b"\x00"))
-    unknown = _delivery(_entry_of(_meta(), b"x"), count=0)  # a future format version
+    unknown = _delivery(_entry_of(_meta(), b"x"), version=b"9")  # a future format version
     with pytest.raises(EntryError):
         entry_frame(1, unknown)
     with pytest.raises(EntryError):
