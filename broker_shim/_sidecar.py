@@ -36,7 +36,7 @@ from sync.cluster import (
     SchemaCompatibilityStrategy,
     SchemaPolicy,
 )
-from sync.messaging import AutoTopicCreation, MessagingEngine, TopicOwnership
+from sync.messaging import AutoTopicCreation, MessagingConfig, MessagingEngine, TopicOwnership
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._autocreate import topic_creator
@@ -77,6 +77,8 @@ class SidecarConfig:
     bootstrap_timeout_s: float = 120.0
     restart_backoff_s: float = 0.5
     kafka_extra: dict[str, str] = field(default_factory=dict)
+    #: Settings of the messaging engine (tests shorten its periodic checks).
+    messaging: MessagingConfig = field(default_factory=MessagingConfig)
     #: Registry, bundle ownership and lookup (issue 4); None: this sidecar does not join.
     lookup: ClusterSettings | None = None
     #: Join the election of the policy writer's fence holder and forward REST writes to
@@ -202,6 +204,7 @@ class Sidecar:
             self.transport,
             lambda: self._service,
             ownership=ownership,
+            config=config.messaging,
             auto_creation=config.auto_topic_creation,
             create_topic=topic_creator(self.cluster, self.transport),
         )

@@ -328,6 +328,16 @@ class MessagingEngine:
         """Delete the owned topics that ``inactiveTopicPolicies`` says are inactive."""
         return await self._owned.reap_inactive()
 
+    @property
+    def unloaded_expiry_sweeps(self) -> int:
+        """Completed :meth:`expire_unloaded` sweeps (tests wait for some after a change)."""
+        return self._owned.expiry_sweeps
+
+    @property
+    def inactive_topic_sweeps(self) -> int:
+        """Completed :meth:`reap_inactive` sweeps (tests wait for some after a change)."""
+        return self._owned.inactive_sweeps
+
     # -- topic compaction (see _compaction_jobs) ----------------------------------------
     @property
     def compaction_sweeps(self) -> int:

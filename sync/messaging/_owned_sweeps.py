@@ -67,6 +67,9 @@ class OwnedTopicSweeps:
         #: Wall-clock time since when a topic has had no connection here (dropped).
         self.idle_since: dict[TopicName, float] = {}
         self._started_wall = time.time()
+        #: Completed sweeps of each kind (tests wait for some to have run after a change).
+        self.expiry_sweeps = 0
+        self.inactive_sweeps = 0
 
     async def unloaded_owned(
         self, svc: PolicyService, pick: Callable[[Policies], _P | None]
@@ -129,6 +132,7 @@ class OwnedTopicSweeps:
                     await asyncio.to_thread(admin.alter_group_positions, group, kafka_topic, ahead)
                     logger.info("%s: expired messages of %s skipped to %s", topic, group, ahead)
                     moved += 1
+        self.expiry_sweeps += 1
         return moved
 
     async def reap_inactive(self) -> list[TopicName]:
@@ -152,4 +156,5 @@ class OwnedTopicSweeps:
                 await asyncio.to_thread(delete_topic, admin, kafka_topic, groups)
                 self.idle_since.pop(topic, None)
                 deleted.append(topic)
+        self.inactive_sweeps += 1
         return deleted

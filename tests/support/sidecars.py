@@ -31,7 +31,7 @@ from broker_shim.binary import BinaryServer
 from broker_shim.ws import add_ws_routes
 from sync import CacheStateError, TopicName
 from sync.cluster import AuthConfig, ClusterSettings, LookupConfig, OwnershipConfig
-from sync.messaging import MessagingEngine, OwnerInfo, TopicOwnership
+from sync.messaging import MessagingConfig, MessagingEngine, OwnerInfo, TopicOwnership
 from sync.transport import MemoryTransport
 from tests.support.http import http
 from tests.support.kafka import ROOT, free_port
@@ -101,7 +101,9 @@ class ThreadSidecar:
         app_factory: Callable[[], Any] | None = None,
         *,
         ownership: TopicOwnership | None = None,
+        messaging: MessagingConfig | None = None,
     ):
+        """``messaging``: the engine's settings (default: the sidecar's own)."""
         self.port = free_port()
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws/v2"
@@ -111,6 +113,7 @@ class ThreadSidecar:
                 http_port=self.port,
                 bootstrap_servers=bootstrap,
                 state_dir=state_dir,
+                messaging=messaging or MessagingConfig(),
             ),
             ownership=ownership,
         )

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import dataclasses
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,12 +21,13 @@ import pytest
 from broker_shim._policy_rest import REST_POLICIES
 from sync import PolicyTarget, TopicName
 from sync._errors import InvalidPolicyError
+from sync.messaging import MessagingConfig
 from sync.messaging._backlog import BacklogQuotas
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.http import request_json
 from tests.support.kafka import make_topic
-from tests.support.sidecars import NothingHere, ThreadSidecar, applied
+from tests.support.sidecars import NothingHere, ThreadSidecar, applied, cached
 from tests.support.waits import wait_for
 from tests.support.ws import (
     ack,
@@ -50,8 +53,34 @@ def pair(
     writer = ThreadSidecar(
         kafka_bootstrap, tmp_path_factory.mktemp("writer"), ownership=NothingHere()
     )
-    with writer, ThreadSidecar(kafka_bootstrap, tmp_path_factory.mktemp("server")) as server:
+    # The owner's sweeps over topics not loaded here run every second, not every 10 s:
+    # the inactive-topic and unloaded-TTL tests wait for some of them to have run.
+    server = ThreadSidecar(
+        kafka_bootstrap,
+        tmp_path_factory.mktemp("server"),
+        messaging=MessagingConfig(inactive_topic_check_s=1.0, unloaded_expiry_check_s=1.0),
+    )
+    with writer, server:
         yield writer, server
+
+
+@contextlib.contextmanager
+def _engine_settings(s: ThreadSidecar, **changes: Any) -> Iterator[None]:
+    """The sidecar's engine settings changed for one test (read when they are used: a
+    subscription takes them when it opens)."""
+    before = s.engine.config
+    s.engine.config = dataclasses.replace(before, **changes)
+    try:
+        yield
+    finally:
+        s.engine.config = before
+
+
+async def _sweeps(count: Callable[[], int], what: str, n: int = 2) -> None:
+    """Wait until ``n`` more of the owner's periodic sweeps have completed (of two, the
+    second started after this call: it saw everything set before it)."""
+    start = count()
+    await asyncio.to_thread(wait_for, lambda: count() >= start + n, what)
 
 
 def _overrides(bootstrap: str, topic: TopicName) -> dict[str, str]:
@@ -723,8 +752,17 @@ def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
         async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
             await produce(prod, [b"one"])
 
+    def unloaded(topic: TopicName) -> bool:  # only unloaded topics are checked
+        return server.engine.topic_state(topic) is None
+
+    def mode_seen(topic: TopicName) -> str | None:  # the delete mode in the owner's cache
+        value = cached(server, topic, REST_POLICIES["inactiveTopicPolicies"].field)
+        return None if value is None else value.get("inactiveTopicDeleteMode")
+
+    async def checks() -> None:
+        await _sweeps(lambda: server.engine.inactive_topic_sweeps, "inactive-topic checks")
+
     async def scenario() -> None:
-        check_s = server.engine.config.inactive_topic_check_s
         # write: no subscriptions, idle → deleted (its Kafka topic)
         gone = make_topic(kafka_bootstrap, 1)
         await publish(gone)
@@ -742,24 +780,37 @@ def test_inactive_topic_policies_delete_unused_topics_on_the_owner(
         )
         mode = policy("delete_when_subscriptions_caught_up")
         await set_policy(writer.http_url, kept, "inactiveTopicPolicies", mode)
-        await asyncio.sleep(2.5 * check_s)
+        await asyncio.to_thread(
+            wait_for, lambda: mode_seen(kept) == mode["inactiveTopicDeleteMode"], "mode seen"
+        )
+        await asyncio.to_thread(wait_for, lambda: unloaded(kept), "idle topic unloaded")
+        await checks()
         assert exists(kept)  # it has an unacknowledged message
         async with connect(consumer_url(server, kept, "s")) as c:
             again = await receive(c, 1)
             assert again[0]["messageId"] == held[0]["messageId"]
             await ack(c, again)
         await asyncio.to_thread(wait_for, lambda: not exists(kept), "caught-up topic deleted")
-        # delete: without the policy an idle topic stays
+        # delete: without the policy an idle topic stays (set and removed while a producer
+        # keeps it loaded, so no check can see it idle before the owner has the removal)
         stays = make_topic(kafka_bootstrap, 1)
-        await publish(stays)
-        await set_policy(
-            writer.http_url, stays, "inactiveTopicPolicies", policy("delete_when_no_subscriptions")
-        )
-        await set_policy(writer.http_url, stays, "inactiveTopicPolicies", None)
-        await asyncio.sleep(2.5 * check_s)
+        async with connect(f"{server.ws_url}/producer/{path_of(stays)}") as prod:
+            await produce(prod, [b"one"])
+            first = policy("delete_when_no_subscriptions")
+            await set_policy(writer.http_url, stays, "inactiveTopicPolicies", first)
+            await asyncio.to_thread(
+                wait_for, lambda: mode_seen(stays) == first["inactiveTopicDeleteMode"], "seen"
+            )
+            await set_policy(writer.http_url, stays, "inactiveTopicPolicies", None)
+            await asyncio.to_thread(wait_for, lambda: mode_seen(stays) is None, "removal seen")
+        await asyncio.to_thread(wait_for, lambda: unloaded(stays), "idle topic unloaded")
+        await checks()
         assert exists(stays)
 
-    run(scenario(), timeout_s=240)
+    # A subscription without consumers closes after 1 s rather than 30 (its topic is
+    # unloaded then, and only unloaded topics are checked for inactivity).
+    with _engine_settings(server, idle_subscription_close_s=1.0):
+        run(scenario(), timeout_s=240)
 
 
 def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
@@ -782,6 +833,9 @@ def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
     def position() -> int:
         return admin.group_offsets(group, kafka_topic).get(0, 0)
 
+    def sweeps() -> int:
+        return server.engine.unloaded_expiry_sweeps
+
     async def scenario() -> None:
         async with connect(f"{server.ws_url}/producer/{path_of(topic)}") as prod:
             await produce(prod, [b"a", b"b", b"c"])
@@ -789,19 +843,19 @@ def test_message_ttl_moves_subscriptions_not_loaded_anywhere(
         await asyncio.sleep(1.5)
         await set_policy(writer.http_url, topic, "messageTTL", 1)
         await asyncio.to_thread(wait_for, lambda: position() == 3, "cold subscription expired")
-        check_s = server.engine.config.unloaded_expiry_check_s
         await set_policy(writer.http_url, topic, "messageTTL", 3600)
         await asyncio.to_thread(
             wait_for, lambda: _applied(server, topic, "messageTTL") == 3600, "TTL update"
         )
+        await _sweeps(sweeps, "a TTL sweep", 1)  # none that read the old TTL still runs
         await asyncio.to_thread(commit, 0)
-        await asyncio.sleep(2.5 * check_s)
+        await _sweeps(sweeps, "TTL sweeps")
         assert position() == 0  # nothing is an hour old
         await set_policy(writer.http_url, topic, "messageTTL", None)
         await asyncio.to_thread(
             wait_for, lambda: _applied(server, topic, "messageTTL") is None, "TTL removed"
         )
-        await asyncio.sleep(2.5 * check_s)
+        await _sweeps(sweeps, "TTL sweeps")
         assert position() == 0
 
     run(scenario(), timeout_s=180)
