@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,16 @@ class Ctl:
 @pytest.fixture
 def ctl(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Ctl:
     return Ctl(kafka_bootstrap, unique_name("ce"))
+
+
+@pytest.fixture(scope="module")
+def seeded(kafka_bootstrap: str) -> Ctl:
+    """A topic holding one write, for the commands that must write nothing (each checks
+    the log's end offsets before and after itself)."""
+    seeded = Ctl(kafka_bootstrap, f"ce-{uuid.uuid4().hex[:10]}")
+    r = seeded("set", "seed", "--json", '{"maxConsumerPerTopic": 1}')
+    assert r.returncode == 0, r.stderr
+    return seeded
 
 
 def _end_offsets(bootstrap: str, topic: str) -> int:
@@ -88,14 +99,13 @@ def test_set_get_applied_global_delete(ctl: Ctl) -> None:
     ],
 )
 def test_refused_input_exits_2_and_writes_nothing(
-    ctl: Ctl, kafka_bootstrap: str, args: list[str], message: str
+    seeded: Ctl, kafka_bootstrap: str, args: list[str], message: str
 ) -> None:
-    ctl("set", "seed", "--json", '{"maxConsumerPerTopic": 1}')
-    before = _end_offsets(kafka_bootstrap, ctl.topic)
-    r = ctl(*args)
+    before = _end_offsets(kafka_bootstrap, seeded.topic)
+    r = seeded(*args)
     assert r.returncode == 2, r.stderr
     assert message in r.stderr
-    assert _end_offsets(kafka_bootstrap, ctl.topic) == before
+    assert _end_offsets(kafka_bootstrap, seeded.topic) == before
 
 
 def test_import_and_export_round_trip(ctl: Ctl, tmp_path: Path) -> None:
