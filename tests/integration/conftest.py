@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from chaos.procs import KafkaCluster
+from chaos.procs import NODE_IDS, KafkaCluster
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, Transport
 from tests.support.kafka import kafka_for_tests
 
@@ -15,6 +21,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.path):
             item.add_marker(pytest.mark.integration)
+    # The tests on the 3-broker cluster run last, one after the other: they share one
+    # start of it (see ``kafka_cluster``), which then runs only while they do.
+    items.sort(key=lambda item: "kafka_cluster" in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(scope="session")
@@ -24,13 +33,52 @@ def kafka_bootstrap() -> Iterator[str]:
         yield bootstrap
 
 
-@pytest.fixture
-def kafka_cluster() -> Iterator[KafkaCluster]:
-    """The 3-broker cluster (fixed ports 19092/29092/31092), started fresh and purged after
-    the test; held under /tmp/ps-cluster.lock so no other user (another clone's test run,
-    a soak) takes its ports meanwhile."""
+@pytest.fixture(scope="session")
+def _kafka_cluster_started() -> Iterator[KafkaCluster]:
+    """The 3-broker cluster (fixed ports 19092/29092/31092), started fresh once and purged
+    after its last test; held under /tmp/ps-cluster.lock so no other user (another
+    clone's test run, a soak) takes its ports meanwhile. Its tests run last (see
+    ``pytest_collection_modifyitems``), so it runs only while they do."""
     with KafkaCluster.held() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def kafka_cluster(_kafka_cluster_started: KafkaCluster) -> Iterator[KafkaCluster]:
+    """The 3-broker cluster, whole for each test: every node running and ready (a broker
+    an earlier test killed is started again) and every partition's replicas in sync."""
+    cluster = _kafka_cluster_started
+    _wait_in_sync(cluster.up())
+    yield cluster
+    for node in NODE_IDS:  # resumed, should the test have failed while one was SIGSTOPped
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(KafkaCluster.pid(node), signal.SIGCONT)
+
+
+#: How many partitions have fewer in-sync replicas than replicas (asked in a throw-away
+#: process, as the cluster tests ask the cluster: librdkafka may abort on a broker loss).
+_UNDER_REPLICATED = (
+    "import sys\n"
+    "from confluent_kafka.admin import AdminClient\n"
+    "md = AdminClient({'bootstrap.servers': sys.argv[1]}).list_topics(timeout=10)\n"
+    "parts = [p for t in md.topics.values() for p in t.partitions.values()]\n"
+    "print(sum(1 for p in parts if p.error or len(p.isrs) < len(p.replicas)))\n"
+)
+
+
+def _wait_in_sync(bootstrap: str, limit_s: float = 180.0) -> None:
+    """Wait until no partition of the cluster is under-replicated (a broker restarted
+    after an earlier test catches up first)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        out = subprocess.run(
+            [sys.executable, "-c", _UNDER_REPLICATED, bootstrap], capture_output=True, text=True
+        )
+        if out.returncode == 0 and out.stdout.strip() == "0":
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"cluster replicas not in sync in {limit_s:.0f}s: {out}")
+        time.sleep(1)
 
 
 @pytest.fixture
