@@ -48,6 +48,7 @@ from sync.audit import (
     Action,
     AnomalyKind,
     AnomalyRules,
+    AuditSummary,
     KafkaSource,
     SparkConfig,
     SparkProgress,
@@ -359,14 +360,41 @@ def audited_log(kafka_bootstrap: str) -> str:
 RULES = AnomalyRules(burst_threshold=10, burst_window_s=86400)
 
 
-def test_history_diffs_and_anomalies_match_an_independent_decode(
-    spark: SparkSession, kafka_bootstrap: str, audited_log: str, tmp_path: Path
-) -> None:
-    summary = run_audit(spark, KafkaSource(kafka_bootstrap, audited_log), tmp_path, rules=RULES)
+@dataclass(frozen=True)
+class Audited:
+    """One audit of ``audited_log``, run with a progress bar: what it wrote and said."""
 
+    out: Path
+    summary: AuditSummary
+    progress: str
+
+
+@pytest.fixture(scope="module")
+def audited(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    audited_log: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Audited:
+    out = tmp_path_factory.mktemp("audited")
+    stream = io.StringIO()
+    summary = run_audit(
+        spark,
+        KafkaSource(kafka_bootstrap, audited_log),
+        out,
+        rules=RULES,
+        progress=SparkProgress(spark, stream=stream, interval_s=0.1),
+    )
+    return Audited(out, summary, stream.getvalue())
+
+
+def test_history_diffs_and_anomalies_match_an_independent_decode(
+    spark: SparkSession, kafka_bootstrap: str, audited_log: str, audited: Audited
+) -> None:
+    summary, out = audited.summary, audited.out
     messages = _read_back(kafka_bootstrap, audited_log)
     expected = _oracle(messages, SparkSchemas.load().policy_fields)
-    written = spark.read.parquet(str(tmp_path / "history"))
+    written = spark.read.parquet(str(out / "history"))
     history = {
         (r["partition"], r["offset"]): r.asDict()
         for r in written.withColumn("event_ms", F.unix_millis("event_time")).collect()
@@ -408,7 +436,7 @@ def test_history_diffs_and_anomalies_match_an_independent_decode(
         ("DELETE", True, None, None)
     ]
 
-    anomalies = spark.read.parquet(str(tmp_path / "anomalies")).collect()
+    anomalies = spark.read.parquet(str(out / "anomalies")).collect()
     per_record = {
         (a["kind"], a["severity"], a["partition"], a["offset"])
         for a in anomalies
@@ -435,9 +463,9 @@ def test_history_diffs_and_anomalies_match_an_independent_decode(
     assert found == bursts
     assert ("acme/bulk", 12) in bursts
 
-    report = (tmp_path / "report.html").read_text()
+    report = (out / "report.html").read_text()
     assert report.count("data:image/png;base64,") == 4
-    _check_report_tallies(spark, tmp_path, expected)
+    _check_report_tallies(spark, out, expected)
     assert "bad magic 0001" in report
     assert summary.anomalies[("poison", "error")] == 4
 
@@ -511,8 +539,12 @@ class _FakeSidecar:
         self.server.server_close()
 
 
-@pytest.fixture
-def sidecar_log(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[str, Sidecar]]:
+@pytest.fixture(scope="module")
+def sidecar_log(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Sidecar]]:
+    """A log of every kind of record a cache must judge, and a sidecar that read it (the
+    tests only read from it)."""
     topic = f"audit-rc-{uuid.uuid4().hex[:10]}"
     with _service(kafka_bootstrap, topic, "alice") as svc:
         for i in range(6):
@@ -548,7 +580,7 @@ def sidecar_log(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[str, Sid
             (p[4], _event(codec, p[0], "UPDATE", {"maxConsumerPerTopic": 4})),  # names p0
         ],
     )
-    shim = Sidecar(kafka_bootstrap, topic, free_port(), tmp_path)
+    shim = Sidecar(kafka_bootstrap, topic, free_port(), tmp_path_factory.mktemp("rc"))
     try:
         shim.wait_ready()
         yield topic, shim
@@ -708,17 +740,8 @@ def test_archive_keeps_every_version_compaction_removes(
     assert fresh.anomalies.get(("update_before_insert", "warning"), 0) >= 1
 
 
-def test_progress_bar_and_console_summary(
-    spark: SparkSession, kafka_bootstrap: str, audited_log: str, tmp_path: Path
-) -> None:
-    stream = io.StringIO()
-    summary = run_audit(
-        spark,
-        KafkaSource(kafka_bootstrap, audited_log),
-        tmp_path,
-        progress=SparkProgress(spark, stream=stream, interval_s=0.1),
-    )
-    bars = stream.getvalue()
+def test_progress_bar_and_console_summary(audited: Audited) -> None:
+    summary, bars = audited.summary, audited.progress
     assert "history and diffs" in bars and "anomalies" in bars and "task" in bars
     text = "\n".join(summary.lines())
     assert f"records   {summary.records:>10,}" in text
