@@ -12,8 +12,8 @@ import signal
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,20 +28,24 @@ LIVENESS_S = 60.0
 SESSION_MS = 1_500
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def shims(
-    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[Sidecar]]:
-    topic = unique_name("ce")
+    """Three sidecars for the whole module. Its tests run in file order on them: the
+    first checks what the holder and the others counted from their start, each later one
+    writes topics of its own, and the last kills the holder."""
+    topic = f"ce-{uuid.uuid4().hex[:10]}"
     flags = ["--holder-session-timeout-ms", str(SESSION_MS)]
+    workdir = tmp_path_factory.mktemp("forwarding")
     started = [
-        Sidecar(kafka_bootstrap, topic, free_port(), tmp_path, broker_id=str(i), extra=flags)
+        Sidecar(kafka_bootstrap, topic, free_port(), workdir, broker_id=str(i), extra=flags)
         for i in range(3)
     ]
     try:
         for shim in started:
             shim.wait_ready()
-        for topic in ("orders", "payments", "forwarded"):  # policies need their topic
+        for topic in ("orders", "payments", "forwarded", "ctl"):  # policies need their topic
             created = http("PUT", f"{started[0].url}{BASE}{topic}")
             assert created.status in (204, 409), created.body
         yield started
@@ -127,6 +131,74 @@ def test_writes_through_every_sidecar_reach_the_one_fence_holder(shims: list[Sid
             assert status["forwarded"] == 10 and status["fallbacks"] == 0, status
 
 
+def test_a_refused_forwarded_write_does_not_fail_the_others(shims: list[Sidecar]) -> None:
+    holder = _one_holder(shims)
+    key = "persistent://public/default/forwarded"
+    writes = [
+        {"key": key, "fields": {"maxConsumerPerTopic": 4}},
+        {"key": key, "fields": {"maxConsumerPerTopic": -1}},  # invalid: 412 for this one
+        {"key": key, "fields": {"maxProducerPerTopic": 2}},
+    ]
+    path = holder.url + "/policy-sync/v1/write"
+    body = json.dumps({"writes": writes})
+    # Only sidecars forward: without the header the endpoint does not exist.
+    assert http("POST", path, body).status == 404
+    result = http_with(path, body, {"X-Policy-Sync-Forwarded": "1"})
+    assert result["status"] == 200, result
+    ok1, bad, ok2 = result["body"]["results"]
+    assert "positions" in ok1 and "positions" in ok2
+    assert bad["status"] == 412 and "maxConsumerPerTopic" in bad["reason"]
+    for shim in shims:
+        deadline = time.monotonic() + LIVENESS_S
+        while _get(shim, "forwarded", "maxProducers") != 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert _get(shim, "forwarded", "maxConsumers") == 4
+
+
+def http_with(url: str, body: str, headers: dict[str, str]) -> dict[str, Any]:
+    req = urllib.request.Request(url, data=body.encode(), method="POST")  # noqa: S310
+    req.add_header("Content-Type", "application/json")
+    for name, value in headers.items():
+        req.add_header(name, value)
+    with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - loopback
+        return {"status": resp.status, "body": json.loads(resp.read())}
+
+
+def test_policyctl_writes_through_the_holder_without_fencing_it(
+    shims: list[Sidecar], kafka_bootstrap: str
+) -> None:
+    """A policyctl run beside the sidecars sends its write to the elected holder: had it
+    taken the fence, the holder's writes in flight would be decided again (on a busy
+    machine, until they gave up)."""
+    holder = _one_holder(shims)
+    retries = _writer(holder)["fencedRetries"]
+    assert _set(holder, "ctl", "maxConsumers", 3) == 204  # the holder takes its fence
+    epochs = _writer(holder)["fenceEpochs"]
+    done = run_cli(
+        "policyctl", "--topic", holder.topic, "set", "persistent://public/default/ctl",
+        "--json", '{"maxProducerPerTopic": 7}', bootstrap=kafka_bootstrap,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["maxProducerPerTopic"] == 7 and printed["maxConsumerPerTopic"] == 3, printed
+    for shim in shims:
+        assert _get(shim, "ctl", "maxProducers") == 7 or _wait_value(shim, 7)
+    # The holder's next write finds its fence where it left it.
+    assert _set(holder, "ctl", "maxConsumers", 4) == 204
+    status = _writer(holder)
+    assert status["fenceEpochs"] == epochs and status["fencedRetries"] == retries, status
+
+
+def _wait_value(shim: Sidecar, value: int) -> bool:
+    wait_for(
+        lambda: _get(shim, "ctl", "maxProducers") == value,
+        f"{shim.url} showing maxProducers={value}",
+        timeout_s=LIVENESS_S,
+    )
+    return True
+
+
 def test_holder_killed_mid_load_loses_no_acknowledged_write(shims: list[Sidecar]) -> None:
     holder = _one_holder(shims)
     others = [s for s in shims if s is not holder]
@@ -188,70 +260,3 @@ def test_holder_killed_mid_load_loses_no_acknowledged_write(shims: list[Sidecar]
         "the survivors agree",
         timeout_s=LIVENESS_S,
     )
-
-
-def test_a_refused_forwarded_write_does_not_fail_the_others(shims: list[Sidecar]) -> None:
-    holder = _one_holder(shims)
-    key = "persistent://public/default/forwarded"
-    writes = [
-        {"key": key, "fields": {"maxConsumerPerTopic": 4}},
-        {"key": key, "fields": {"maxConsumerPerTopic": -1}},  # invalid: 412 for this one
-        {"key": key, "fields": {"maxProducerPerTopic": 2}},
-    ]
-    path = holder.url + "/policy-sync/v1/write"
-    body = json.dumps({"writes": writes})
-    # Only sidecars forward: without the header the endpoint does not exist.
-    assert http("POST", path, body).status == 404
-    result = http_with(path, body, {"X-Policy-Sync-Forwarded": "1"})
-    assert result["status"] == 200, result
-    ok1, bad, ok2 = result["body"]["results"]
-    assert "positions" in ok1 and "positions" in ok2
-    assert bad["status"] == 412 and "maxConsumerPerTopic" in bad["reason"]
-    for shim in shims:
-        deadline = time.monotonic() + LIVENESS_S
-        while _get(shim, "forwarded", "maxProducers") != 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert _get(shim, "forwarded", "maxConsumers") == 4
-
-
-def http_with(url: str, body: str, headers: dict[str, str]) -> dict[str, Any]:
-    req = urllib.request.Request(url, data=body.encode(), method="POST")  # noqa: S310
-    req.add_header("Content-Type", "application/json")
-    for name, value in headers.items():
-        req.add_header(name, value)
-    with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - loopback
-        return {"status": resp.status, "body": json.loads(resp.read())}
-
-
-def test_policyctl_writes_through_the_holder_without_fencing_it(
-    shims: list[Sidecar], kafka_bootstrap: str
-) -> None:
-    """A policyctl run beside the sidecars sends its write to the elected holder: had it
-    taken the fence, the holder's writes in flight would be decided again (on a busy
-    machine, until they gave up)."""
-    holder = _one_holder(shims)
-    assert _set(holder, "orders", "maxConsumers", 3) == 204  # the holder takes its fence
-    epochs = _writer(holder)["fenceEpochs"]
-    done = run_cli(
-        "policyctl", "--topic", holder.topic, "set", "persistent://public/default/orders",
-        "--json", '{"maxProducerPerTopic": 7}', bootstrap=kafka_bootstrap,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    printed = json.loads(done.stdout)
-    assert printed["maxProducerPerTopic"] == 7 and printed["maxConsumerPerTopic"] == 3, printed
-    for shim in shims:
-        assert _get(shim, "orders", "maxProducers") == 7 or _wait_value(shim, 7)
-    # The holder's next write finds its fence where it left it.
-    assert _set(holder, "orders", "maxConsumers", 4) == 204
-    status = _writer(holder)
-    assert status["fenceEpochs"] == epochs and status["fencedRetries"] == 0, status
-
-
-def _wait_value(shim: Sidecar, value: int) -> bool:
-    wait_for(
-        lambda: _get(shim, "orders", "maxProducers") == value,
-        f"{shim.url} showing maxProducers={value}",
-        timeout_s=LIVENESS_S,
-    )
-    return True
