@@ -8,7 +8,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pulsar
 import pytest
@@ -21,9 +20,13 @@ from tests.support.kafka import make_topic, wait_acks_durable
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture
-def shims(kafka_bootstrap: str, tmp_path: Path) -> Iterator[list[BinaryShim]]:
+@pytest.fixture(scope="module")
+def shims(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[BinaryShim]]:
+    """Two sidecars for both subscription types (each test unloads a topic of its own)."""
     name = "unl" + uuid.uuid4().hex[:8]
+    tmp_path = tmp_path_factory.mktemp("unload")
     shims = [
         # No kill here: a session timeout that survives a loaded host (argparse keeps the
         # last value, overriding BinaryShim's 4 s).
