@@ -29,6 +29,7 @@ from ._producer import (
     SendCallback,
     origin_headers,
 )
+from ._producer_client import IDEMPOTENT_WINDOW
 from ._ratelimit import RateLimiter
 from ._topic_state import TopicState
 from ._types import ProducerState, transition
@@ -381,7 +382,11 @@ class ProducerPool:
         client = self._clients.get(linger_ms)
         if client is None:
             client = await asyncio.to_thread(
-                ProducerClient, self.transport, linger_ms=linger_ms, serve_reports=False
+                ProducerClient,
+                self.transport,
+                linger_ms=linger_ms,
+                serve_reports=False,
+                hold_at=IDEMPOTENT_WINDOW,
             )
             if self._clients.setdefault(linger_ms, client) is not client:  # made meanwhile
                 await asyncio.to_thread(client.close)

@@ -30,7 +30,7 @@ class KafkaTransport:
         self,
         *,
         transactional_id: str | None = None,
-        linger_ms: int = 0,
+        linger_ms: float = 0,
         transaction_timeout_ms: int | None = None,
     ) -> KafkaProducer:
         return KafkaProducer(self.config, transactional_id, linger_ms, transaction_timeout_ms)

@@ -103,7 +103,7 @@ class KafkaProducer:
         self,
         config: KafkaConfig,
         transactional_id: str | None,
-        linger_ms: int,
+        linger_ms: float,
         transaction_timeout_ms: int | None = None,
     ) -> None:
         name = client_id(config.client_id, "producer" if transactional_id is None else "txn")

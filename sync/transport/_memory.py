@@ -198,7 +198,7 @@ class MemoryTransport:
         self,
         *,
         transactional_id: str | None = None,
-        linger_ms: int = 0,
+        linger_ms: float = 0,
         transaction_timeout_ms: int | None = None,
     ) -> MemoryProducer:
         return MemoryProducer(self.broker, transactional_id)

@@ -75,7 +75,7 @@ class ScriptedTransport(MemoryTransport):
         self,
         *,
         transactional_id: str | None = None,
-        linger_ms: int = 0,
+        linger_ms: float = 0,
         transaction_timeout_ms: int | None = None,
     ) -> MemoryProducer:
         if transactional_id is not None:  # the policy writer

@@ -10,6 +10,7 @@ import pytest
 
 from sync._constants import HEADER_PRODUCER, HEADER_SEQUENCE
 from sync._errors import (
+    ConfigurationError,
     DeliveryError,
     InvalidInputError,
     InvalidMessageIdError,
@@ -245,6 +246,45 @@ def test_a_client_without_report_thread_answers_only_when_its_owner_polls(
         assert [m.offset for m in got if m is not None] == [0, 1, 2]
     finally:
         client.close()
+
+
+def test_records_beyond_hold_at_wait_here_in_order_and_go_together_on_an_answer(
+    transport: MemoryTransport,
+) -> None:
+    """``hold_at`` (librdkafka's idempotent in-flight window): Kafka gets at most that
+    many unanswered records of a partition; the rest wait here, in order, counted in
+    flight, and go to Kafka all at once when an answer brings the partition below it.
+    Another partition is not held back by a full one."""
+    held, free = _topic(transport, "held", 1), _topic(transport, "free", 1)
+    admin = transport.admin()
+    client = ProducerClient(transport, serve_reports=False, hold_at=2)
+    try:
+        producer = PartitionedProducer(client, held)
+        other = PartitionedProducer(client, free)
+        got: list[tuple[str, int]] = []
+
+        def answer(name: str) -> Callable[[MessageId | None, object], None]:
+            return lambda mid, err: got.append((name, -1 if mid is None else mid.offset))
+
+        for i in range(5):
+            producer.send_callback(f"m{i}".encode(), answer(f"m{i}"))
+        other.send_callback(b"o", answer("o"))
+        # m2..m4 wait here; the other partition is not held back by this one.
+        assert admin.list_offsets(kafka_topic_of(held), [0], "latest") == {0: 2}
+        assert admin.list_offsets(kafka_topic_of(free), [0], "latest") == {0: 1}
+        assert client.in_flight == 6
+        client.poll(0)  # m0, m1 and o answered: m2..m4 are queued, all three at once
+        assert admin.list_offsets(kafka_topic_of(held), [0], "latest") == {0: 5}
+        assert client.in_flight == 3
+        assert client.flush(5.0) == 0 and client.in_flight == 0
+        assert got == [("m0", 0), ("m1", 1), ("o", 0), ("m2", 2), ("m3", 3), ("m4", 4)]
+    finally:
+        client.close()
+
+
+def test_hold_at_needs_owner_served_reports(transport: MemoryTransport) -> None:
+    with pytest.raises(ConfigurationError):
+        ProducerClient(transport, hold_at=5)
 
 
 def test_message_id_base64_matches_the_protobuf_bytes() -> None:
