@@ -6,7 +6,9 @@ sidecar keeps and the one writer.
 * :mod:`sync.policy._codec` (with :mod:`sync.policy._avro_encoder`) — Avro single-object
   encoding of the ``__change_events`` records.
 * :mod:`sync.policy._policy_cache` — :class:`PolicyCache`: the replica of
-  ``__change_events`` (on :class:`sync.table.TableReader`), its memory
+  ``__change_events`` (on :class:`sync.table.TableReader`), its settings and counters
+  (:mod:`sync.policy._policy_cache_config`), its fast path's classification by first
+  bytes (:mod:`sync.policy._policy_classify`), its memory
   (:mod:`sync.policy._policy_store`) and local snapshots
   (:mod:`sync.policy._policy_snapshot`).
 * :mod:`sync.policy._policy_writer` — :class:`PolicyWriter`: writes decided by the fenced

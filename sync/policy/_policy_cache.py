@@ -28,12 +28,13 @@ Values are held packed (:mod:`._policy_store`: ~200 bytes per policy instead of 
 unpacked byte for byte when read. One thread (the reader) mutates the store; reads
 are lock-free dict lookups.
 
-Why this file is past 600 lines: the replay fast path, the live path, the background
-verification of what the fast path did not decode and the snapshots are one invariant
-over one packed store (a live cache and a fresh replay hold the same keys and values);
-split, each part would need the others' private state. The listeners
-(:mod:`._policy_listeners`), the store, the snapshot format and the record rule are
-their own modules.
+The replay fast path, the live path, the background verification of what the fast path
+did not decode and the snapshots are one invariant over one packed store (a live cache and
+a fresh replay hold the same keys and values), so they stay here together. Around them,
+each in its own module: the settings and counters (:mod:`._policy_cache_config`), the
+classification by first bytes (:mod:`._policy_classify`), the listeners
+(:mod:`._policy_listeners`), the store, the snapshot format, the record rule and the
+search for a dropped record's offset (:func:`sync.table._quarantine.locate_records`).
 """
 
 from __future__ import annotations
@@ -45,34 +46,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from sync._constants import (
-    CHANGE_EVENTS_CREATE_CONFIG,
-    CHANGE_EVENTS_PARTITIONS,
-    CHANGE_EVENTS_REQUIRED_CONFIG,
-    CHANGE_EVENTS_TOPIC,
-    SINGLE_OBJECT_HEADER_LEN,
-    SINGLE_OBJECT_MAGIC,
-)
-from sync._errors import (
-    PolicySyncError,
-)
+from sync._constants import SINGLE_OBJECT_HEADER_LEN, SINGLE_OBJECT_MAGIC
 from sync.naming._names import TopicName
-from sync.table import (
-    POLICY_EVENTS,
-    Effect,
-    PoisonKind,
-    TableReader,
-    TableState,
-    header_problem,
-    judge,
-)
-from sync.transport import Message, TopicSpec, Transport
+from sync.table import Effect, PoisonKind, TableReader, judge
+from sync.table._quarantine import locate_records
+from sync.transport import Message, Transport
 
 from ._codec import Codec
 from ._policies import Policies, PolicyTarget, effective_policies
+from ._policy_cache_config import CacheConfig, CacheState, CacheStats
+from ._policy_classify import HeaderTables, header_problem_of, header_tables
 from ._policy_listeners import Listener, ListenerDispatcher
 from ._policy_snapshot import Snapshot, load_snapshot, save_snapshot
 from ._policy_store import PolicyStore
@@ -81,73 +66,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["CacheConfig", "CacheState", "CacheStats", "Listener", "PolicyCache"]
 
-#: How long the rare search for the offset of a value found undecodable after replay
-#: may take (see ``_locate``).
-_LOCATE_LIMIT_S = 30.0
-
-_IGNORE, _INSERT, _UPDATE, _DELETE = Effect.IGNORE, Effect.INSERT, Effect.UPDATE, Effect.DELETE
-_ACTIONS = {"INSERT": _INSERT, "UPDATE": _UPDATE, "DELETE": _DELETE}
-
-#: Where a cache is in its life: the one lifecycle of every compacted table.
-CacheState = TableState
-
-
-@dataclass(frozen=True, slots=True)
-class CacheConfig:
-    """Settings of one cache."""
-
-    topic: str = CHANGE_EVENTS_TOPIC
-    partitions: int = CHANGE_EVENTS_PARTITIONS
-    replication_factor: int = -1
-    create_topic: bool = True
-    bootstrap_timeout_s: float = 120.0
-    batch_size: int = 10_000
-    snapshot_path: Path | None = None
-    snapshot_interval_s: float = 60.0
-    dead_letter: bool = True
-    decoded_cache_entries: int = 100_000
-    #: Decode replayed values in the background after READY (finds poison bodies early).
-    #: Short-lived readers such as policyctl turn it off: reads still decode on demand.
-    verify: bool = True
-    verify_chunk: int = 2_000
-    tail_poll_s: float = 0.05
-    #: How long the broker may hold an empty fetch. A committed record ends the wait at
-    #: once (no latency cost); a longer wait means fewer requests from an idle cache.
-    fetch_wait_max_ms: int = 100
-
-    def topic_spec(self) -> TopicSpec:
-        return TopicSpec(
-            self.topic,
-            self.partitions,
-            config=CHANGE_EVENTS_CREATE_CONFIG,
-            required_config=CHANGE_EVENTS_REQUIRED_CONFIG,
-            replication_factor=self.replication_factor,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CacheStats:
-    """A consistent-enough view of the cache's counters, for metrics and tests."""
-
-    state: CacheState
-    size: int
-    applied_records: int
-    bootstrap_records: int
-    bootstrap_seconds: float | None
-    snapshot: str
-    poison: int
-    poison_by_reason: Mapping[str, int]
-    ignored: int
-    conflicting_inserts: int
-    listener_errors: int
-    positions: Mapping[int, int]
-    unverified: int
-
-
-@dataclass(frozen=True, slots=True)
-class _FastPrefixes:
-    updates: frozenset[bytes]
-    inserts: frozenset[bytes]
+_INSERT, _UPDATE = Effect.INSERT, Effect.UPDATE
 
 
 @dataclass(slots=True)
@@ -254,7 +173,7 @@ class PolicyCache(TableReader):
         keys = [m.key() for m in batch]
         values = [m.value() for m in batch]
         self._counters.applied += len(batch)
-        fast = self._fast_prefixes()
+        fast = self._header_tables()
         heads = [None if v is None else v[:12] for v in values]
         store = self._store
         if None not in keys:
@@ -325,9 +244,9 @@ class PolicyCache(TableReader):
         if v is None:
             store.pop(k)
             return
-        table = self._action_tables().get(v[2:SINGLE_OBJECT_HEADER_LEN])
+        table = self._header_tables().actions.get(v[2:SINGLE_OBJECT_HEADER_LEN])
         if v[:2] != SINGLE_OBJECT_MAGIC or table is None or len(v) < SINGLE_OBJECT_HEADER_LEN + 2:
-            self._poison(m, *self._header_problem(v))
+            self._poison(m, *header_problem_of(self.codec, v))
             return
         action = table.get(v[SINGLE_OBJECT_HEADER_LEN : SINGLE_OBJECT_HEADER_LEN + 2])
         if action == _UPDATE:
@@ -352,37 +271,11 @@ class PolicyCache(TableReader):
             else:
                 self._counters.ignored += 1
 
-    def _fast_prefixes(self) -> _FastPrefixes:
-        """First 12 bytes of current-schema policy UPDATE and INSERT values."""
-        fast = getattr(self, "_fast", None)
-        if fast is None:
-            table = self._action_tables()[self.codec.current.fingerprint]
-            header = self.codec.header
-            fast = _FastPrefixes(
-                updates=frozenset(header + pair for pair, a in table.items() if a == _UPDATE),
-                inserts=frozenset(header + pair for pair, a in table.items() if a == _INSERT),
-            )
-            self._fast = fast
-        return fast
-
-    def _action_tables(self) -> dict[bytes, dict[bytes, Effect]]:
+    def _header_tables(self) -> HeaderTables:
         tables = getattr(self, "_tables", None)
         if tables is None:
-            tables = {
-                fp: {
-                    bytes(pair): (_ACTIONS.get(act, _IGNORE) if ev in POLICY_EVENTS else _IGNORE)
-                    for pair, (ev, act) in ver.classes.items()
-                }
-                for fp, ver in self.codec.versions.items()
-            }
-            self._tables = tables
+            tables = self._tables = header_tables(self.codec)
         return tables
-
-    def _header_problem(self, value: bytes) -> tuple[str, str]:
-        return header_problem(self.codec, value) or (
-            PoisonKind.UNDECODABLE.value,
-            "header does not classify",
-        )
 
     # -- snapshots --------------------------------------------------------------------
     def _restore_snapshot(self, starts: Mapping[int, int]) -> dict[int, int]:
@@ -538,43 +431,17 @@ class PolicyCache(TableReader):
             return
         where: dict[tuple[bytes, bytes], str] = {}
         if self.config.dead_letter:
-            where = self._locate({(k, v) for k, v, _ in pending})
+            where = locate_records(
+                self._transport,
+                self.config.topic,
+                self._partitions,
+                self._applied,
+                {(k, v) for k, v, _ in pending},
+                self.config.batch_size,
+            )
         for k, value, reason in pending:
             source = where.get((k, value), f"{self.config.topic}[?]@? (key {k!r})")
             self._quarantine.record(k, value, PoisonKind.UNDECODABLE.value, reason, source)
-
-    def _locate(self, wanted: set[tuple[bytes, bytes]]) -> dict[tuple[bytes, bytes], str]:
-        """``topic[partition]@offset`` of stored (key, value) pairs (rare path: values are
-        stored without their position, so their keys' partitions are scanned, once)."""
-        from sync.routing import kafka_partition
-
-        topic = self.config.topic
-        found: dict[tuple[bytes, bytes], str] = {}
-        first = sorted({kafka_partition(k, len(self._partitions)) for k, _ in wanted})
-        partitions = first + [p for p in self._partitions if p not in first]
-        consumer = self._transport.consumer(read_committed=True)
-        deadline = time.monotonic() + _LOCATE_LIMIT_S
-        try:
-            starts = consumer.start_offsets(topic, partitions)
-            for p in partitions:
-                end = self._applied.get(p, 0)
-                if starts[p] >= end or len(found) == len(wanted):
-                    continue
-                # An explicit offset, not OFFSET_BEGINNING: the position is then valid
-                # before the first fetch, which on a cold client can take a while.
-                consumer.assign(topic, {p: starts[p]})
-                while time.monotonic() < deadline:
-                    for m in consumer.consume(self.config.batch_size, 0.2):
-                        pair = (m.key(), m.value())
-                        if pair in wanted:
-                            found[pair] = f"{topic}[{p}]@{m.offset()}"
-                    if consumer.positions(topic, [p])[p] >= end:
-                        break
-        except PolicySyncError:
-            logger.debug("locating poison records failed", exc_info=True)
-        finally:
-            consumer.close()
-        return found
 
     def _unverified_left(self) -> bool:
         return bool(self._unverified or self._verify_locals or self._verify_prefixes)

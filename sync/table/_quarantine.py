@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sync._constants import DEAD_LETTER_SUFFIX, HEADER_POISON_REASON, HEADER_POISON_SOURCE
 from sync._errors import PolicySyncError
@@ -27,10 +27,14 @@ from sync.transport import DeliveryReport, Producer, TopicSpec, Transport
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Quarantine"]
+__all__ = ["Quarantine", "locate_records"]
 
 #: How long reading the dead-letter topic's existing sources may take (once per reader).
 _SCAN_LIMIT_S = 15.0
+
+#: How long the rare search for the offsets of values found unreadable after they were
+#: stored may take (see :func:`locate_records`).
+_LOCATE_LIMIT_S = 30.0
 
 
 def _identity(source: str, value: bytes | None) -> tuple[str, bytes]:
@@ -194,3 +198,45 @@ class Quarantine:
                 producer.close()
             except PolicySyncError:
                 logger.warning("closing the dead-letter producer failed", exc_info=True)
+
+
+def locate_records(
+    transport: Transport,
+    topic: str,
+    partitions: Sequence[int],
+    ends: Mapping[int, int],
+    wanted: set[tuple[bytes, bytes]],
+    batch_size: int,
+) -> dict[tuple[bytes, bytes], str]:
+    """``topic[partition]@offset`` of (key, value) records below ``ends`` (rare path: a
+    reader that stores values without their position finds one unreadable later; the
+    partitions of their keys are scanned first, each once, for at most ``_LOCATE_LIMIT_S``).
+    """
+    from sync.routing import kafka_partition
+
+    found: dict[tuple[bytes, bytes], str] = {}
+    first = sorted({kafka_partition(k, len(partitions)) for k, _ in wanted})
+    ordered = first + [p for p in partitions if p not in first]
+    consumer = transport.consumer(read_committed=True)
+    deadline = time.monotonic() + _LOCATE_LIMIT_S
+    try:
+        starts = consumer.start_offsets(topic, ordered)
+        for p in ordered:
+            end = ends.get(p, 0)
+            if starts[p] >= end or len(found) == len(wanted):
+                continue
+            # An explicit offset, not OFFSET_BEGINNING: the position is then valid
+            # before the first fetch, which on a cold client can take a while.
+            consumer.assign(topic, {p: starts[p]})
+            while time.monotonic() < deadline:
+                for m in consumer.consume(batch_size, 0.2):
+                    pair = (m.key(), m.value())
+                    if pair in wanted:
+                        found[pair] = f"{topic}[{p}]@{m.offset()}"
+                if consumer.positions(topic, [p])[p] >= end:
+                    break
+    except PolicySyncError:
+        logger.debug("locating poison records failed", exc_info=True)
+    finally:
+        consumer.close()
+    return found
