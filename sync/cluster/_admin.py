@@ -5,6 +5,12 @@ Every metadata change is a fenced read-modify-write through
 validation and conflict checks run on a view that holds every committed write, so a
 refused request writes nothing. Ownership changes (unload, post-split cleanup) are
 *requests* to the bundle's slot owner, the only one allowed to write its record.
+
+Why this file is past 600 lines: it is one role, the cluster's admin surface (tenants,
+namespaces and bundles, topics, KV config, write perms), each operation a short decision
+on the same fenced view of the metadata; split by resource, the parts would share every
+import, the writer and the request seam while the record shapes and the writer are already
+:mod:`._records`' and :mod:`._metadata`'s.
 """
 
 from __future__ import annotations
