@@ -21,7 +21,8 @@ from pathlib import Path
 
 from sync import TopicName, kafka_topic_of
 from sync.messaging import decode_ack_ranges, subscription_group
-from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
+from sync.transport import Consumer, KafkaConfig, KafkaTransport, Message, TopicSpec
+from tests.support.waits import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
@@ -131,7 +132,23 @@ def wait_acks_durable(
 ) -> None:
     """Wait until Kafka holds every acknowledged ``(partition, offset)`` (a 60 s liveness
     bound: on a loaded machine the 100 ms commit interval can take seconds)."""
-    deadline = time.monotonic() + 60
-    while missing := not_durable(kafka_bootstrap, topic, subscription, acked):
-        assert time.monotonic() < deadline, f"acknowledgements never committed: {missing}"
-        time.sleep(0.2)
+    missing: dict[int, tuple[int, str, int]] = {}
+
+    def durable() -> bool:
+        missing.clear()
+        missing.update(not_durable(kafka_bootstrap, topic, subscription, acked))
+        return not missing
+
+    wait_for(durable, lambda: f"acknowledgements committed (missing: {missing})", interval_s=0.2)
+
+
+def consume_some(
+    consumer: Consumer, count: int, timeout_s: float = 30.0, batch: int = 100, poll_s: float = 1.0
+) -> list[Message]:
+    """Records from ``consumer`` (assigned already), ``batch`` at a time, until it has read
+    ``count`` or ``timeout_s`` has passed: then fewer, and the caller asserts what it needs."""
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        out.extend(consumer.consume(batch, poll_s))
+    return out

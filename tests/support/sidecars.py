@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -35,6 +34,7 @@ from sync.messaging import MessagingConfig, MessagingEngine, OwnerInfo, TopicOwn
 from sync.transport import MemoryTransport
 from tests.support.http import http
 from tests.support.kafka import ROOT, free_port
+from tests.support.waits import wait_for
 
 BIN = Path(sys.executable).parent
 
@@ -78,17 +78,14 @@ def ws_app(engine: MessagingEngine) -> web.Application:
 
 
 def wait_healthy(http_url: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def healthy() -> bool:
         try:
             with urllib.request.urlopen(f"{http_url}/health", timeout=2) as resp:  # noqa: S310
-                if resp.status == 200:
-                    return
+                return bool(resp.status == 200)
         except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"sidecar at {http_url} never became healthy")
-        time.sleep(0.05)
+            return False
+
+    wait_for(healthy, f"the sidecar at {http_url} healthy", timeout_s=timeout_s)
 
 
 class ThreadSidecar:
@@ -372,17 +369,21 @@ class Sidecar:
         )
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"sidecar exited {self.proc.returncode}:\n{self.log_text()}")
             try:
-                if http("GET", self.url + "/health", timeout=2).status == 200:
-                    return
+                return http("GET", self.url + "/health", timeout=2).status == 200
             except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"sidecar not ready in {timeout}s:\n{self.log_text()}")
+                return False
+
+        wait_for(
+            ready,
+            lambda: f"the sidecar ready in {timeout}s:\n{self.log_text()}",
+            timeout_s=timeout,
+            interval_s=0.1,
+        )
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
