@@ -19,6 +19,7 @@ from sync.cluster import ClusterService, LookupConfig, OwnershipConfig
 from sync.transport import MemoryTransport
 from tests.support.apps import app_client
 from tests.support.sidecars import memory_sidecar
+from tests.support.waits import eventually
 from tests.unit.sync.cluster.test_pause_watch import pause
 
 Scenario = Callable[[TestClient[Any, Any], web.Application], Awaitable[None]]
@@ -39,15 +40,17 @@ def _sidecar() -> Sidecar:
 
 async def _until_health(client: TestClient[Any, Any], status: int, limit_s: float = 60) -> Any:
     """Poll /health until it answers ``status`` (a liveness deadline, not a timing check)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    while True:
+    seen: list[Any] = []
+
+    async def reached() -> bool:
         resp = await client.get("/health")
-        body = await resp.json()
-        if resp.status == status:
-            return body
-        assert loop.time() < deadline, f"/health never became {status}: {body}"
-        await asyncio.sleep(0.05)
+        seen[:] = [await resp.json()]
+        return bool(resp.status == status)
+
+    await eventually(
+        reached, lambda: f"/health {status}: {seen[0]}", timeout_s=limit_s, interval_s=0.05
+    )
+    return seen[0]
 
 
 def _cluster(app: web.Application) -> LiveCluster:

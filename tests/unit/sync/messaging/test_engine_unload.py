@@ -20,6 +20,7 @@ from sync.messaging import (
 )
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport, TopicSpec
+from tests.support.waits import eventually
 
 
 class _Terms:
@@ -57,9 +58,9 @@ async def _scenario(
         terms.claim = new_claim
         if new_bundle is not None:
             terms.bundle = new_bundle
-        deadline = asyncio.get_running_loop().time() + 5
-        while not consumer.closed and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: consumer.closed, "the consumer closed", timeout_s=5, required=False
+        )
         if consumer.closed:
             assert consumer.close_reason is not None
             assert consumer.close_reason.cause is CloseCause.UNLOADED

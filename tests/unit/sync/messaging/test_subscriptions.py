@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar, cast
 
 import pytest
@@ -33,6 +33,7 @@ from sync.messaging._producer import MessageId, PartitionedProducer, ProducerCon
 from sync.messaging._selectors import KeySharedSelector, sticky_key_hash
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport, TopicSpec
+from tests.support.waits import eventually
 
 T = TypeVar("T")
 Shared = SubscriptionType.Shared
@@ -114,14 +115,6 @@ async def quiet(consumer: Consumer, wait_s: float = 0.2) -> list[Delivery]:
         return await asyncio.wait_for(consumer.receive_batch(), wait_s)
     except TimeoutError:
         return []
-
-
-async def eventually(check: Callable[[], bool], timeout_s: float = 3.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 def ack_all(consumer: Consumer, deliveries: list[Delivery]) -> None:
@@ -349,7 +342,11 @@ def test_acks_are_committed_within_the_interval_without_a_clean_close() -> None:
             c.ack(d.message_id)
         sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
         group.append(sub.group_id)
-        await eventually(lambda: sub.committed_positions()[0][0] == 2 and sub.commits > 0)
+        await eventually(
+            lambda: sub.committed_positions()[0][0] == 2 and sub.commits > 0,
+            "position 2 committed",
+            3.0,
+        )
         await asyncio.sleep(0.1)
         # No engine.close() and no final commit: the process "dies" here. Only stop the
         # threads so they do not outlive the test.
@@ -393,9 +390,17 @@ def test_messages_delivered_before_a_crash_come_back_with_a_redelivery_count() -
         c.ack(got[0].message_id)
         sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
         group.append(sub.group_id)
-        await eventually(lambda: sub.committed_positions()[0][0] == 1 and sub.commits > 0)
+        await eventually(
+            lambda: sub.committed_positions()[0][0] == 1 and sub.commits > 0,
+            "position 1 committed",
+            3.0,
+        )
         # the dispatch mark goes with a commit after the dispatch (5: the ack freed a permit)
-        await eventually(lambda: persisted_mark() >= sub._parts[0].cursor.dispatched >= 5)
+        await eventually(
+            lambda: persisted_mark() >= sub._parts[0].cursor.dispatched >= 5,
+            "the persisted mark covers the 5 dispatched",
+            3.0,
+        )
         assert sub._reader is not None
         sub._reader.stop()  # "kill -9": no final commit
         env.svc.close()
@@ -572,7 +577,7 @@ def test_disabling_a_subscription_type_closes_its_live_consumers() -> None:
             shared = await env.subscribe(topic, "a", sub_type=Shared)
             exclusive = await env.subscribe(topic, "b")
             await env.set_policy(topic, {"subscriptionTypesEnabled": ["Exclusive", "Failover"]})
-            await eventually(lambda: shared.closed)
+            await eventually(lambda: shared.closed, "the Shared consumer closed", 3.0)
             assert shared.close_reason is not None
             assert shared.close_reason.cause is CloseCause.POLICY
             assert "doesn't support Shared sub type" in shared.close_reason.reason
@@ -593,7 +598,9 @@ def test_lowering_max_consumers_per_subscription_evicts_the_newest() -> None:
             env.publish(topic, 3)
             held = [await take(c, 1) for c in cs]
             await env.set_policy(topic, {"maxConsumersPerSubscription": 1})
-            await eventually(lambda: cs[1].closed and cs[2].closed)
+            await eventually(
+                lambda: cs[1].closed and cs[2].closed, "the second and third consumers closed", 3.0
+            )
             assert not cs[0].closed
             assert cs[2].close_reason is not None
             assert cs[2].close_reason.reason == "Subscription reached max consumers limit"
@@ -612,7 +619,7 @@ def test_max_consumers_per_topic_counts_every_subscription() -> None:
             a = await env.subscribe(topic, "a")
             b = await env.subscribe(topic, "b")
             await env.set_policy(topic, {"maxConsumerPerTopic": 1})
-            await eventually(lambda: b.closed)
+            await eventually(lambda: b.closed, "the second subscription's consumer closed", 3.0)
             assert not a.closed
             with pytest.raises(ConsumerBusyError, match="Topic reached max consumers limit"):
                 await env.subscribe(topic, "c")
@@ -734,7 +741,7 @@ def test_max_producers_refuses_and_evicts_the_newest() -> None:
             p1 = await env.engine.create_producer(topic)
             p2 = await env.engine.create_producer(topic)
             await env.set_policy(topic, {"maxProducerPerTopic": 1})
-            await eventually(lambda: p2.closed)
+            await eventually(lambda: p2.closed, "the second producer closed", 3.0)
             assert not p1.closed
             assert p2.close_reason is not None and p2.close_reason.cause is CloseCause.POLICY
             with pytest.raises(ProducerBusyError, match="Topic reached max producers limit"):
@@ -751,12 +758,16 @@ def test_max_message_size_is_read_on_every_send() -> None:
             results: list[object] = []
             handle.send(b"x" * 100, lambda mid, err: results.append(mid or err))
             await env.set_policy(topic, {"maxMessageSize": 50})
-            await eventually(lambda: handle.max_message_size == 50)
+            await eventually(
+                lambda: handle.max_message_size == 50,
+                "maxMessageSize 50 applied to the producer",
+                3.0,
+            )
             from sync._errors import MessageTooLargeError
 
             with pytest.raises(MessageTooLargeError):
                 handle.send(b"x" * 100, lambda *_: None)
-            await eventually(lambda: len(results) == 1)
+            await eventually(lambda: len(results) == 1, "the first send answered", 3.0)
 
     run(scenario())
 
@@ -808,7 +819,9 @@ def test_idle_subscription_is_closed_and_reloaded_from_its_commit() -> None:
             got = await take(c, 4)
             ack_all(c, got[:2])
             await c.close()
-            await eventually(lambda: env.engine.topic_state(topic) is None)
+            await eventually(
+                lambda: env.engine.topic_state(topic) is None, "the unused topic dropped", 3.0
+            )
             again = await env.subscribe(topic, sub_type=Shared)
             back = await take(again, 2)
             assert [d.message_id for d in back] == [d.message_id for d in got[2:]]
@@ -831,7 +844,7 @@ def test_while_commits_fail_messages_wait_for_a_durable_dispatch_mark() -> None:
         env.publish(topic, 2)
         ack_all(c, await take(c, 2))
         sub = env.engine.topic_state(topic).subscriptions["sub"]  # type: ignore[union-attr]
-        await eventually(lambda: sub.committed_positions()[0][0] == 2)
+        await eventually(lambda: sub.committed_positions()[0][0] == 2, "position 2 committed", 3.0)
         assert sub._reader is not None
         consumer = sub._reader._consumer
         assert consumer is not None
@@ -844,7 +857,9 @@ def test_while_commits_fail_messages_wait_for_a_durable_dispatch_mark() -> None:
         covered = sub._parts[0].cursor.durable - 2  # the mark was written ahead of 2
         env.publish(topic, covered + 5)
         ack_all(c, await take(c, covered))  # within the committed mark: dispatched
-        await eventually(lambda: sub._committer.failing_since is not None)
+        await eventually(
+            lambda: sub._committer.failing_since is not None, "the committer failing", 3.0
+        )
         with pytest.raises(AssertionError, match="got 0 of 1"):
             await take(c, 1, timeout_s=1.0)  # held: the mark in Kafka does not cover them
         consumer.commit = working  # type: ignore[method-assign]
@@ -912,12 +927,18 @@ def test_regular_commits_move_the_dispatch_mark_on_before_a_batch_needs_it() -> 
             assert reader is not None
             env.publish(topic, 1)
             ack_all(c, await take(c, 1))
-            await eventually(lambda: sub.committed_positions()[0][0] == 1)
+            await eventually(
+                lambda: sub.committed_positions()[0][0] == 1, "position 1 committed", 3.0
+            )
             own_commits = reader.write_ahead_commits
             for n in range(2, 50):  # far beyond the smallest window (16 messages)
                 env.publish(topic, 1)
                 ack_all(c, await take(c, 1))
-                await eventually(lambda n=n: sub.committed_positions()[0][0] == n)  # type: ignore[misc]
+                await eventually(
+                    lambda n=n: sub.committed_positions()[0][0] == n,  # type: ignore[misc]
+                    f"position {n} committed",
+                    3.0,
+                )
             assert reader.write_ahead_commits == own_commits
             assert sub._parts[0].cursor.durable > 49
 
