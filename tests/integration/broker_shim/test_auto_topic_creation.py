@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +28,7 @@ from sync.messaging import AutoTopicCreation, TopicType
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.sidecars import BinarySidecar
+from tests.support.waits import wait_for
 from tests.support.ws import connect, path_of, run, send_frame
 
 
@@ -77,16 +77,22 @@ def _set_override(s: BinarySidecar, namespace: str, body: Any) -> tuple[int, Any
 
 
 def _wait_override(s: BinarySidecar, namespace: str, expected: Any) -> None:
-    deadline = time.monotonic() + 30
-    while True:
+    seen: list[Any] = []
+
+    def applied() -> bool:
         status, body = run(
             _http("GET", f"{s.http_url}/admin/v2/namespaces/public/{namespace}/autoTopicCreation")
         )
         assert status == 200
-        if body == expected:
-            return
-        assert time.monotonic() < deadline, f"override never became {expected}: {body}"
-        time.sleep(0.1)
+        seen[:] = [body]
+        return bool(body == expected)
+
+    wait_for(
+        applied,
+        lambda: f"the override {expected} (last read: {seen})",
+        timeout_s=30,
+        interval_s=0.1,
+    )
 
 
 def _ws_refusal(url: str) -> tuple[int, dict[str, Any]]:

@@ -23,6 +23,7 @@ from tests.integration.broker_shim.test_lookup_http import ShimProcess
 from tests.support.http import http
 from tests.support.kafka import KAFKACTL, free_port, jar_broker
 from tests.support.sidecars import Sidecar, run_cli
+from tests.support.waits import wait_for
 
 
 def _fresh_digest(bootstrap: str, topic: str) -> str:
@@ -90,14 +91,18 @@ def test_kill_9_sidecar_mid_bootstrap_and_mid_tail(
     port = free_port()
     # mid-bootstrap: kill as soon as the sidecar reports BOOTSTRAPPING
     shim = Sidecar(kafka_bootstrap, topic, port, tmp_path)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def bootstrapping() -> bool:
         try:
-            if http("GET", shim.url + "/health", timeout=1).json()["state"] == "BOOTSTRAPPING":
-                break
+            return bool(
+                http("GET", shim.url + "/health", timeout=1).json()["state"] == "BOOTSTRAPPING"
+            )
         except OSError:
-            pass
-        time.sleep(0.01)
+            return False
+
+    wait_for(
+        bootstrapping, "the sidecar bootstrapping", timeout_s=60, interval_s=0.01, required=False
+    )
     shim.stop(signal.SIGKILL)
     svc = PolicyService(
         KafkaTransport(KafkaConfig(kafka_bootstrap)), ServiceConfig(cache=CacheConfig(topic=topic))
@@ -116,9 +121,12 @@ def test_kill_9_sidecar_mid_bootstrap_and_mid_tail(
         svc.cache.sync(60)
         writer.check_present_in(svc)
         fresh = _fresh_digest(kafka_bootstrap, topic)
-        deadline = time.monotonic() + 30
-        while shim.digest()["digest"] != fresh and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(
+            lambda: shim.digest()["digest"] == fresh,
+            "the restarted sidecar's digest equal to a fresh replay's",
+            timeout_s=30,
+            interval_s=0.2,
+        )
         assert shim.digest()["digest"] == fresh == svc.cache.digest()
         assert shim.stop() == 0
     finally:
@@ -189,14 +197,20 @@ def test_losing_a_broker_of_three_during_writes(
     writer_svc, reader = service(), service()
     try:
         with Writer(writer_svc, "w") as writer:
-            deadline = time.monotonic() + 60
-            while len(writer.acked) < 5 and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_for(
+                lambda: len(writer.acked) >= 5,
+                "5 writes acknowledged",
+                timeout_s=60,
+                interval_s=0.1,
+            )
             kafka_cluster.kill(2)
             before_kill = len(writer.acked)
-            deadline = time.monotonic() + 60
-            while len(writer.acked) < before_kill + 20 and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_for(
+                lambda: len(writer.acked) >= before_kill + 20,
+                "20 more writes acknowledged with 2 of 3 brokers",
+                timeout_s=60,
+                interval_s=0.1,
+            )
         assert before_kill >= 5
         assert len(writer.acked) >= before_kill + 20, "writes must go on with 2 of 3 brokers"
         writer.check_present_in(reader)

@@ -24,6 +24,7 @@ from sync.naming._names import TopicName
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimProcess
 from tests.support.http import HttpResult, http
+from tests.support.waits import wait_for
 
 TOKENS = {"t-admin": "admin", "t-alice": "alice", "t-bob": "bob", "t-eve": "eve"}
 
@@ -105,13 +106,14 @@ def cluster(
             shim.start()
         for shim in shims:
             shim.wait_ready()
-        deadline = time.monotonic() + 30
-        while not all(
-            (s := shim.status()) is not None and set(s["liveBrokers"]) == {"b0", "b1"}
-            for shim in shims
-        ):
-            assert time.monotonic() < deadline, "the two sidecars never saw each other"
-            time.sleep(0.05)
+        wait_for(
+            lambda: all(
+                (s := shim.status()) is not None and set(s["liveBrokers"]) == {"b0", "b1"}
+                for shim in shims
+            ),
+            "the two sidecars seeing each other",
+            timeout_s=30,
+        )
         # Pulsar: a tenant exists before its namespaces; only a super-user creates one.
         assert call(shims[0], "PUT", f"/admin/v2/tenants/{tenant}", "t-alice", "{}").status == 403
         assert call(shims[0], "PUT", f"/admin/v2/tenants/{tenant}", "t-admin", "{}").status == 204

@@ -24,6 +24,7 @@ from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.http import HttpResult, http
 from tests.support.kafka import free_port
 from tests.support.sidecars import BIN
+from tests.support.waits import wait_for
 
 
 class ShimProcess:
@@ -108,15 +109,16 @@ class ShimProcess:
         return dict(result.json()) if result.status == 200 else None
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             if not self.alive():
                 raise AssertionError(f"{self.broker_id} exited:\n{self.log_tail()}")
             status = self.status()
-            if status is not None and status["state"] == "READY":
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{self.broker_id} not READY in {timeout}s:\n{self.log_tail()}")
+            return status is not None and status["state"] == "READY"
+
+        wait_for(
+            ready, lambda: f"{self.broker_id} READY in {timeout}s:\n{self.log_tail()}", timeout
+        )
 
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
@@ -185,13 +187,14 @@ class ShimCluster:
         """Wait until every running sidecar (or those ``among``) lists exactly ``expected``
         as live."""
         started = time.monotonic()
-        deadline = started + timeout
-        while time.monotonic() < deadline:
-            views = [s.status() for s in (self.live() if among is None else among)]
-            if all(v is not None and set(v["liveBrokers"]) == expected for v in views):
-                return time.monotonic() - started
-            time.sleep(0.05)
-        raise AssertionError(f"live brokers never became {sorted(expected)}: {views}")
+        views: list[dict[str, Any] | None] = []
+
+        def agreed() -> bool:
+            views[:] = [s.status() for s in (self.live() if among is None else among)]
+            return all(v is not None and set(v["liveBrokers"]) == expected for v in views)
+
+        wait_for(agreed, lambda: f"live brokers {sorted(expected)}: {views}", timeout)
+        return time.monotonic() - started
 
     def stop(self) -> None:
         for shim in self.shims:
@@ -220,16 +223,20 @@ def wait_agreement(
 ) -> tuple[float, list[str | None]]:
     """Poll until every sidecar gives the same, acceptable owner for every topic."""
     started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        views = [lookups(s, topics) for s in shims]
-        if (
+    views: list[list[str | None]] = []
+
+    def agreed() -> bool:
+        views[:] = [lookups(s, topics) for s in shims]
+        return (
             all(v == views[0] for v in views)
             and None not in views[0]
             and all(ok(url) for url in views[0] if url is not None)
-        ):
-            return time.monotonic() - started, views[0]
-        time.sleep(0.02)
-    raise AssertionError(f"sidecars never agreed on {topics[:3]}…: {views}")
+        )
+
+    wait_for(
+        agreed, lambda: f"sidecars agreeing on {topics[:3]}…: {views}", timeout, interval_s=0.02
+    )
+    return time.monotonic() - started, views[0]
 
 
 @pytest.fixture(scope="module")

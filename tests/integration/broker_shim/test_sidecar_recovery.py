@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, lookups
+from tests.support.waits import wait_for
 
 SESSION_MS = 1000
 TOPICS = [f"persistent://public/default/recovery-{i}" for i in range(24)]
@@ -28,26 +29,28 @@ def _health(shim: ShimProcess) -> int:
 
 
 def _until_healthy(shim: ShimProcess, limit_s: float = 60) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         assert shim.alive(), shim.log_tail()
-        if _health(shim) == 200:
-            return
-        time.sleep(0.05)
-    body = shim.get("/health").body if shim.alive() else "dead"
-    raise AssertionError(f"{shim.broker_id} never healthy: {body}\n{shim.log_tail()}")
+        return _health(shim) == 200
+
+    def seen() -> str:
+        body = shim.get("/health").body if shim.alive() else "dead"
+        return f"{shim.broker_id} healthy: {body}\n{shim.log_tail()}"
+
+    wait_for(healthy, seen, timeout_s=limit_s)
 
 
 def _serves_everything(shim: ShimProcess, owners: set[str], limit_s: float = 60) -> list[str]:
     """Wait until every topic resolves to one of ``owners``; return the answers."""
-    deadline = time.monotonic() + limit_s
     seen: list[str | None] = []
-    while time.monotonic() < deadline:
-        seen = lookups(shim, TOPICS)
-        if all(url in owners for url in seen):
-            return [url for url in seen if url is not None]
-        time.sleep(0.05)
-    raise AssertionError(f"lookups on {shim.broker_id} never settled: {seen}")
+
+    def settled() -> bool:
+        seen[:] = lookups(shim, TOPICS)
+        return all(url in owners for url in seen)
+
+    wait_for(settled, lambda: f"lookups on {shim.broker_id} settled: {seen}", timeout_s=limit_s)
+    return [url for url in seen if url is not None]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -63,14 +62,21 @@ def _writer(shim: Sidecar) -> dict[str, Any]:
 
 def _one_holder(shims: list[Sidecar]) -> Sidecar:
     """Wait until exactly one sidecar holds the fence and every other one knows it."""
-    deadline = time.monotonic() + LIVENESS_S
-    while True:
-        views = [_writer(s) for s in shims]
-        holders = [s for s, v in zip(shims, views, strict=True) if v["holding"]]
-        if len(holders) == 1 and all(v["holder"] == holders[0].url for v in views):
-            return holders[0]
-        assert time.monotonic() < deadline, f"no single fence holder: {views}"
-        time.sleep(0.1)
+    views: list[dict[str, Any]] = []
+    holders: list[Sidecar] = []
+
+    def one_holder() -> bool:
+        views[:] = [_writer(s) for s in shims]
+        holders[:] = [s for s, v in zip(shims, views, strict=True) if v["holding"]]
+        return len(holders) == 1 and all(v["holder"] == holders[0].url for v in views)
+
+    wait_for(
+        one_holder,
+        lambda: f"a single fence holder, known to all: {views}",
+        timeout_s=LIVENESS_S,
+        interval_s=0.1,
+    )
+    return holders[0]
 
 
 def _set(shim: Sidecar, topic: str, policy: str, value: int) -> int:
@@ -149,10 +155,11 @@ def test_a_refused_forwarded_write_does_not_fail_the_others(shims: list[Sidecar]
     assert "positions" in ok1 and "positions" in ok2
     assert bad["status"] == 412 and "maxConsumerPerTopic" in bad["reason"]
     for shim in shims:
-        deadline = time.monotonic() + LIVENESS_S
-        while _get(shim, "forwarded", "maxProducers") != 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(
+            lambda: _get(shim, "forwarded", "maxProducers") == 2,  # noqa: B023 - called now
+            f"{shim.url} showing the forwarded maxProducers=2",
+            timeout_s=LIVENESS_S,
+        )
         assert _get(shim, "forwarded", "maxConsumers") == 4
 
 
@@ -226,18 +233,22 @@ def test_holder_killed_mid_load_loses_no_acknowledged_write(shims: list[Sidecar]
     ]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + LIVENESS_S
-    while len(acknowledged) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        lambda: len(acknowledged) >= 2,
+        "a write acknowledged through each of the two others",
+        timeout_s=LIVENESS_S,
+        required=False,
+    )
     holder.stop(signal.SIGKILL)
     survivors = others
     new = _one_holder(survivors)  # within the liveness bound (session timeout)
     assert new is not holder
     seen = dict(acknowledged)
-    deadline = time.monotonic() + LIVENESS_S
-    while any(acknowledged.get(p, 0) <= seen.get(p, 0) + 3 for p in POLICIES[:2]):
-        assert time.monotonic() < deadline, "writes did not go on after the new election"
-        time.sleep(0.05)
+    wait_for(
+        lambda: not any(acknowledged.get(p, 0) <= seen.get(p, 0) + 3 for p in POLICIES[:2]),
+        "writes going on after the new election",
+        timeout_s=LIVENESS_S,
+    )
     stop.set()
     for t in threads:
         t.join(LIVENESS_S)

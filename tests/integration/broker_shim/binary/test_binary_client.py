@@ -17,6 +17,7 @@ from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.kafka import free_port, make_topic
 from tests.support.sidecars import BinarySidecar
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -275,9 +276,7 @@ def test_batches_with_every_codec_become_one_record_per_message(
             (b"payload %d " % i) * 5, done, properties={"n": str(i)}, partition_key=f"k{i}"
         )
     producer.flush()
-    deadline = time.monotonic() + 30
-    while len(ids) + len(errors) < 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: len(ids) + len(errors) >= 200, "every send answered", timeout_s=30)
     assert not errors
     assert len(ids) == 200
     assert _records(kafka_bootstrap, topic) == {0: 200}

@@ -25,7 +25,8 @@ from sync import TopicName, kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.integration.broker_shim.test_lookup_auth import TOKENS, call
 from tests.integration.broker_shim.test_lookup_http import ShimProcess, lookups, wait_agreement
-from tests.support.kafka import free_port, make_topic, not_durable, wait_acks_durable
+from tests.support.kafka import free_port, make_topic, wait_acks_durable
+from tests.support.waits import wait_for
 
 #: The secret key JWTs are signed with (256 bits, made here).
 JWT_SECRET = b"policy-sync-test-jwt-secret-key!"
@@ -101,12 +102,15 @@ def _wait_both_own(shims: list[BinaryShim], topics: list[TopicName]) -> list[str
     """The owners of ``topics`` once both sidecars own some of them. Both being READY does
     not mean the ownership group has rebalanced to take the second one in yet (agreement
     can come first, on the first one owning every slot): 60 s is a liveness bound."""
-    deadline = time.monotonic() + 60
-    owners = _owners(shims, topics)
-    while set(owners) != {s.broker_url for s in shims}:
-        assert time.monotonic() < deadline, owners  # both own some
-        time.sleep(0.2)
-        owners = _owners(shims, topics)
+    owners: list[str | None] = []
+
+    def both_own() -> bool:
+        owners[:] = _owners(shims, topics)
+        return set(owners) == {s.broker_url for s in shims}
+
+    wait_for(
+        both_own, lambda: f"both sidecars own some topics: {owners}", timeout_s=60, interval_s=0.2
+    )
     return owners
 
 
@@ -381,10 +385,7 @@ class _Deliveries:
     def wait_durable(self, kafka_bootstrap: str, topic: TopicName, subscription: str) -> None:
         """Wait until Kafka holds every acknowledgement so far (a 60 s liveness bound)."""
         acked = [self.where[p] for p in self.acked]
-        deadline = time.monotonic() + 60
-        while missing := not_durable(kafka_bootstrap, topic, subscription, acked):
-            assert time.monotonic() < deadline, f"acknowledgements never committed: {missing}"
-            time.sleep(0.2)
+        wait_acks_durable(kafka_bootstrap, topic, subscription, acked)
         for payload in self.acked:
             self.durable.setdefault(payload, len(self.log))
 

@@ -26,7 +26,7 @@ from tests.integration.broker_shim.binary.test_binary_fidelity import (
     _receive,
     _send_all,
 )
-from tests.support.kafka import make_topic
+from tests.support.kafka import consume_some, make_topic
 from tests.support.sidecars import BinarySidecar
 from tests.support.ws import ack, connect, consumer_url, receive, run, silent
 
@@ -50,12 +50,10 @@ def _stored(bootstrap: str, topic: TopicName) -> list[tuple[int, dict[str, bytes
         kafka_topic = kafka_topic_of(topic)
         end = consumer.end_offsets(kafka_topic, [0])[0]
         consumer.assign(kafka_topic, {0: 0})
-        out: list[tuple[int, dict[str, bytes]]] = []
-        deadline = time.monotonic() + 30
-        while len(out) < end and time.monotonic() < deadline:
-            for record in consumer.consume(100, 1.0):
-                out.append((record.timestamp()[1], dict(record.headers() or [])))
-        return out
+        return [
+            (record.timestamp()[1], dict(record.headers() or []))
+            for record in consume_some(consumer, end)
+        ]
     finally:
         consumer.close()
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.kafka import make_topic
 from tests.support.sidecars import BinarySidecar
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,9 +35,11 @@ def _events(sidecar: BinarySidecar) -> int:
 
 
 def _wait_events(sidecar: BinarySidecar, count: int) -> None:
-    deadline = time.monotonic() + 30
-    while _events(sidecar) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        lambda: _events(sidecar) >= count,
+        f"{count} ACTIVE_CONSUMER_CHANGE commands sent",
+        timeout_s=30,
+    )
     assert _events(sidecar) == count
 
 

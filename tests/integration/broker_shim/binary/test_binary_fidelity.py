@@ -18,7 +18,7 @@ from sync import TopicName
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.binary.test_binary_client import _records
-from tests.support.kafka import make_topic
+from tests.support.kafka import consume_some, make_topic
 from tests.support.sidecars import BinarySidecar
 
 pytestmark = pytest.mark.timeout(240)
@@ -90,11 +90,7 @@ def _kafka_publish_times(bootstrap: str, topic: TopicName) -> list[int]:
         kafka_topic = kafka_topic_of(topic)
         end = consumer.end_offsets(kafka_topic, [0])[0]
         consumer.assign(kafka_topic, {0: 0})
-        out: list[int] = []
-        deadline = time.monotonic() + 30
-        while len(out) < end and time.monotonic() < deadline:
-            out.extend(record.timestamp()[1] for record in consumer.consume(100, 1.0))
-        return out
+        return [record.timestamp()[1] for record in consume_some(consumer, end)]
     finally:
         consumer.close()
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import time
 
 import pulsar
 import pytest
 
 from sync import kafka_topic_of
-from sync.transport import KafkaConfig, KafkaTransport, Message
-from tests.support.kafka import make_topic
+from sync.transport import KafkaConfig, KafkaTransport
+from tests.support.kafka import consume_some, make_topic
 from tests.support.sidecars import BinarySidecar
+from tests.support.waits import wait_for
 from tests.support.ws import connect, consumer_url, path_of, produce, receive, run, set_policy
 
 pytestmark = pytest.mark.timeout(180)
@@ -57,16 +57,18 @@ def test_max_producers_refuses_with_producer_busy(
 ) -> None:
     topic = make_topic(kafka_bootstrap, 1)
     run(set_policy(sidecar.http_url, topic, "maxProducers", 1))
-    deadline = time.monotonic() + 30
     first = client.create_producer(str(topic))
-    while True:  # the policy reaches the cache asynchronously
+
+    def second_refused() -> bool:
         try:
             second = client.create_producer(str(topic), send_timeout_millis=2000)
         except pulsar.ProducerBusy:
-            break
+            return True
         second.close()
-        assert time.monotonic() < deadline, "maxProducers never applied"
-        time.sleep(0.2)
+        return False
+
+    # the policy reaches the cache asynchronously
+    wait_for(second_refused, "maxProducers applied", timeout_s=30, interval_s=0.2)
     first.send(b"still fine")
 
 
@@ -109,15 +111,18 @@ def test_producer_access_modes_as_pulsar(
 def test_a_disabled_subscription_type_is_refused_and_closes_live_consumers(
     sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
 ) -> None:
-    assert sidecar.server is not None
+    server = sidecar.server
+    assert server is not None
     topic = make_topic(kafka_bootstrap, 1)
     live = client.subscribe(str(topic), "shared", consumer_type=pulsar.ConsumerType.Shared)
-    closes_before = sidecar.server.trace.sent_counts["CLOSE_CONSUMER"]
+    closes_before = server.trace.sent_counts["CLOSE_CONSUMER"]
     run(set_policy(sidecar.http_url, topic, "subscriptionTypesEnabled", ["Exclusive"]))
-    deadline = time.monotonic() + 30
-    while sidecar.server.trace.sent_counts["CLOSE_CONSUMER"] == closes_before:
-        assert time.monotonic() < deadline, "the live Shared consumer was never closed"
-        time.sleep(0.1)
+    wait_for(
+        lambda: server.trace.sent_counts["CLOSE_CONSUMER"] != closes_before,
+        "the live Shared consumer closed",
+        timeout_s=30,
+        interval_s=0.1,
+    )
     with pytest.raises(pulsar.PulsarException) as info:
         client.subscribe(str(topic), "other", consumer_type=pulsar.ConsumerType.Shared)
     assert "NotAllowed" in type(info.value).__name__ or "NotAllowed" in str(info.value)
@@ -179,10 +184,7 @@ def test_producer_name_sequence_id_and_publish_time_reach_consumers(
     reader = transport.consumer()
     try:
         reader.assign(kafka_topic_of(topic), {0: 0})
-        records: list[Message] = []
-        deadline = time.monotonic() + 30
-        while len(records) < 8 and time.monotonic() < deadline:
-            records.extend(reader.consume(8, 1.0))
+        records = consume_some(reader, 8, batch=8)
     finally:
         reader.close()
     sequences = {r.value(): dict(r.headers() or []).get("__pulsar.seq") for r in records}

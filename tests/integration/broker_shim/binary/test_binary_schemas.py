@@ -14,9 +14,9 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pulsar
@@ -28,6 +28,7 @@ from sync.cluster import ClusterSettings
 from tests.integration.broker_shim.binary.test_binary_java import JAVA, classpath  # noqa: F401
 from tests.support.http import http
 from tests.support.sidecars import BinarySidecar
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -175,11 +176,13 @@ def _namespace(sidecar: BinarySidecar, **policies: bool) -> str:
     assert http("PUT", base, "{}").status == 204
     for name, value in policies.items():
         assert http("POST", f"{base}/{name}", json.dumps(value)).status == 204
-        deadline = time.monotonic() + 20
-        while http("GET", f"{base}/{name}").json() is not value:
-            assert time.monotonic() < deadline, f"{name} never read back as {value}"
-            time.sleep(0.05)
+        url = f"{base}/{name}"
+        wait_for(partial(_reads_back, url, value), f"{name} read back as {value}", timeout_s=20)
     return namespace
+
+
+def _reads_back(url: str, value: Any) -> bool:
+    return http("GET", url).json() is value
 
 
 def _upload(sidecar: BinarySidecar, topic: str, definition: Any) -> None:
@@ -205,14 +208,15 @@ def test_schema_validation_enforced_refuses_producers_without_a_schema(
     # off again (the default): accepted
     base = f"{sidecar.http_url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced"
     assert http("POST", base, "false").status == 204
-    deadline = time.monotonic() + 20
-    while True:
+
+    def accepted() -> bool:
         try:
             client.create_producer(typed).close()
-            break
         except pulsar.exceptions.IncompatibleSchema:
-            assert time.monotonic() < deadline, "schemaValidationEnforced=false never applied"
-            time.sleep(0.1)
+            return False
+        return True
+
+    wait_for(accepted, "schemaValidationEnforced=false applied", timeout_s=20, interval_s=0.1)
 
 
 def test_without_auto_update_producers_use_the_uploaded_schema(

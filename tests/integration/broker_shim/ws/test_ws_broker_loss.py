@@ -22,7 +22,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import websockets
 
 from chaos.procs import KafkaCluster
 from tests.integration.broker_shim.test_lookup_http import ShimCluster
+from tests.support.waits import eventually, wait_for
 
 TOPIC = "ws-broker-loss"
 SUBSCRIPTION = "s"
@@ -39,15 +39,18 @@ GROUP = f"policy-sync.sub/{KAFKA_TOPIC}/{SUBSCRIPTION}"
 
 def _ask(bootstrap: str, code: str, *args: str) -> int:
     """One integer from a throw-away confluent-kafka process (no admin client here)."""
-    deadline = time.monotonic() + 120
-    while True:
-        out = subprocess.run(
-            [sys.executable, "-c", code, bootstrap, *args], capture_output=True, text=True
-        )
-        if out.returncode == 0:
-            return int(out.stdout.strip())
-        assert time.monotonic() < deadline, out.stderr
-        time.sleep(1)
+    out: list[subprocess.CompletedProcess[str]] = []
+
+    def answered() -> bool:
+        out[:] = [
+            subprocess.run(
+                [sys.executable, "-c", code, bootstrap, *args], capture_output=True, text=True
+            )
+        ]
+        return out[0].returncode == 0
+
+    wait_for(answered, lambda: f"an answer to {args}: {out[0].stderr}", timeout_s=120, interval_s=1)
+    return int(out[0].stdout.strip())
 
 
 _LEADER = (
@@ -128,9 +131,13 @@ async def _faults(traffic: _Traffic, brokers: KafkaCluster) -> list[str]:
     async def wait_traffic(seconds: float) -> None:
         before = len(traffic.acked)
         await asyncio.sleep(seconds)
-        deadline = time.monotonic() + 180
-        while len(traffic.acked) <= before + 20 and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)  # traffic flows again before the next fault
+        await eventually(  # traffic flows again before the next fault
+            lambda: len(traffic.acked) > before + 20,
+            "20 more messages acknowledged",
+            timeout_s=180,
+            interval_s=0.5,
+            required=False,
+        )
 
     await wait_traffic(5)
     leader = await asyncio.to_thread(_ask, bootstrap, _LEADER, KAFKA_TOPIC)
@@ -163,9 +170,13 @@ async def _run(url: str, brokers: KafkaCluster) -> tuple[_Traffic, list[str]]:
     try:
         done = await _faults(traffic, brokers)
         traffic.stop.set()
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not traffic.acked <= set(traffic.deliveries):
-            await asyncio.sleep(0.5)
+        await eventually(
+            lambda: traffic.acked <= set(traffic.deliveries),
+            "every acknowledged message delivered",
+            timeout_s=180,
+            interval_s=0.5,
+            required=False,
+        )
         await asyncio.sleep(3)  # late duplicates, if any
     finally:
         traffic.stop.set()
