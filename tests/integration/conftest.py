@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from chaos.procs import NODE_IDS, KafkaCluster
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, Transport
 from tests.support.kafka import kafka_for_tests
+from tests.support.waits import wait_for
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,16 +69,22 @@ _UNDER_REPLICATED = (
 def _wait_in_sync(bootstrap: str, limit_s: float = 180.0) -> None:
     """Wait until no partition of the cluster is under-replicated (a broker restarted
     after an earlier test catches up first)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        out = subprocess.run(
-            [sys.executable, "-c", _UNDER_REPLICATED, bootstrap], capture_output=True, text=True
-        )
-        if out.returncode == 0 and out.stdout.strip() == "0":
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"cluster replicas not in sync in {limit_s:.0f}s: {out}")
-        time.sleep(1)
+    out: list[subprocess.CompletedProcess[str]] = []
+
+    def in_sync() -> bool:
+        out[:] = [
+            subprocess.run(
+                [sys.executable, "-c", _UNDER_REPLICATED, bootstrap], capture_output=True, text=True
+            )
+        ]
+        return out[0].returncode == 0 and out[0].stdout.strip() == "0"
+
+    wait_for(
+        in_sync,
+        lambda: f"cluster replicas in sync in {limit_s:.0f}s: {out[0]}",
+        timeout_s=limit_s,
+        interval_s=1,
+    )
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from tests.compat.record import (
 from tests.support.http import http
 from tests.support.kafka import free_port, jar_broker
 from tests.support.sidecars import BIN
+from tests.support.waits import wait_for
 
 #: Registry keys a live sidecar writes on its own (registration heartbeats, membership).
 _BACKGROUND_KEYS = ("broker/", "members/")
@@ -68,20 +69,24 @@ class CompatSidecar:
             )  # fmt: skip
 
     def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             assert self.proc.poll() is None, self.log.read_text(errors="replace")[-4000:]
             try:
                 # Ready, and its own registration is live (Pulsar's readiness: it lists
                 # its cluster and brokers).
-                if http("GET", self.url + "/health", timeout=2).status == 200 and http(
+                return http("GET", self.url + "/health", timeout=2).status == 200 and http(
                     "GET", self.url + "/admin/v2/brokers", timeout=2
-                ).body not in ("", "[]"):
-                    return
+                ).body not in ("", "[]")
             except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"sidecar not ready: {self.log.read_text(errors='replace')[-4000:]}")
+                return False
+
+        wait_for(
+            ready,
+            lambda: f"the sidecar ready: {self.log.read_text(errors='replace')[-4000:]}",
+            timeout_s=timeout,
+            interval_s=0.1,
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -102,9 +107,7 @@ def compat_kafka() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def sidecar(
-    compat_kafka: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[CompatSidecar]:
+def sidecar(compat_kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CompatSidecar]:
     shim = CompatSidecar(compat_kafka, tmp_path_factory.mktemp("compat"))
     try:
         shim.wait_ready()

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from sync import FenceHolder, HolderConfig, HolderState
 from sync.transport import Transport
+from tests.support.waits import wait_for
 
 LIVENESS_S = 60.0
 
 
-def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + LIVENESS_S
-    while not condition():
-        assert time.monotonic() < deadline, "not reached within the liveness bound"
-        time.sleep(0.02)
+def _until(condition: Callable[[], bool], what: str) -> None:
+    wait_for(condition, what, timeout_s=LIVENESS_S, interval_s=0.02)
 
 
 def test_one_holder_at_a_time_and_a_hand_over(
@@ -37,17 +34,23 @@ def test_one_holder_at_a_time_and_a_hand_over(
         for i in range(3)
     ]
     try:
-        _until(lambda: sum(m.holding for m in members) == 1)
+        _until(lambda: sum(m.holding for m in members) == 1, "one of three holding")
         first = next(m for m in members if m.holding)
         # Everyone learns who it is (the holder's own answer needs no question).
-        _until(lambda: all(m.holder() == first.config.address for m in members))
+        _until(
+            lambda: all(m.holder() == first.config.address for m in members),
+            "every member naming the first holder",
+        )
         first.close()
         assert first.state is HolderState.CLOSED and not first.holding
         rest = [m for m in members if m is not first]
-        _until(lambda: sum(m.holding for m in rest) == 1)
+        _until(lambda: sum(m.holding for m in rest) == 1, "one of the other two holding")
         second = next(m for m in rest if m.holding)
         assert second is not first and second.terms == 1
-        _until(lambda: all(m.holder() == second.config.address for m in rest))
+        _until(
+            lambda: all(m.holder() == second.config.address for m in rest),
+            "both naming the second holder",
+        )
     finally:
         for m in members:
             m.close()

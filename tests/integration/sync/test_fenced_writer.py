@@ -8,7 +8,6 @@ batching is forced, never left to timing.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from sync import (
     WriteResult,
 )
 from sync.transport import Transport
+from tests.support.waits import wait_for
 
 ORDERS = PolicyTarget.parse("persistent://acme/ops/orders")
 LIVENESS_S = 60.0
@@ -81,11 +81,13 @@ def _in_thread(fn: Callable[[], WriteResult]) -> tuple[threading.Thread, list[An
     return thread, out
 
 
-def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + LIVENESS_S
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in the liveness bound"
-        time.sleep(0.005)
+def _queued(svc: PolicyService, n: int) -> None:
+    wait_for(
+        lambda: svc.writer.fence.queued == n,
+        f"{n} writes queued",
+        timeout_s=LIVENESS_S,
+        interval_s=0.005,
+    )
 
 
 def _merge(field: str, value: int) -> Callable[[Policies | None], Policies | None]:
@@ -120,7 +122,7 @@ def test_conflicting_writes_to_one_key_share_a_transaction_and_lose_nothing(
     assert gate.entered.wait(LIVENESS_S)
     # While the first transaction is held, five writers queue updates of the same key.
     threads = [_in_thread(_writes(svc, ORDERS, f, i + 1)) for i, f in enumerate(FIELDS)]
-    _until(lambda: svc.writer.fence.queued == len(FIELDS))
+    _queued(svc, len(FIELDS))
     before = svc.writer.fence.transactions
     gate.opened.set()
     for thread, _ in [(first, first_out), *threads]:
@@ -164,13 +166,13 @@ def test_a_refused_write_in_a_batch_does_not_fail_the_others(
 
     other = PolicyTarget.parse("persistent://acme/ops/other")
     ok1, out1 = _in_thread(lambda: svc.writer.update(ORDERS, _merge("maxConsumerPerTopic", 3)))
-    _until(lambda: svc.writer.fence.queued == 1)
+    _queued(svc, 1)
     bad, bad_out = _in_thread(lambda: svc.writer.update(ORDERS, refuse))
-    _until(lambda: svc.writer.fence.queued == 2)
+    _queued(svc, 2)
     gone, gone_out = _in_thread(lambda: svc.delete(other))  # nothing there: NotFound
-    _until(lambda: svc.writer.fence.queued == 3)
+    _queued(svc, 3)
     ok2, out2 = _in_thread(lambda: svc.writer.update(other, _merge("maxProducerPerTopic", 7)))
-    _until(lambda: svc.writer.fence.queued == 4)
+    _queued(svc, 4)
     before = svc.writer.fence.transactions
     gate.opened.set()
     for thread in (held, ok1, bad, gone, ok2):
@@ -202,9 +204,9 @@ def test_fence_lost_mid_batch_decides_the_whole_batch_again(
     # The next batch: a write that holds the writer inside its decision, and three more.
     second = _Gate({"maxConsumerPerTopic": 1})
     g, g_out = _in_thread(lambda: svc.writer.update(ORDERS, second))
-    _until(lambda: svc.writer.fence.queued == 1)
+    _queued(svc, 1)
     queued = [_in_thread(_writes(svc, ORDERS, f, 9)) for f in FIELDS[2:]]
-    _until(lambda: svc.writer.fence.queued == 1 + len(queued))
+    _queued(svc, 1 + len(queued))
     first.opened.set()
     held.join(LIVENESS_S)
     assert second.entered.wait(LIVENESS_S)

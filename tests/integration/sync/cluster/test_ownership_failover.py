@@ -24,6 +24,7 @@ import pytest
 
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport
 from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, wait_agreement
+from tests.support.waits import wait_for
 
 SESSION_MS = 1000
 
@@ -159,10 +160,11 @@ def test_kill_owners_repeatedly_and_freeze_one(cluster: ShimCluster, kafka_boots
         # Thawed, it knows it was paused: 503 until its view caught up, then healthy.
         status = frozen.get("/policy-sync/v1/cluster").json()
         assert status["pauses"] >= 1, status
-        deadline = time.monotonic() + 30
-        while (frozen.status() or {}).get("view") != "FRESH":
-            assert time.monotonic() < deadline, frozen.status()
-            time.sleep(0.05)
+        wait_for(
+            lambda: (frozen.status() or {}).get("view") == "FRESH",
+            lambda: f"the thawed sidecar's view FRESH: {frozen.status()}",
+            timeout_s=30,
+        )
         cluster.wait_members({s.broker_id for s in cluster.shims}, timeout=40)
         wait_agreement(cluster.shims, topics)
     finally:

@@ -26,7 +26,7 @@ from sync.messaging._backlog import BacklogQuotas
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.http import request_json
-from tests.support.kafka import make_topic
+from tests.support.kafka import consume_some, make_topic
 from tests.support.sidecars import NothingHere, ThreadSidecar, applied, cached
 from tests.support.waits import wait_for
 from tests.support.ws import (
@@ -896,11 +896,7 @@ def test_backlog_eviction_moves_subscriptions_not_loaded_anywhere_keeping_their_
         consumer = transport.consumer()
         try:
             consumer.assign(kafka_topic, {0: 0})
-            out: list[int] = []
-            deadline = time.monotonic() + 30
-            while len(out) < 10 and time.monotonic() < deadline:
-                out += [record_size(m) for m in consumer.consume(100, 0.5)]
-            return out
+            return [record_size(m) for m in consume_some(consumer, 10, poll_s=0.5)]
         finally:
             consumer.close()
 

@@ -19,6 +19,7 @@ from sync._constants import HEADER_POISON_SOURCE
 from sync.table import Effect, judge
 from sync.transport import DeliveryReport, Transport
 from tests.support.events import change_event
+from tests.support.waits import wait_for
 
 CODEC = Codec()
 ORDERS = b"persistent://acme/ops/orders"
@@ -154,7 +155,6 @@ def test_every_poison_kind_gives_one_state_live_and_replayed(
         assert (ORDERS in expected) == (then in ("insert", "update"))
 
 
-
 @pytest.mark.parametrize("kind", sorted(MUTATIONS))
 def test_a_mutated_insert_over_a_held_value_gives_one_state(
     transport: Transport, caches: Any, kind: str
@@ -175,6 +175,7 @@ def test_a_mutated_insert_over_a_held_value_gives_one_state(
     expected = _check_everyone_agrees(transport, caches, [listening, quiet], records)
     if judge(CODEC, ORDERS, records[1][1]).effect is Effect.POISON:
         assert ORDERS not in expected
+
 
 def test_the_issue_truncated_record_never_wedges_a_fresh_replay(
     transport: Transport, caches: Any
@@ -236,9 +237,7 @@ def test_a_poison_record_is_dead_lettered_once_across_restarts(
 
 
 def _wait_poison(cache: PolicyCache, n: int) -> None:
-    deadline = time.monotonic() + 30
-    while cache.stats().poison < n and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: cache.stats().poison >= n, f"{n} records quarantined", timeout_s=30)
     assert cache.stats().poison == n, cache.stats().poison_by_reason
 
 

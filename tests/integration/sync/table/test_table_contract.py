@@ -137,11 +137,19 @@ def test_an_unreadable_record_makes_its_key_absent_live_and_replayed(
     write(kind.bad)
     # The rule: the last record of the key is unreadable, so the key holds nothing.
     assert kind.get(live, kind.key) is None
-    _wait(lambda: live_reader.quarantine.total == 1)
+    wait_for(
+        lambda: live_reader.quarantine.total == 1,
+        "the live reader quarantining the record",
+        timeout_s=30,
+    )
     fresh, fresh_reader = open_one()  # a fresh replay meets the same record
     assert fresh_reader.state is TableState.READY
     assert kind.get(fresh, kind.key) is None
-    _wait(lambda: fresh_reader.quarantine.total == 1)
+    wait_for(
+        lambda: fresh_reader.quarantine.total == 1,
+        "the fresh replay quarantining the record",
+        timeout_s=30,
+    )
     for reader in (live_reader, fresh_reader):
         assert dict(reader.quarantine.counts) == {"undecodable": 1}
     # A good record after the poison applies everywhere.
@@ -163,7 +171,3 @@ def test_an_unreadable_record_makes_its_key_absent_live_and_replayed(
     dlq.close()
     assert [m.value() for m in copies] == [kind.bad]
     producer.close()
-
-
-def _wait(check: Callable[[], bool]) -> None:
-    wait_for(check, "condition", timeout_s=30)

@@ -15,6 +15,7 @@ from pathlib import Path
 from chaos.procs import KafkaCluster
 from sync.cluster._ownership_model import group_id
 from tests.integration.broker_shim.test_lookup_http import ShimCluster, ShimProcess, lookups
+from tests.support.waits import wait_for
 
 ROUNDS = 3
 TOPICS = [f"persistent://public/default/broker-loss-{i}" for i in range(16)]
@@ -28,14 +29,20 @@ def _healthy(shim: ShimProcess) -> bool:
 
 
 def _wait_all_healthy(shims: list[ShimProcess], limit_s: float = 120) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
+
+    def all_healthy() -> bool:
         for shim in shims:
             assert shim.alive(), f"{shim.broker_id} died:\n{shim.log_tail()}"
-        if all(_healthy(s) for s in shims) and all(None not in lookups(s, TOPICS) for s in shims):
-            return
-        time.sleep(0.2)
-    raise AssertionError([s.get("/health").body for s in shims])
+        return all(_healthy(s) for s in shims) and all(
+            None not in lookups(s, TOPICS) for s in shims
+        )
+
+    wait_for(
+        all_healthy,
+        lambda: f"every sidecar healthy and answering: {[s.get('/health').body for s in shims]}",
+        timeout_s=limit_s,
+        interval_s=0.2,
+    )
 
 
 def test_sidecars_survive_their_group_coordinator_being_killed(
@@ -82,12 +89,17 @@ def _coordinator(bootstrap: str, group: str) -> int:
         "d = a.describe_consumer_groups([sys.argv[2]], request_timeout=10)[sys.argv[2]]\n"
         "print(d.result().coordinator.id)\n"
     )
-    deadline = time.monotonic() + 60
-    while True:
-        out = subprocess.run(
-            [sys.executable, "-c", code, bootstrap, group], capture_output=True, text=True
-        )
-        if out.returncode == 0:
-            return int(out.stdout.strip())
-        assert time.monotonic() < deadline, out.stderr
-        time.sleep(1)
+    out: list[subprocess.CompletedProcess[str]] = []
+
+    def answered() -> bool:
+        out[:] = [
+            subprocess.run(
+                [sys.executable, "-c", code, bootstrap, group], capture_output=True, text=True
+            )
+        ]
+        return out[0].returncode == 0
+
+    wait_for(
+        answered, lambda: f"the coordinator named: {out[0].stderr}", timeout_s=60, interval_s=1
+    )
+    return int(out[0].stdout.strip())
