@@ -67,7 +67,7 @@ def make_service(
     return ClusterService(transport, config)
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+def wait_until(check: Callable[[], bool], timeout: float = 10.0, *, what: str) -> None:
     wait_for(check, what, timeout_s=timeout, interval_s=0.005)
 
 
