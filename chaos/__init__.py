@@ -16,6 +16,7 @@ from ._faults import Fault
 from ._messaging import MessagingStats
 from ._observer import Failover, HealthPoller, OwnershipObserver, percentile
 from ._poison import HEADER, KINDS, PoisonFuzz
+from ._soak import Soak, kafka_outages, overlaps
 from ._world import ChaosConfig, World
 from ._writers import Writer, lost_writes
 
@@ -29,8 +30,11 @@ __all__ = [
     "MessagingStats",
     "OwnershipObserver",
     "PoisonFuzz",
+    "Soak",
     "World",
     "Writer",
+    "kafka_outages",
     "lost_writes",
+    "overlaps",
     "percentile",
 ]

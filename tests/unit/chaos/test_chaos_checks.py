@@ -20,12 +20,14 @@ from chaos import (
     MessagingStats,
     OwnershipObserver,
     PoisonFuzz,
+    Soak,
     World,
     Writer,
+    kafka_outages,
     lost_writes,
+    overlaps,
     percentile,
 )
-from chaos.__main__ import Soak, kafka_outages, overlaps
 from chaos.procs import KafkaCluster, Restart, SidecarProc
 
 
@@ -40,7 +42,8 @@ def test_a_final_value_older_than_the_last_acknowledged_write_is_lost() -> None:
     writer.stats.record(2, "maxConsumerPerTopic", 3, True)
     writer.stats.record(2, "maxConsumerPerTopic", 4, False, "HTTP 503")  # may have landed
     final: dict[int, dict[str, object]] = {
-        1: {"maxConsumerPerTopic": 2}, 2: {"maxConsumerPerTopic": 4}
+        1: {"maxConsumerPerTopic": 2},
+        2: {"maxConsumerPerTopic": 4},
     }
     assert lost_writes([writer], final) == []
     lost = lost_writes([writer], {1: {"maxConsumerPerTopic": 1}, 2: {}})
