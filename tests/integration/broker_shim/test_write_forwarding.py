@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -149,9 +148,9 @@ def test_a_refused_forwarded_write_does_not_fail_the_others(shims: list[Sidecar]
     body = json.dumps({"writes": writes})
     # Only sidecars forward: without the header the endpoint does not exist.
     assert http("POST", path, body).status == 404
-    result = http_with(path, body, {"X-Policy-Sync-Forwarded": "1"})
-    assert result["status"] == 200, result
-    ok1, bad, ok2 = result["body"]["results"]
+    result = http("POST", path, body, timeout=60, headers={"X-Policy-Sync-Forwarded": "1"})
+    assert result.status == 200, result
+    ok1, bad, ok2 = result.json()["results"]
     assert "positions" in ok1 and "positions" in ok2
     assert bad["status"] == 412 and "maxConsumerPerTopic" in bad["reason"]
     for shim in shims:
@@ -161,15 +160,6 @@ def test_a_refused_forwarded_write_does_not_fail_the_others(shims: list[Sidecar]
             timeout_s=LIVENESS_S,
         )
         assert _get(shim, "forwarded", "maxConsumers") == 4
-
-
-def http_with(url: str, body: str, headers: dict[str, str]) -> dict[str, Any]:
-    req = urllib.request.Request(url, data=body.encode(), method="POST")  # noqa: S310
-    req.add_header("Content-Type", "application/json")
-    for name, value in headers.items():
-        req.add_header(name, value)
-    with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - loopback
-        return {"status": resp.status, "body": json.loads(resp.read())}
 
 
 def test_policyctl_writes_through_the_holder_without_fencing_it(
