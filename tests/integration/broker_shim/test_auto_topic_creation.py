@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import aiohttp
 import pulsar
 import pytest
 from websockets.exceptions import InvalidStatus
@@ -27,6 +26,7 @@ from sync import TopicName
 from sync.messaging import AutoTopicCreation, TopicType
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import KafkaConfig, KafkaTransport
+from tests.support.http import request_json
 from tests.support.sidecars import BinarySidecar
 from tests.support.waits import wait_for
 from tests.support.ws import connect, path_of, run, send_frame
@@ -59,20 +59,9 @@ def _topic(namespace: str) -> TopicName:
     return TopicName.parse(f"persistent://public/{namespace}/t-{uuid.uuid4().hex[:8]}")
 
 
-async def _http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as session:
-        data = None if body is None else json.dumps(body)
-        headers = {"Content-Type": "application/json"}
-        async with session.request(method, url, data=data, headers=headers) as resp:
-            text = await resp.text()
-            return resp.status, json.loads(text) if text else None
-
-
 def _set_override(s: BinarySidecar, namespace: str, body: Any) -> tuple[int, Any]:
-    return run(
-        _http(
-            "POST", f"{s.http_url}/admin/v2/namespaces/public/{namespace}/autoTopicCreation", body
-        )
+    return request_json(
+        "POST", f"{s.http_url}/admin/v2/namespaces/public/{namespace}/autoTopicCreation", body
     )
 
 
@@ -80,8 +69,8 @@ def _wait_override(s: BinarySidecar, namespace: str, expected: Any) -> None:
     seen: list[Any] = []
 
     def applied() -> bool:
-        status, body = run(
-            _http("GET", f"{s.http_url}/admin/v2/namespaces/public/{namespace}/autoTopicCreation")
+        status, body = request_json(
+            "GET", f"{s.http_url}/admin/v2/namespaces/public/{namespace}/autoTopicCreation"
         )
         assert status == 200
         seen[:] = [body]
@@ -178,8 +167,8 @@ def test_namespace_override_partitioned_then_removed(sidecar: BinarySidecar, adm
     ws_topic = _topic(ns)
     assert _ws_produce(sidecar, ws_topic, b"z")["result"] == "ok"
     assert _kafka_partitions(admin, ws_topic) == 3
-    status, _ = run(
-        _http("DELETE", f"{sidecar.http_url}/admin/v2/namespaces/public/{ns}/autoTopicCreation")
+    status, _ = request_json(
+        "DELETE", f"{sidecar.http_url}/admin/v2/namespaces/public/{ns}/autoTopicCreation"
     )
     assert status == 204
     _wait_override(sidecar, ns, None)
@@ -216,8 +205,8 @@ def test_bad_overrides_are_refused_and_write_nothing(
         assert answer["reason"] == (
             f"Invalid configuration for autoTopicCreationOverride. the detail is {reason}"
         )
-    status_get, stored = run(
-        _http("GET", f"{sidecar.http_url}/admin/v2/namespaces/public/{ns}/autoTopicCreation")
+    status_get, stored = request_json(
+        "GET", f"{sidecar.http_url}/admin/v2/namespaces/public/{ns}/autoTopicCreation"
     )
     assert (status_get, stored) == (200, None)
     assert admin.list_offsets(policy_topic, [0], "latest") == before
@@ -259,15 +248,13 @@ def test_cluster_sidecar_registers_auto_created_topics(
                 return reply
 
         assert run(produce())["result"] == "ok"
-        status, listed = run(
-            _http("GET", f"{shim.url}/admin/v2/persistent/public/default/partitioned")
+        status, listed = request_json(
+            "GET", f"{shim.url}/admin/v2/persistent/public/default/partitioned"
         )
         assert status == 200 and str(topic) in listed
-        status, meta = run(
-            _http(
-                "GET",
-                f"{shim.url}/admin/v2/persistent/{path_of(topic)[len('persistent/') :]}/partitions",
-            )
+        status, meta = request_json(
+            "GET",
+            f"{shim.url}/admin/v2/persistent/{path_of(topic)[len('persistent/') :]}/partitions",
         )
         assert (status, meta["partitions"]) == (200, 2)
         assert _kafka_partitions(admin, topic) == 2
