@@ -152,8 +152,9 @@ def _namespace_policies(
     """Pulsar's Policies JSON of a namespace: its bundles, permissions and the policies
     stored for it, Pulsar's defaults for the rest."""
     layout = service.lookups.layout(namespace)
+    auth = service.permissions.of(namespace)
     return {
-        "auth_policies": service.permissions.of(namespace).to_dict(),
+        "auth_policies": auth.to_dict(),
         "replication_clusters": [service.identity.cluster],
         "allowed_clusters": [],
         "bundles": layout.bundles.to_json(),
@@ -167,7 +168,7 @@ def _namespace_policies(
         "latency_stats_sample_rate": {},
         "deleted": False,
         "encryption_required": False,
-        "subscription_auth_mode": "None",
+        "subscription_auth_mode": auth.subscription_auth_mode.value,
         "offload_threshold": -1,
         "offload_threshold_in_seconds": -1,
         "schema_compatibility_strategy": "UNDEFINED",

@@ -10,6 +10,8 @@ grant-permission`` and ``topics grant-permission`` call)::
     GET    /admin/v2/namespaces/{tenant}/{namespace}/permissions/subscription     {sub: [roles]}
     POST   …/namespaces/{tenant}/{namespace}/permissions/subscription/{sub}  ["role"] -> 204
     DELETE …/namespaces/{tenant}/{namespace}/permissions/{sub}/{role}         -> 204
+    GET    /admin/v2/namespaces/{tenant}/{namespace}/subscriptionAuthMode  "None" | "Prefix"
+    POST   /admin/v2/namespaces/{tenant}/{namespace}/subscriptionAuthMode  "Prefix" -> 204
 
 A tenant admin's operations (as Pulsar's GRANT_PERMISSION and REVOKE_PERMISSION); the
 body and names are checked before anything is read or written. Stored as the namespace's
@@ -25,6 +27,13 @@ Pulsar stores as null) and a topic grant without a body are 400; revoking on an 
 subscription is 412 and a subscription grant in a namespace that does not exist 404
 (Pulsar: 500); a revoke in a namespace that does not exist names it (Pulsar: an empty
 reason).
+
+``subscriptionAuthMode`` (Pulsar's ``Namespaces.setSubscriptionAuthMode`` and
+``getSubscriptionAuthMode``, tenant-admin operations): a POST without a body (or ``null``)
+sets ``None``, as Pulsar's ``internalSetSubscriptionAuthMode``; a name that is not a mode
+is 400 and writes nothing (Pulsar's JSON binding reads it as null and sets ``None``). It
+is kept in the namespace's ``auth/…`` record; with ``Prefix`` a consumer's subscription
+must start with its role (:meth:`sync.cluster.AuthPolicies.prefix_refusal`).
 """
 
 from __future__ import annotations
@@ -34,7 +43,12 @@ import asyncio
 from aiohttp import web
 
 from sync import NamespaceName, TopicName
-from sync.cluster import ClusterService, parse_actions, parse_roles
+from sync.cluster import (
+    ClusterService,
+    parse_actions,
+    parse_roles,
+    parse_subscription_auth_mode,
+)
 from sync.errors import NotFoundError
 
 from ._cluster_http import ClusterHandler, add_cluster_routes, check_admin, namespace_of
@@ -144,15 +158,38 @@ async def revoke_permission(cluster: LiveCluster, request: web.Request) -> web.S
     return web.Response(status=204)
 
 
+async def get_subscription_auth_mode(
+    cluster: LiveCluster, request: web.Request
+) -> web.StreamResponse:
+    service, namespace, _topic = _target(cluster, request)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(service.permissions.of(namespace).subscription_auth_mode.value)
+
+
+async def set_subscription_auth_mode(
+    cluster: LiveCluster, request: web.Request
+) -> web.StreamResponse:
+    service, namespace, _topic = _target(cluster, request)
+    mode = parse_subscription_auth_mode(await json_body(request))
+    service.require_ready()
+    await asyncio.to_thread(service.permissions.set_subscription_auth_mode, namespace, mode)
+    return web.Response(status=204)
+
+
 def add_permission_routes(app: web.Application, cluster: LiveCluster) -> None:
     """Register the routes above (before the generic ``…/{policy}`` routes)."""
     ns = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
     topic = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/permissions"
+    mode = "/admin/v2/namespaces/{tenant}/{namespace}/subscriptionAuthMode"
     routes: list[tuple[str, str, ClusterHandler]] = [
         # before …/permissions/{role}: "subscription" is not a role here
         ("GET", f"{ns}/subscription", get_subscription_permissions),
         ("POST", f"{ns}/subscription/{{subscription}}", grant_subscription_permission),
         ("DELETE", f"{ns}/{{subscription}}/{{role}}", revoke_subscription_permission),
+        # before the generic …/{policy} routes: kept with the permissions, not a policy
+        ("GET", mode, get_subscription_auth_mode),
+        ("POST", mode, set_subscription_auth_mode),
     ]
     for base in (ns, topic):
         routes += [

@@ -33,7 +33,15 @@ from ._auth import AuthConfig, Authorizer, TenantRoles
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
 from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
-from ._permissions import AuthAction, AuthPolicies, TopicOperation, parse_actions, parse_roles
+from ._permissions import (
+    AuthAction,
+    AuthPolicies,
+    SubscriptionAuthMode,
+    TopicOperation,
+    parse_actions,
+    parse_roles,
+    parse_subscription_auth_mode,
+)
 from ._records import BundleState, ListenerUrls, OwnershipRecord, allowed_transitions
 from ._registry import BrokerIdentity
 from ._schema_admin import NO_SCHEMA_VERSION, SchemaAdmin, SchemaPolicy
@@ -74,6 +82,7 @@ __all__ = [
     "SchemaPolicy",
     "SchemaType",
     "ServiceState",
+    "SubscriptionAuthMode",
     "TenantRoles",
     "TopicOperation",
     "ViewState",
@@ -81,6 +90,7 @@ __all__ = [
     "parse_actions",
     "parse_roles",
     "parse_schema_payload",
+    "parse_subscription_auth_mode",
     "slot_of",
     "validate_schema_data",
 ]

@@ -337,11 +337,13 @@ class Authorizer:
     ) -> None:
         """Pulsar's topic operations: a super-user or tenant admin may do all of them;
         anyone else needs the permission (:mod:`._permissions`; to consume, also a role of
-        ``subscription`` if it has roles), or, to look up, one of the tenant's lookup roles
-        of this file.
+        ``subscription`` if it has roles, and under the namespace's ``subscriptionAuthMode``
+        ``Prefix`` a subscription name that starts with the role), or, to look up, one of
+        the tenant's lookup roles of this file.
 
         Raises:
-            AuthorizationError: Pulsar's text ("Client is not authorized to Produce", …).
+            AuthorizationError: Pulsar's text ("Client is not authorized to Produce", …;
+                the ``Prefix`` mode's: :meth:`AuthPolicies.prefix_refusal`).
         """
         if operation is TopicOperation.LOOKUP:
             if self._may_look_up(role, topic.tenant):
@@ -349,7 +351,15 @@ class Authorizer:
         elif self.is_tenant_admin(role, topic.tenant):
             return
         grants = None if self._grants is None else self._grants.auth.get(topic.namespace_name)
-        if grants is None or not grants.allows(
+        if grants is None:
+            raise AuthorizationError(operation.value)
+        if operation is TopicOperation.CONSUME and grants.subscription_allows(subscription, role):
+            # Pulsar's order (canConsumeAsync): the subscription's roles, then the
+            # namespace's subscriptionAuthMode, then the consume permission.
+            refusal = grants.prefix_refusal(topic, role, subscription)
+            if refusal is not None:
+                raise AuthorizationError(refusal)
+        if not grants.allows(
             topic, role, operation, subscription, wildcards=self.config.allow_wildcards
         ):
             raise AuthorizationError(operation.value)

@@ -11,7 +11,7 @@ from sync._errors import InvalidInputError, NotFoundError
 from sync.naming._names import NamespaceName, TopicName
 
 from ._metadata import Change, MetadataStore, MetadataWriter
-from ._permissions import AuthAction, AuthPolicies, auth_key
+from ._permissions import AuthAction, AuthPolicies, SubscriptionAuthMode, auth_key
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +145,26 @@ class PermissionAdmin:
 
         self.writer.update(decide)
         logger.info("revoked role %s from subscription %s of %s", role, subscription, namespace)
+
+    def set_subscription_auth_mode(
+        self, namespace: NamespaceName, mode: SubscriptionAuthMode
+    ) -> None:
+        """Set the namespace's ``subscriptionAuthMode`` (Pulsar's
+        ``internalSetSubscriptionAuthMode``); the same mode again writes nothing.
+
+        Raises:
+            NotFoundError: the namespace does not exist.
+        """
+
+        def decide(store: MetadataStore) -> Change[None]:
+            current = _require(store, namespace)
+            if current.subscription_auth_mode is mode:
+                return Change({}, None)
+            updated = dataclasses.replace(current, subscription_auth_mode=mode)
+            return Change({auth_key(namespace): updated.to_json()}, None)
+
+        self.writer.update(decide)
+        logger.info("subscription auth mode of %s set to %s", namespace, mode.value)
 
 
 def _require(store: MetadataStore, namespace: NamespaceName) -> AuthPolicies:

@@ -20,6 +20,13 @@ pattern with ``*`` at its end or its start (``app-*``, ``*.ops``; ``*`` alone: a
 counts for every role it matches (:func:`wildcard_matches`), on the namespace and on the
 topic alike; a ``*`` elsewhere matches only itself. Subscription roles are names, never
 patterns, as in Pulsar.
+
+The namespace's ``subscriptionAuthMode`` (Pulsar keeps it beside ``auth_policies`` in the
+namespace's Policies, as ``subscription_auth_mode``) is kept in the same record, under
+that key, written only when it is ``Prefix`` (a record without it is ``None``, so records
+written before it existed read the same). With ``Prefix`` a role that is neither a
+super-user nor a tenant admin may consume only on subscriptions whose names start with
+the role (:meth:`AuthPolicies.prefix_refusal`).
 """
 
 from __future__ import annotations
@@ -39,10 +46,12 @@ from ._records import decode_json, encode_json
 __all__ = [
     "AuthAction",
     "AuthPolicies",
+    "SubscriptionAuthMode",
     "TopicOperation",
     "auth_key",
     "parse_actions",
     "parse_roles",
+    "parse_subscription_auth_mode",
     "wildcard_matches",
 ]
 
@@ -64,6 +73,34 @@ class TopicOperation(enum.Enum):
     LOOKUP = "Client is not authorized to Lookup"
     PRODUCE = "Client is not authorized to Produce"
     CONSUME = "Client is not authorized to subscribe"
+
+
+class SubscriptionAuthMode(enum.StrEnum):
+    """Pulsar's ``SubscriptionAuthMode``: the namespace policy ``subscriptionAuthMode``."""
+
+    #: Every subscription name is open to a role with ``consume`` (the default).
+    NONE = "None"
+    #: A role consumes only on subscription names that start with the role.
+    PREFIX = "Prefix"
+
+
+def parse_subscription_auth_mode(body: Any) -> SubscriptionAuthMode:
+    """The mode of a ``POST …/subscriptionAuthMode`` body (a JSON string); none (an
+    empty body, ``null``) is ``None``, as Pulsar's ``internalSetSubscriptionAuthMode``.
+
+    Raises:
+        BadRequestError: not one of the modes (Pulsar's JSON binding reads an unknown
+            name as null, i.e. ``None``, and stores it; refused here, nothing written).
+    """
+    if body is None:
+        return SubscriptionAuthMode.NONE
+    known = [m.value for m in SubscriptionAuthMode]
+    if not isinstance(body, str) or body not in known:
+        raise BadRequestError(
+            f"Cannot deserialize value of type `SubscriptionAuthMode` from {body!r}: "
+            f"not one of the values accepted for Enum class: {known}"
+        )
+    return SubscriptionAuthMode(body)
 
 
 #: Which granted action allows an operation (a lookup: either of them).
@@ -146,6 +183,8 @@ class AuthPolicies:
     #: Subscription name -> the only roles that may consume on it (none listed: any role
     #: with ``consume``), Pulsar's ``…/permissions/subscription/{subscription}``.
     subscription_auth_roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: The namespace's ``subscriptionAuthMode`` (Pulsar's ``subscription_auth_mode``).
+    subscription_auth_mode: SubscriptionAuthMode = SubscriptionAuthMode.NONE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "namespace_auth", MappingProxyType(dict(self.namespace_auth)))
@@ -202,6 +241,26 @@ class AuthPolicies:
         roles = self.subscription_auth_roles.get(subscription) if subscription else None
         return not roles or role in roles
 
+    def prefix_refusal(self, topic: TopicName, role: str, subscription: str) -> str | None:
+        """Why ``role`` may not consume on ``subscription`` under the ``Prefix`` mode (None:
+        it may, or the mode is ``None``, or no subscription is named).
+
+        Pulsar's ``PulsarAuthorizationProvider.canConsumeAsync`` checks
+        ``subscription.startsWith(role)`` (no ``-`` needed, whatever its text suggests)
+        and fails the check with a ``PulsarServerException``; the broker's
+        ``ServerCnx.handleSubscribe`` answers ``AuthorizationError`` with the message of
+        the ``CompletionException`` around it, which starts with the class's name.
+        """
+        if self.subscription_auth_mode is not SubscriptionAuthMode.PREFIX or not subscription:
+            return None
+        if subscription.startswith(role):
+            return None
+        return (
+            "org.apache.pulsar.broker.PulsarServerException: Failed to create consumer - The "
+            "subscription name needs to be prefixed by the authentication role, like "
+            f"{role}-xxxx for topic: {topic.canonical}"
+        )
+
     def subscription_grants(self) -> dict[str, list[str]]:
         """Pulsar's ``GET …/permissions/subscription``: subscription -> roles."""
         return {s: sorted(r) for s, r in sorted(self.subscription_auth_roles.items())}
@@ -222,8 +281,12 @@ class AuthPolicies:
         }
 
     def to_json(self) -> bytes:
-        """The record's value in the registry topic: Pulsar's ``auth_policies`` JSON."""
-        return encode_json(self.to_dict())
+        """The record's value in the registry topic: Pulsar's ``auth_policies`` JSON, with
+        ``subscription_auth_mode`` when it is not ``None``."""
+        record = self.to_dict()
+        if self.subscription_auth_mode is not SubscriptionAuthMode.NONE:
+            record["subscription_auth_mode"] = self.subscription_auth_mode.value
+        return encode_json(record)
 
     @classmethod
     def from_json(cls, raw: bytes) -> AuthPolicies:
@@ -242,10 +305,14 @@ class AuthPolicies:
             for r in subscriptions.values()
         ):
             raise CodecError("auth policies: subscription_auth_roles must map names to roles")
+        mode = d.get("subscription_auth_mode", SubscriptionAuthMode.NONE.value)
+        if mode not in {m.value for m in SubscriptionAuthMode}:
+            raise CodecError(f"auth policies: unknown subscription_auth_mode {mode!r}")
         return cls(
             _grants(d.get("namespace_auth", {}), "namespace_auth"),
             {str(t): _grants(g, f"destination_auth[{t}]") for t, g in destinations.items()},
             {str(s): frozenset(r) for s, r in subscriptions.items()},
+            SubscriptionAuthMode(mode),
         )
 
 

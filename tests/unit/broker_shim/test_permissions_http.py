@@ -17,9 +17,11 @@ from sync.cluster import (
     AuthConfig,
     AuthPolicies,
     ClusterService,
+    SubscriptionAuthMode,
     TopicOperation,
     parse_actions,
     parse_roles,
+    parse_subscription_auth_mode,
 )
 from sync.cluster._permissions import wildcard_matches
 from sync.errors import AuthorizationError, BadRequestError, CodecError, ConfigurationError
@@ -236,6 +238,88 @@ def test_subscription_roles_narrow_who_consumes_on_a_subscription() -> None:
     tokens = {**AUTH.tokens, "t-dave": "dave"}
     config = type(AUTH)(tokens=tokens, super_user_roles=AUTH.super_user_roles, tenants=AUTH.tenants)
     run(cluster(2, auth=config), scenario)
+
+
+def test_subscription_auth_mode_prefix_as_pulsars() -> None:
+    """``subscriptionAuthMode`` Prefix (Pulsar's ``canConsumeAsync``): a role consumes only
+    on subscriptions whose names start with the role; the subscription's roles are checked
+    first, the consume permission after; tenant admins are not held to it. Set and read by
+    tenant admins over REST; a refused request writes nothing."""
+
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        a, b = clients
+        admin = _bearer("t-admin")
+        services[0].admin.ensure_tenant("acme")
+        assert (await a.put(NS, headers=admin)).status == 204
+        mode = f"{NS}/subscriptionAuthMode"
+        assert await (await b.get(mode, headers=admin)).json() == "None"
+        for grant in ("bob", "dave"):
+            path = f"{NS}/permissions/{grant}"
+            assert (await a.post(path, data='["consume"]', headers=admin)).status == 204
+        before = services[0].store.version
+        refused = [
+            await a.post(mode, data='"Prefix"', headers=_bearer("t-bob")),  # not an admin
+            await a.post(mode, data='"Prefixed"', headers=admin),
+            await a.post(mode, data="{", headers=admin),
+            await a.post("/admin/v2/namespaces/acme/nope/subscriptionAuthMode", data='"Prefix"',
+                         headers=admin),
+        ]  # fmt: skip
+        assert [r.status for r in refused] == [403, 400, 400, 404]
+        assert "SubscriptionAuthMode" in (await refused[1].json())["reason"]
+        assert services[0].store.version == before
+        assert (await a.post(mode, data='"Prefix"', headers=_bearer("t-alice"))).status == 204
+        assert await (await b.get(mode, headers=admin)).json() == "Prefix"
+        assert (await b.get(NS, headers=admin)).status == 200
+        assert (await (await b.get(NS, headers=admin)).json())["subscription_auth_mode"] == "Prefix"
+        auth = services[1].auth
+        assert auth is not None
+        orders = TopicName.parse("persistent://acme/app/orders")
+        auth.check_topic("bob", orders, TopicOperation.CONSUME, "bob-billing")
+        auth.check_topic("bob", orders, TopicOperation.CONSUME, "bobby")  # startsWith(role)
+        auth.check_topic("bob", orders, TopicOperation.LOOKUP)  # no subscription: no check
+        auth.check_topic("alice", orders, TopicOperation.CONSUME, "any")  # a tenant admin
+        with pytest.raises(AuthorizationError) as refusal:
+            auth.check_topic("bob", orders, TopicOperation.CONSUME, "billing")
+        assert str(refusal.value) == (
+            "org.apache.pulsar.broker.PulsarServerException: Failed to create consumer - The "
+            "subscription name needs to be prefixed by the authentication role, like bob-xxxx "
+            "for topic: persistent://acme/app/orders"
+        )
+        # without consume the prefix does not help; the subscription's roles come first
+        with pytest.raises(AuthorizationError, match="^Client is not authorized to subscribe$"):
+            auth.check_topic("carol", orders, TopicOperation.CONSUME, "carol-1")
+        grant = f"{NS}/permissions/subscription/dave-only"
+        assert (await a.post(grant, data='["dave"]', headers=admin)).status == 204
+        await b.get(f"{NS}/permissions/subscription", headers=admin)  # b caught up
+        with pytest.raises(AuthorizationError, match="^Client is not authorized to subscribe$"):
+            auth.check_topic("bob", orders, TopicOperation.CONSUME, "dave-only")
+        auth.check_topic("dave", orders, TopicOperation.CONSUME, "dave-only")
+        # the same mode again writes nothing; no body is None, as Pulsar
+        before = services[0].store.version
+        assert (await a.post(mode, data='"Prefix"', headers=admin)).status == 204
+        assert services[0].store.version == before
+        assert (await a.post(mode, data="", headers=admin)).status == 204
+        assert await (await b.get(mode, headers=admin)).json() == "None"
+        auth.check_topic("bob", orders, TopicOperation.CONSUME, "billing")
+
+    tokens = {**AUTH.tokens, "t-dave": "dave", "t-carol": "carol"}
+    config = type(AUTH)(tokens=tokens, super_user_roles=AUTH.super_user_roles, tenants=AUTH.tenants)
+    run(cluster(2, auth=config), scenario)
+
+
+def test_the_subscription_auth_mode_is_kept_only_when_prefix() -> None:
+    """Records written before the mode existed read as None; Prefix round-trips."""
+    prefix = AuthPolicies(subscription_auth_mode=SubscriptionAuthMode.PREFIX)
+    assert json.loads(prefix.to_json())["subscription_auth_mode"] == "Prefix"
+    assert AuthPolicies.from_json(prefix.to_json()) == prefix
+    assert "subscription_auth_mode" not in json.loads(AuthPolicies().to_json())
+    assert "subscription_auth_mode" not in prefix.to_dict()  # not in auth_policies
+    with pytest.raises(CodecError):
+        AuthPolicies.from_json(b'{"subscription_auth_mode": "Suffix"}')
+    assert parse_subscription_auth_mode(None) is SubscriptionAuthMode.NONE
+    for bad in ("prefix", 1, ["Prefix"]):
+        with pytest.raises(BadRequestError):
+            parse_subscription_auth_mode(bad)
 
 
 def test_a_deleted_topic_takes_its_grants_and_schema_with_it() -> None:

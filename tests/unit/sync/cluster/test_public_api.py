@@ -15,8 +15,10 @@ def test_cluster_exports() -> None:
             "OwnershipRecord", "PostSchemaPayload", "RequestOp", "SchemaAdmin",
             "SchemaCompatibilityStrategy", "SchemaEntry", "SchemaHistory", "SchemaPolicy",
             "SchemaType",
-            "ServiceState", "TenantRoles", "TopicOperation", "ViewState", "allowed_transitions",
-            "parse_actions", "parse_roles", "parse_schema_payload", "slot_of",
+            "ServiceState", "SubscriptionAuthMode", "TenantRoles", "TopicOperation", "ViewState",
+            "allowed_transitions",
+            "parse_actions", "parse_roles", "parse_schema_payload",
+            "parse_subscription_auth_mode", "slot_of",
             "validate_schema_data",
         ]
     )  # fmt: skip
