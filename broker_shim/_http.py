@@ -26,6 +26,7 @@ from aiohttp import web
 
 from sync import CacheState, TopicName
 from sync.cluster import MemberState, ServiceState, TopicOperation
+from sync.errors import ConflictError
 
 from ._admin_http import add_admin_routes
 from ._binary_app import add_binary_listener
@@ -42,7 +43,8 @@ from ._schemas_http import add_schema_routes
 from ._sidecar import Sidecar
 from ._sidecar_http import SidecarRoutes
 from ._topic_policy_http import PolicyRoutes
-from .ws import Authorize, add_ws_routes, allow_all
+from .binary import IncompatibleSchemaError, admit_schemaless_producer
+from .ws import AdmitProducer, Authorize, add_ws_routes, allow_all
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,24 @@ def ws_authorizer(cluster: LiveCluster | None) -> Authorize:
         check_topic(cluster.service, request, topic, operation, subscription)
 
     return authorize
+
+
+def ws_producer_admission(sidecar: Sidecar) -> AdmitProducer:
+    """The WebSocket producers' schema checks: Pulsar's proxy produces without a schema,
+    so the owner refuses it as it refuses a binary producer without one
+    (:func:`~broker_shim.binary._schemas.admit_schemaless_producer`: 409 at the handshake,
+    Pulsar's proxy's status for its client's ``IncompatibleSchemaException``)."""
+
+    async def admit(topic: TopicName) -> None:
+        svc = sidecar.cluster_service()
+        if svc is None:
+            return  # no cluster, no schema registry
+        try:
+            await admit_schemaless_producer(svc, topic)
+        except IncompatibleSchemaError as exc:
+            raise ConflictError(str(exc)) from None
+
+    return admit
 
 
 def _https_url_of(cluster: LiveCluster, http_url: str) -> str | None:
@@ -152,7 +172,7 @@ def build_app(
     )
     # Pulsar WebSocket producers/consumers (issue 5): with the cluster enabled, a topic is
     # served by the owner of its bundle; other sidecars answer 307 to the owner.
-    add_ws_routes(app, engine, ws_authorizer(cluster))
+    add_ws_routes(app, engine, ws_authorizer(cluster), ws_producer_admission(sidecar))
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)

@@ -87,6 +87,7 @@ _HANDSHAKE_STATUS: Final[_Table] = (
     (InvalidInputError, 400),
     (NotFoundError, 404),
     ((ConsumerBusyError, ProducerBusyError, SubscriptionBusyError), 409),
+    (ConflictError, 409),  # an IncompatibleSchemaException, as Pulsar's proxy
     (NotAllowedError, 403),
     (MessagingError, 409),
     ((CacheStateError, UnavailableError, TransportError), 503),

@@ -40,8 +40,9 @@ either API (or a plain Kafka producer with the same layout) is read the same by 
 from ._connection import BinaryConfig, Connection, ConnectionState
 from ._decode import DecodedMessage, decode_record
 from ._entries import EntryError, decode_entry, entry_count_of
-from ._errors import CloseAction, close_action_of, server_error_of
+from ._errors import CloseAction, IncompatibleSchemaError, close_action_of, server_error_of
 from ._framing import ChecksumError, FrameError, parse_frame, unpack_messages
+from ._schemas import admit_schemaless_producer
 from ._server import BinaryServer, CommandTrace
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
     "Connection",
     "ConnectionState",
     "FrameError",
+    "IncompatibleSchemaError",
+    "admit_schemaless_producer",
     "close_action_of",
     "parse_frame",
     "server_error_of",

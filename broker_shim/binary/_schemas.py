@@ -80,6 +80,7 @@ from ._errors import IncompatibleSchemaError, server_error_of
 
 __all__ = [
     "Schemas",
+    "admit_schemaless_producer",
     "payload_of",
     "version_bytes",
     "version_from_bytes",
@@ -165,6 +166,28 @@ def _incompatible(exc: PolicySyncError, *, producer: bool) -> IncompatibleSchema
     return IncompatibleSchemaError(reason)
 
 
+async def admit_schemaless_producer(svc: ClusterService, topic: TopicName) -> None:
+    """Pulsar's ``ServerCnx.tryAddSchema`` for a producer without a schema (a binary client
+    that sends none, and every WebSocket producer: Pulsar's proxy produces with
+    ``Schema.BYTES``, which its Java client does not send): accepted, unless
+    ``schemaValidationEnforced`` is on and the topic has a schema, decided on what the
+    registry holds (an upload on another sidecar too).
+
+    Raises:
+        IncompatibleSchemaError: refused, with the producer's text of Pulsar.
+        NotFoundError: no such namespace.
+    """
+    policy = svc.schemas.policy(topic)
+    if not policy.validation_enforced:
+        return  # Pulsar's default: accepted, the registry is not asked
+    svc.require_ready()
+    await svc.lookups.refresh()
+    try:
+        await asyncio.to_thread(svc.schemas.client_schema, topic, None, policy)
+    except ConflictError as exc:
+        raise _incompatible(exc, producer=True) from None
+
+
 # -- the commands ----------------------------------------------------------------------
 class Schemas:
     """The schema side of one connection's producers, consumers and lookups."""
@@ -190,12 +213,13 @@ class Schemas:
         svc = self.session.ctx.cluster()
         if svc is None:
             return b""
+        if schema is None:
+            await admit_schemaless_producer(svc, topic)
+            return b""
         policy = svc.schemas.policy(topic)
-        if schema is None and not policy.validation_enforced:
-            return b""  # Pulsar's default: accepted, the registry is not asked
         svc.require_ready()
-        payload = None if schema is None else payload_of(schema)
-        if payload is None or not policy.allow_auto_update:
+        payload = payload_of(schema)
+        if not policy.allow_auto_update:
             # decided on what the registry holds (an admin upload on another sidecar too)
             await svc.lookups.refresh()
         try:

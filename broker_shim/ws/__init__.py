@@ -77,10 +77,18 @@ from aiohttp import WSMsgType, web
 from sync.messaging import MessagingEngine
 
 from ._consumer import consumer_endpoint, reader_endpoint
-from ._frames import CONSUMER_PATH, PRODUCER_PATH, READER_PATH, Authorize, allow_all
+from ._frames import (
+    CONSUMER_PATH,
+    PRODUCER_PATH,
+    READER_PATH,
+    AdmitProducer,
+    Authorize,
+    admit_any,
+    allow_all,
+)
 from ._producer import producer_endpoint
 
-__all__ = ["Authorize", "add_ws_routes", "allow_all"]
+__all__ = ["AdmitProducer", "Authorize", "add_ws_routes", "admit_any", "allow_all"]
 
 
 #: Pulsar's WebSocket liveness endpoint: a client pings, the server pongs.
@@ -99,14 +107,19 @@ async def pingpong_endpoint(request: web.Request) -> web.StreamResponse:
 
 
 def add_ws_routes(
-    app: web.Application, engine: MessagingEngine, authorize: Authorize = allow_all
+    app: web.Application,
+    engine: MessagingEngine,
+    authorize: Authorize = allow_all,
+    admit_producer: AdmitProducer = admit_any,
 ) -> None:
     """Serve Pulsar's WebSocket producer, consumer and reader endpoints on ``app`` with
     ``engine`` (started and closed by whoever built it: the sidecar's composition root);
-    ``authorize`` refuses a handshake whose role may not produce or consume the topic."""
+    ``authorize`` refuses a handshake whose role may not produce or consume the topic,
+    ``admit_producer`` (on the topic's owner) a producer the topic's schema policies refuse."""
+    producer = functools.partial(producer_endpoint, engine, authorize, admit_producer)
     app.add_routes(
         [
-            web.get(PRODUCER_PATH, functools.partial(producer_endpoint, engine, authorize)),
+            web.get(PRODUCER_PATH, producer),
             web.get(CONSUMER_PATH, functools.partial(consumer_endpoint, engine, authorize)),
             web.get(READER_PATH, functools.partial(reader_endpoint, engine, authorize)),
             web.get(PINGPONG_PATH, pingpong_endpoint),

@@ -10,7 +10,7 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -150,6 +150,15 @@ def allow_all(
     _request: web.Request, _topic: TopicName, _operation: TopicOperation, _subscription: str
 ) -> None:
     """No authorization (the sidecar runs without an auth config)."""
+
+
+#: Refuses (raising a PolicySyncError) a producer the topic does not take before it is
+#: created, on the topic's owner: Pulsar's schema checks of a producer without a schema.
+AdmitProducer = Callable[[TopicName], Awaitable[None]]
+
+
+async def admit_any(_topic: TopicName) -> None:
+    """No schema registry (the sidecar runs without the cluster): every producer."""
 
 
 def topic_of(request: web.Request) -> TopicName:

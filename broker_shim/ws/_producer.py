@@ -38,6 +38,7 @@ from ._frames import (
     ERR_UNKNOWN,
     HELD_TOO_LONG,
     WS_CLOSE_CODES,
+    AdmitProducer,
     Authorize,
     FrameBatcher,
     enum_param,
@@ -79,7 +80,10 @@ def _producer_config(query: Mapping[str, str]) -> tuple[ProducerConfig, int]:
 
 
 async def producer_endpoint(
-    engine: MessagingEngine, authorize: Authorize, request: web.Request
+    engine: MessagingEngine,
+    authorize: Authorize,
+    admit: AdmitProducer,
+    request: web.Request,
 ) -> web.StreamResponse:
     """``/ws/v2/producer/...``: publish JSON frames to a topic."""
     try:
@@ -90,6 +94,9 @@ async def producer_endpoint(
         return handshake_refusal(exc, "Failed to create producer")
     await redirect(request, engine, topic)
     try:
+        # Pulsar's proxy creates its producer with Schema.BYTES (no schema sent): the
+        # owner's schema checks of a producer without one (schemaValidationEnforced).
+        await admit(topic)
         handle = await engine.create_producer(topic, config)
     except PolicySyncError as exc:
         return handshake_refusal(exc, "Failed to create producer")

@@ -388,9 +388,9 @@ async def _upload(client: TestClient[Any, Any], topic: str, definition: str) -> 
 
 def test_schema_validation_enforced_refuses_producers_without_a_schema() -> None:
     """As Pulsar 4.0.7: with the namespace's (or the topic's) ``schemaValidationEnforced``,
-    a producer (or a GET_OR_CREATE_SCHEMA) without a schema is refused on a topic with
-    one, and accepted on a topic without one, after a soft delete too; a topic's false
-    overrides its namespace's true."""
+    a producer (or a GET_OR_CREATE_SCHEMA, or a WebSocket producer) without a schema is
+    refused on a topic with one, and accepted on a topic without one, after a soft delete
+    too; a topic's false overrides its namespace's true."""
     ns_policy = "/admin/v2/namespaces/public/default/schemaValidationEnforced"
     typed = "persistent://public/default/typed"
     untyped = "persistent://public/default/untyped"
@@ -413,6 +413,18 @@ def test_schema_validation_enforced_refuses_producers_without_a_schema() -> None
             api.IncompatibleSchema,
             as_producer_error(SCHEMA_REQUIRED),
         )
+        # a WebSocket producer too (Pulsar's proxy produces without a schema): 409, the
+        # broker's text, as its proxy answers its client's IncompatibleSchemaException
+        ws_typed = "/ws/v2/producer/persistent/public/default/typed"
+        ws_refused = await client.get(ws_typed)
+        assert (ws_refused.status, await ws_refused.json()) == (
+            409,
+            {"reason": "Failed to create producer: " + as_producer_error(SCHEMA_REQUIRED)},
+        )
+        ws = await client.ws_connect("/ws/v2/producer/persistent/public/default/untyped")
+        await ws.send_str('{"payload": "cmF3"}')
+        assert (await ws.receive_json())["result"] == "ok"
+        await ws.close()
         none = await get_or_create(typed, NONE)
         assert (none.error_code, none.error_message) == (
             api.IncompatibleSchema,
@@ -426,6 +438,8 @@ def test_schema_validation_enforced_refuses_producers_without_a_schema() -> None
         deleted = await client.delete("/admin/v2/schemas/public/default/typed/schema")
         assert deleted.status == 200
         assert (await peer.producer(typed)).type == _T.PRODUCER_SUCCESS
+        ws = await client.ws_connect(ws_typed)
+        await ws.close()
         # the topic's own false wins over the namespace's true; its true alone enforces
         assert (await client.put("/admin/v2/persistent/public/default/override")).status == 204
         await _upload(client, override, V1)
