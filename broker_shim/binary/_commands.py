@@ -198,17 +198,23 @@ def get_or_create_schema_failed(request_id: int, exc: BaseException) -> api.Base
 
 # -- producers -------------------------------------------------------------------------
 def producer_success(
-    request_id: int, name: str, last_sequence_id: int = -1, schema_version: bytes = b""
+    request_id: int,
+    name: str,
+    last_sequence_id: int = -1,
+    schema_version: bytes = b"",
+    *,
+    ready: bool = True,
 ) -> api.BaseCommand:
     """PRODUCER_SUCCESS (``last_sequence_id``: where a deduplicated producer resumes;
     ``schema_version``: the version of the producer's schema, 8 bytes, or empty without
-    one, which Pulsar's Java client requires to be present)."""
+    one, which Pulsar's Java client requires to be present; ``ready`` false: a
+    ``WaitForExclusive`` producer is queued, its request stays open)."""
     out = _T(type=_T.PRODUCER_SUCCESS)
     out.producer_success.request_id = request_id
     out.producer_success.producer_name = name
     out.producer_success.last_sequence_id = last_sequence_id
     out.producer_success.schema_version = schema_version
-    out.producer_success.producer_ready = True
+    out.producer_success.producer_ready = ready
     return out
 
 

@@ -123,6 +123,8 @@ class Producers:
         #: Producers this side closed because a backlog quota holds their sends: their
         #: SENDs still in flight are dropped unanswered (the client resends them).
         self.held_ids: set[int] = set()
+        #: Queued ``WaitForExclusive`` producers, by producer id: their creating task.
+        self.waiting: dict[int, asyncio.Task[None]] = {}
 
     def publish_wait_s(self, producer_id: int) -> float:
         """How long to stop reading after a SEND (the topic's publish rate)."""
@@ -130,7 +132,10 @@ class Producers:
         return 0.0 if prod is None else prod.handle.publish_wait_s()
 
     def close_all(self) -> None:
-        """The connection closes: release every producer."""
+        """The connection closes: release every producer (queued ones leave the queue)."""
+        for task in self.waiting.values():
+            task.cancel()
+        self.waiting.clear()
         for prod in list(self.producers.values()):
             self._drop(prod)
         self.producers.clear()
@@ -142,6 +147,31 @@ class Producers:
         if existing is not None:  # a retried request: same answer
             self._producer_success(m.request_id, existing)
             return
+        if _access_mode(m) is ProducerAccessMode.WaitForExclusive:
+            # It may wait for other producers, also of this connection: its own task.
+            if m.producer_id not in self.waiting:
+                task = self.session.spawn(self._open(m), f"binary-producer {m.producer_id}")
+                self.waiting[m.producer_id] = task
+                task.add_done_callback(lambda _t: self._waited(m.producer_id, task))
+            return
+        await self._open(m)
+
+    def _waited(self, producer_id: int, task: asyncio.Task[None]) -> None:
+        if self.waiting.get(producer_id) is task:
+            del self.waiting[producer_id]
+
+    async def _open(self, m: api.CommandProducer) -> None:
+        """Create the producer of a PRODUCER command and answer it (a queued
+        ``WaitForExclusive`` one: "not ready" first, as Pulsar's ``ServerCnx``)."""
+        name = ""
+        schema_version = b""
+
+        def queued() -> None:
+            if not self.session.closed:
+                self.session.write_command(
+                    commands.producer_success(m.request_id, name, -1, schema_version, ready=False)
+                )
+
         try:
             topic = parse_topic(m.topic)
             self.session.authorize(topic, TopicOperation.PRODUCE)
@@ -167,6 +197,7 @@ class Producers:
                     # wait in Kafka's producer delayed every receipt (docs/binary-send-path.md)
                     linger_ms=0,
                 ),
+                on_queued=queued,
             )
         except PolicySyncError as exc:
             self.session.error(m.request_id, exc)
@@ -355,6 +386,9 @@ class Producers:
 
     async def on_close_producer(self, cmd: api.BaseCommand) -> None:
         m = cmd.close_producer
+        waiting = self.waiting.pop(m.producer_id, None)
+        if waiting is not None:
+            waiting.cancel()  # a queued WaitForExclusive producer leaves the queue
         prod = self.producers.pop(m.producer_id, None)
         if prod is not None:
             try:

@@ -12,12 +12,13 @@ Exclusive already taken         ``Exclusive consumer is already connected``     
 maxConsumersPerSubscription     ``Subscription reached max consumers limit``      ConsumerBusy
 maxProducerPerTopic             ``Topic reached max producers limit``             ProducerBusy
 a Shared producer, an exclusive ``Topic has an existing exclusive producer: <n>`` ProducerBusy
-one holds the topic
+one holds the topic (or waits)
 an Exclusive producer, another  ``Topic has an existing exclusive producer: <n>`` Producer-
 exclusive / shared ones         / ``Topic has existing shared producers``        Fenced
-WaitForExclusive                ``Producer access mode WaitForExclusive is not    NotAllowed
-                                supported``
 =============================== ================================================ ==========
+
+A ``WaitForExclusive`` producer is queued while the topic has other producers
+(:mod:`._exclusive_wait`) and holds it once it is its turn.
 
 An ``ExclusiveWithFencing`` producer closes every other producer of its partitions (as
 Pulsar fences them) and then holds them.
@@ -44,6 +45,7 @@ from sync._errors import (
 from sync.naming._names import TopicName
 
 from ._backlog import BACKLOG_EXCEEDED, BacklogAction
+from ._exclusive_wait import MustWait
 from ._policy import TopicLimits
 from ._ratelimit import RateLimiter
 from ._subscription import Subscription
@@ -144,10 +146,21 @@ def admit_producer(
 
 
 def admit_producer_access(
-    ts: TopicState, topic: TopicName, mode: ProducerAccessMode, parts: frozenset[int]
+    ts: TopicState,
+    topic: TopicName,
+    mode: ProducerAccessMode,
+    parts: frozenset[int],
+    *,
+    waiting: bool = False,
 ) -> list[TopicProducer]:
     """Pulsar's producer access modes, per partition; returns the producers an
-    ``ExclusiveWithFencing`` producer closes (none for the other modes)."""
+    ``ExclusiveWithFencing`` producer closes (none for the other modes). ``waiting``: a
+    ``WaitForExclusive`` producer is queued for these partitions (it counts as an
+    exclusive holder for Shared and Exclusive producers, as in Pulsar).
+
+    Raises:
+        MustWait: a ``WaitForExclusive`` producer while others write to ``parts``.
+    """
     others: dict[int, TopicProducer] = {}
     for p in parts:
         for handle in ts.producers_on(p):
@@ -157,11 +170,12 @@ def admit_producer_access(
     if mode is ProducerAccessMode.ExclusiveWithFencing:
         return list(others.values())
     if mode is ProducerAccessMode.WaitForExclusive:
-        raise NotAllowedError(
-            "Producer access mode WaitForExclusive is not supported", topic=str(topic)
-        )
-    if holder is not None:
-        text = f"Topic has an existing exclusive producer: {holder.producer.config.producer_name}"
+        if others:
+            raise MustWait(topic)
+        return []
+    if holder is not None or waiting:
+        name = "null" if holder is None else holder.producer.config.producer_name
+        text = f"Topic has an existing exclusive producer: {name}"
         if mode is ProducerAccessMode.Shared:
             raise ProducerBusyError(text, topic=str(topic))
         raise ProducerAccessFencedError(text, topic=str(topic))

@@ -57,6 +57,7 @@ from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup_loader import DedupLoader
+from ._exclusive_wait import ExclusiveQueue
 from ._live_limits import apply_live_limits
 from ._monitors import PeriodicJob, Scheduler, every_tick
 from ._owned_sweeps import OwnedTopicSweeps
@@ -126,6 +127,8 @@ class MessagingEngine:
             policies, self._topics, lambda: self.config, lambda: self._loop, self._apply_limits
         )
         self._admin: Admin | None = None
+        #: The queued ``WaitForExclusive`` producers.
+        self._exclusive = ExclusiveQueue()
         #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
         self._pool = ProducerPool(transport, lambda: self.config.report_poll_interval_s)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -573,9 +576,14 @@ class MessagingEngine:
 
     # -- producers ---------------------------------------------------------------------
     async def create_producer(
-        self, topic: TopicName, config: ProducerConfig | None = None
+        self,
+        topic: TopicName,
+        config: ProducerConfig | None = None,
+        on_queued: Callable[[], None] = lambda: None,
     ) -> ProducerHandle:
-        """Open a producer on a topic served here (checks ``maxProducerPerTopic``).
+        """Open a producer on a topic served here (checks ``maxProducerPerTopic``); a
+        ``WaitForExclusive`` one is queued while the topic has other producers
+        (``on_queued`` is called when it starts waiting; see :mod:`._exclusive_wait`).
 
         Raises:
             TopicNotFoundError, CacheStateError, UnavailableError (shutting down),
@@ -583,6 +591,20 @@ class MessagingEngine:
         """
         if self._closing:
             raise UnavailableError("the sidecar is shutting down; retry on another broker")
+        if config is not None and config.access_mode is ProducerAccessMode.WaitForExclusive:
+
+            async def attempt() -> ProducerHandle:
+                if self._closing:
+                    raise UnavailableError("the sidecar is shutting down; retry on another broker")
+                if not (await self.owner_of(topic)).local:  # its bundle moved while queued
+                    raise UnavailableError(
+                        f"Namespace bundle for topic ({topic}) not served by this instance. "
+                        "Please redo the lookup."
+                    )
+                with self._drop_if_unused(topic):
+                    return await self._create_producer(topic, config, self.read_limits(topic))
+
+            return await self._exclusive.wait_turn(topic, attempt, on_queued)
         limits = self.read_limits(topic)
         with self._drop_if_unused(topic):
             return await self._create_producer(topic, config, limits)
@@ -597,7 +619,10 @@ class MessagingEngine:
             self._apply_limits(ts, limits)
             admission.admit_producer(ts, topic, limits, parts)
             mode = ProducerAccessMode.Shared if config is None else config.access_mode
-            fenced = admission.admit_producer_access(ts, topic, mode, parts)
+            waiting = self._exclusive.waiting(topic)
+            fenced = admission.admit_producer_access(ts, topic, mode, parts, waiting=waiting)
+            if mode is ProducerAccessMode.ExclusiveWithFencing and waiting:
+                self._exclusive.fence(topic)
             if limits.dedup_enabled and ts.dedup is None:
                 await self._dedup.load(ts)
             if limits.backlog.active or ts.backlog_state is not None:
@@ -636,3 +661,4 @@ class MessagingEngine:
         handle.mark_closed(reason)
         ts.producers.pop(handle.seq, None)
         self._table.maybe_drop(ts)
+        self._exclusive.notify()  # a queued WaitForExclusive producer may take the topic

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import threading
+import time
 
 import pulsar
 import pytest
@@ -77,7 +79,8 @@ def test_producer_access_modes_as_pulsar(
 ) -> None:
     """Exclusive: refused (ProducerFenced) while the topic has another producer, and it
     refuses Shared producers (ProducerBusy) while it holds the topic. ExclusiveWithFencing
-    closes the others and holds it. WaitForExclusive is refused (not served here)."""
+    closes the others and holds it. WaitForExclusive is queued (answered "not ready")
+    while another holds the topic, and takes it when that one leaves."""
     topic = make_topic(kafka_bootstrap, 1)
     modes = pulsar.ProducerAccessMode
 
@@ -96,16 +99,33 @@ def test_producer_access_modes_as_pulsar(
         producer(modes.Shared, "shared-2")
     with pytest.raises(pulsar.ProducerFenced):
         producer(modes.Exclusive, "ex-2")
-    with pytest.raises(pulsar.PulsarException):
-        producer(modes.WaitForExclusive, "waiting")
     fencing = producer(modes.ExclusiveWithFencing, "ex-3")
     fencing.send(b"from ex-3")
     with pytest.raises(pulsar.PulsarException):  # ex-1 was closed and cannot come back
         exclusive.send(b"from ex-1 again")
+    assert sidecar.server is not None
+    answered = sidecar.server.trace.sent_counts["PRODUCER_SUCCESS"]
+    waiting: list[pulsar.Producer] = []
+    waiter = threading.Thread(
+        target=lambda: waiting.append(producer(modes.WaitForExclusive, "waiting"))
+    )
+    waiter.start()
+    # answered "not ready" (a PRODUCER_SUCCESS) while the client still waits
+    wait_for(
+        lambda: (
+            sidecar.server is not None
+            and sidecar.server.trace.sent_counts["PRODUCER_SUCCESS"] > answered
+        ),
+        "the waiting producer queued",
+    )
+    assert waiter.is_alive() and not waiting
     fencing.close()
+    waiter.join(60)
+    waiting[0].send(b"from waiting")
+    waiting[0].close()
     consumer = client.subscribe(str(topic), "s", initial_position=pulsar.InitialPosition.Earliest)
-    got = [consumer.receive(timeout_millis=20_000).data() for _ in range(2)]
-    assert got == [b"from ex-1", b"from ex-3"]
+    got = [consumer.receive(timeout_millis=20_000).data() for _ in range(3)]
+    assert got == [b"from ex-1", b"from ex-3", b"from waiting"]
 
 
 def test_a_disabled_subscription_type_is_refused_and_closes_live_consumers(
