@@ -249,7 +249,8 @@ class AuthPolicies:
         ``subscription.startsWith(role)`` (no ``-`` needed, whatever its text suggests)
         and fails the check with a ``PulsarServerException``; the broker's
         ``ServerCnx.handleSubscribe`` answers ``AuthorizationError`` with the message of
-        the ``CompletionException`` around it, which starts with the class's name.
+        the ``CompletionException`` around it, which starts with the class's name (as
+        clients report it: apache/pulsar-client-node#415, milvus-io/milvus#24430).
         """
         if self.subscription_auth_mode is not SubscriptionAuthMode.PREFIX or not subscription:
             return None
