@@ -254,7 +254,7 @@ class Connection:
                     self.role = auth.authenticate_certificate(self._certificate_name())
                 elif method == "token" and "token" in auth.config.providers:
                     token = c.auth_data.decode("utf-8", "replace")
-                    self.role = auth.authenticate(f"Bearer {token}")
+                    self.role = auth.authenticate_token(token)
                 elif method == "basic" and auth.config.basic is not None:
                     self.role = auth.authenticate_basic(c.auth_data.decode("utf-8", "replace"))
                 elif auth.config.anonymous_role is not None:

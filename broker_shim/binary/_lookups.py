@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from sync import NamespaceName, TopicName
 from sync.cluster import TopicOperation
-from sync.errors import PolicySyncError, UnavailableError
+from sync.errors import AuthorizationError, PolicySyncError, UnavailableError
 
 from . import PulsarApi_pb2 as api
 from . import _commands as commands
 from ._context import Session, parse_topic
 
 __all__ = ["Lookups"]
+
+#: Pulsar's refusal of PARTITIONED_METADATA to a role that may not look the topic up
+#: (``ServerCnx.handlePartitionMetadataRequest``; a LOOKUP says "… to Lookup").
+PARTITION_METADATA_REFUSED = "Client is not authorized to Get Partition Metadata"
 
 
 class Lookups:
@@ -27,7 +31,10 @@ class Lookups:
         m = cmd.partitionMetadata
         try:
             topic = parse_topic(m.topic)
-            session.authorize(topic, TopicOperation.LOOKUP)
+            try:
+                session.authorize(topic, TopicOperation.LOOKUP)
+            except AuthorizationError:  # Pulsar's handlePartitionMetadataRequest's words
+                raise AuthorizationError(PARTITION_METADATA_REFUSED) from None
             svc = ctx.cluster()
             if svc is not None:
                 svc.require_ready()

@@ -226,6 +226,17 @@ class Authorizer:
                 raise
             return self.config.anonymous_role
 
+    def authenticate_token(self, token: str) -> str:
+        """The role of a binary client's token (CONNECT with the ``token`` method): a
+        listed token or a JWT. Wrong credentials are refused, never given the anonymous
+        role: Pulsar's ``ServerCnx.handleConnect`` gives that role only to a client whose
+        method no provider serves (HTTP falls back to it, see :meth:`authenticate`).
+
+        Raises:
+            AuthenticationError: an unknown token or a JWT that does not validate.
+        """
+        return self._authenticate(f"Bearer {token}")
+
     def anonymous(self) -> str:
         """The role of a binary client that names no method this sidecar provides.
 

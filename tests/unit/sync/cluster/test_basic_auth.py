@@ -76,6 +76,10 @@ def test_the_anonymous_role_is_pulsars_anonymous_user_role() -> None:
     assert auth.authenticate("Bearer unknown") == "guest"  # as Pulsar's HTTP authentication
     assert auth.authenticate("Bearer t") == "r"
     assert auth.anonymous() == "guest"
+    # a binary client's wrong token is refused, not given the anonymous role (ServerCnx)
+    assert auth.authenticate_token("t") == "r"
+    with pytest.raises(AuthenticationError):
+        auth.authenticate_token("unknown")
     strict = Authorizer(AuthConfig.from_json({"tokens": {"t": "r"}}))
     with pytest.raises(AuthenticationError, match="No anonymous role"):
         strict.anonymous()
