@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -13,7 +14,8 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +166,21 @@ class ThreadSidecar:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(30)
+
+
+@contextlib.contextmanager
+def started_together(*sidecars: ThreadSidecar) -> Iterator[None]:
+    """Start ``sidecars`` at the same time (each start waits for its own health, mostly
+    cluster joins), and stop every one that started on the way out."""
+    with ThreadPoolExecutor(len(sidecars)) as pool:
+        starts = [pool.submit(s.__enter__) for s in sidecars]
+    try:
+        for start in starts:
+            start.result()  # the first failure, once all had their chance
+        yield
+    finally:
+        for s in sidecars:
+            s.stop()
 
 
 class ProcessSidecar:
