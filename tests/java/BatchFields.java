@@ -26,7 +26,10 @@ public class BatchFields {
                     .subscribe()) {
             try (Producer<byte[]> producer = client.newProducer().topic(args[1])
                     .producerName("java-batch").enableBatching(true)
-                    .batchingMaxPublishDelay(100, TimeUnit.MILLISECONDS).create()) {
+                    // one batch of the three, sent when full: a 100-ms delay split it in
+                    // two on a busy machine
+                    .batchingMaxMessages(3)
+                    .batchingMaxPublishDelay(10, TimeUnit.SECONDS).create()) {
                 List<CompletableFuture<MessageId>> sent = new ArrayList<>();
                 sent.add(producer.newMessage().key("k1").orderingKey("o1".getBytes())
                         .property("p", "v").eventTime(1_700_000_000_123L).sequenceId(100)
