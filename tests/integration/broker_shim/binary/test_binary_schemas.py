@@ -23,12 +23,14 @@ import pulsar
 import pytest
 from fastavro import parse_schema, schemaless_writer
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
+from websockets.exceptions import InvalidStatus
 
 from sync.cluster import ClusterSettings
 from tests.integration.broker_shim.binary.test_binary_java import JAVA, classpath  # noqa: F401
 from tests.support.http import http
 from tests.support.sidecars import BinarySidecar
 from tests.support.waits import wait_for
+from tests.support.ws import connect, run
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -192,6 +194,11 @@ def _upload(sidecar: BinarySidecar, topic: str, definition: Any) -> None:
     assert got.status == 200, got.body
 
 
+async def _ws_handshake(url: str) -> None:
+    async with connect(url):
+        pass
+
+
 def test_schema_validation_enforced_refuses_producers_without_a_schema(
     sidecar: BinarySidecar, client: pulsar.Client
 ) -> None:
@@ -200,6 +207,14 @@ def test_schema_validation_enforced_refuses_producers_without_a_schema(
     client.create_producer(typed, schema=AvroSchema(UserV1)).close()  # version 0
     with pytest.raises(pulsar.exceptions.IncompatibleSchema):
         client.create_producer(typed)
+    # a WebSocket producer too (Pulsar's proxy produces without a schema): 409
+    ws_typed = f"{sidecar.ws_url}/producer/persistent/{namespace}/typed"
+    with pytest.raises(InvalidStatus) as info:
+        run(_ws_handshake(ws_typed))
+    assert info.value.response.status_code == 409
+    reason = json.loads(info.value.response.body or b"{}")["reason"]
+    assert reason.startswith("Failed to create producer: ") and "schemawhen" in reason
+    run(_ws_handshake(f"{sidecar.ws_url}/producer/persistent/{namespace}/untyped"))
     # the schema's producers are served, and a topic without a schema takes any
     client.create_producer(typed, schema=AvroSchema(UserV1)).close()
     bare = client.create_producer(untyped)
