@@ -641,6 +641,8 @@ def _permissions() -> list[Case]:
     np_ = f"{TOPIC_ROOT}/np/permissions"
     all_actions = ["consume", "produce", "functions", "sources", "sinks", "packages"]
     nsperm = f"/admin/v2/namespaces/{TENANT}/nsperm"
+    sam = f"/admin/v2/namespaces/{NS}/subscriptionAuthMode"
+    missing_sam = f"/admin/v2/namespaces/{TENANT}/nons/subscriptionAuthMode"
     return [
         # namespace
         Case("perm-ns-empty", "GET", n),
@@ -732,6 +734,22 @@ def _permissions() -> list[Case]:
              _j(["r"])),
         Case("perm-sub-revoke-missing-namespace", "DELETE", f"{missing_ns}/s/r"),
         Case("perm-sub-topic-path", "GET", f"{np_}/subscription"),
+        # the namespace's subscriptionAuthMode (kept with the permissions here)
+        Case("sam-get-default", "GET", sam),
+        Case("sam-set-prefix", "POST", sam, _j("Prefix")),
+        Case("sam-get-prefix", "GET", sam),
+        Case("sam-set-none", "POST", sam, _j("None")),
+        Case("sam-get-none", "GET", sam),
+        Case("sam-set-prefix-again", "POST", sam, _j("Prefix")),
+        Case("sam-set-no-body", "POST", sam, ""),
+        Case("sam-get-after-no-body", "GET", sam),
+        Case("sam-set-null", "POST", sam, "null"),
+        Case("sam-set-unknown", "POST", sam, _j("Suffix")),
+        Case("sam-get-after-unknown", "GET", sam),
+        Case("sam-set-malformed", "POST", sam, "{", compare="status"),
+        Case("sam-get-missing-namespace", "GET", missing_sam),
+        Case("sam-set-missing-namespace", "POST", missing_sam, _j("Prefix")),
+        Case("sam-get-missing-tenant", "GET", "/admin/v2/namespaces/nott/ns/subscriptionAuthMode"),
         # every grant shows in the namespace's Policies (a namespace of its own, see
         # _namespace_get_with_policies)
         Case("perm-nsget-create", "PUT", nsperm, _j({"bundles": {"numBundles": 4}})),
@@ -741,6 +759,8 @@ def _permissions() -> list[Case]:
              f"/admin/v2/persistent/{TENANT}/nsperm/t/permissions/reader", _j(["consume"])),
         Case("perm-nsget-grant-subscription", "POST", f"{nsperm}/permissions/subscription/s",
              _j(["reader"])),
+        Case("perm-nsget-subscription-auth-mode", "POST", f"{nsperm}/subscriptionAuthMode",
+             _j("Prefix")),
         Case("perm-namespace-get-with-permissions", "GET", nsperm, unordered=True),
         Case("perm-nsget-delete-topic", "DELETE", f"/admin/v2/persistent/{TENANT}/nsperm/t"),
         Case("perm-nsget-delete", "DELETE", nsperm),
