@@ -248,7 +248,9 @@ def test_websocket_handshakes_need_the_permission(
     cluster: tuple[str, str, list[AuthShim]], kafka_bootstrap: str
 ) -> None:
     """Pulsar's WebSocket API with auth: the token in the ``Authorization`` header or the
-    ``token`` query parameter; producing needs ``produce``, consuming ``consume``."""
+    ``token`` query parameter; producing needs ``produce``, consuming ``consume`` (and under
+    ``subscriptionAuthMode`` Prefix a subscription named after the role: 403 here, where
+    Pulsar's proxy answers the provider's exception with 500 "Server error")."""
     import websockets
 
     from tests.support.ws import connect, path_of, produce, receive, refused, run
@@ -277,6 +279,21 @@ def test_websocket_handshakes_need_the_permission(
             403,
             "Failed to subscribe: Client is not authorized to subscribe",
         )
+        # subscriptionAuthMode Prefix: bob consumes only on subscriptions named bob…
+        assert call(a, "POST", grant, "t-alice", '["produce", "consume"]').status == 204
+        mode = f"/admin/v2/namespaces/{tenant}/ws/subscriptionAuthMode"
+        assert call(a, "POST", mode, "t-alice", '"Prefix"').status == 204
+        for s in (a, _b):  # an admin read catches a sidecar up with the registry
+            assert call(s, "GET", mode, "t-alice").json() == "Prefix"
+        status, reason = await refused(consumer + "&token=t-bob")
+        assert status == 403, reason
+        assert reason == (
+            "Failed to subscribe: org.apache.pulsar.broker.PulsarServerException: Failed to "
+            "create consumer - The subscription name needs to be prefixed by the "
+            f"authentication role, like bob-xxxx for topic: {topic}"
+        )
+        async with connect(consumer.replace("/s?", "/bob-s?") + "&token=t-bob"):
+            pass
         # The tenant's admin, the header way, straight to the owner: a client drops the
         # Authorization header on a redirect to another origin (the query token stays).
         lookup = f"/lookup/v2/topic/persistent/{tenant}/ws/{topic.local_name}"
