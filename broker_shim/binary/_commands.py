@@ -204,17 +204,21 @@ def producer_success(
     schema_version: bytes = b"",
     *,
     ready: bool = True,
+    topic_epoch: int | None = None,
 ) -> api.BaseCommand:
     """PRODUCER_SUCCESS (``last_sequence_id``: where a deduplicated producer resumes;
     ``schema_version``: the version of the producer's schema, 8 bytes, or empty without
     one, which Pulsar's Java client requires to be present; ``ready`` false: a
-    ``WaitForExclusive`` producer is queued, its request stays open)."""
+    ``WaitForExclusive`` producer is queued, its request stays open; ``topic_epoch``: the
+    epoch an exclusive producer holds the topic under, which it presents on reconnect)."""
     out = _T(type=_T.PRODUCER_SUCCESS)
     out.producer_success.request_id = request_id
     out.producer_success.producer_name = name
     out.producer_success.last_sequence_id = last_sequence_id
     out.producer_success.schema_version = schema_version
     out.producer_success.producer_ready = ready
+    if topic_epoch is not None:
+        out.producer_success.topic_epoch = topic_epoch
     return out
 
 

@@ -190,6 +190,7 @@ class Producers:
                 topic,
                 ProducerConfig(
                     access_mode=_access_mode(m),
+                    topic_epoch=m.topic_epoch if m.HasField("topic_epoch") else None,
                     routing_mode=MessageRoutingMode.SinglePartition,
                     batching_enabled=False,
                     producer_name=name,
@@ -213,7 +214,13 @@ class Producers:
     def _producer_success(self, request_id: int, prod: _Producer) -> None:
         last = prod.handle.last_sequence_id
         self.session.write_command(
-            commands.producer_success(request_id, prod.name, last, prod.schema_version)
+            commands.producer_success(
+                request_id,
+                prod.name,
+                last,
+                prod.schema_version,
+                topic_epoch=prod.handle.topic_epoch,
+            )
         )
 
     async def _watch_producer(self, prod: _Producer) -> None:

@@ -59,6 +59,7 @@ __all__ = [
     "admit_producer_access",
     "admit_producer_backlog",
     "admit_read_compacted",
+    "admit_topic_epoch",
     "admit_sub_type",
     "take_subscribe_permit",
 ]
@@ -182,6 +183,24 @@ def admit_producer_access(
     if mode is ProducerAccessMode.Exclusive and others:
         raise ProducerAccessFencedError("Topic has existing shared producers", topic=str(topic))
     return []
+
+
+def admit_topic_epoch(topic: TopicName, current: int | None, presented: int | None) -> int:
+    """Pulsar's topic epoch for an exclusive producer (``AbstractTopic.
+    incrementTopicEpochIfNeeded``): one that reconnects with the epoch it held the topic
+    under is refused once another exclusive producer has held it since; otherwise the
+    epoch it holds the topic under: the one it presents, else the next (0 first).
+
+    Raises:
+        ProducerAccessFencedError: "Topic epoch has already moved. …".
+    """
+    if presented is not None and presented < (-1 if current is None else current):
+        raise ProducerAccessFencedError(
+            f"Topic epoch has already moved. Current epoch: {current}, Producer epoch: "
+            f"{presented}",
+            topic=str(topic),
+        )
+    return presented if presented is not None else (-1 if current is None else current) + 1
 
 
 def admit_producer_backlog(ts: TopicState, topic: TopicName) -> None:

@@ -621,6 +621,10 @@ class MessagingEngine:
             mode = ProducerAccessMode.Shared if config is None else config.access_mode
             waiting = self._exclusive.waiting(topic)
             fenced = admission.admit_producer_access(ts, topic, mode, parts, waiting=waiting)
+            epoch = self._exclusive.epochs.get(topic)
+            if mode is not ProducerAccessMode.Shared:
+                presented = None if config is None else config.topic_epoch
+                epoch = admission.admit_topic_epoch(topic, epoch, presented)
             if mode is ProducerAccessMode.ExclusiveWithFencing and waiting:
                 self._exclusive.fence(topic)
             if limits.dedup_enabled and ts.dedup is None:
@@ -643,6 +647,9 @@ class MessagingEngine:
                 hold_timeout_s=self.config.backlog_hold_timeout_s,
             )
             ts.producers[handle.seq] = handle  # first: the topic stays in use
+            handle.topic_epoch = epoch
+            if epoch is not None:
+                self._exclusive.epochs[topic] = epoch
             fence = CloseReason(CloseCause.POLICY, "Fenced by an ExclusiveWithFencing producer")
             for other in fenced:
                 self._close_producer(ts, other, fence)

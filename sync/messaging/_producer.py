@@ -151,6 +151,9 @@ class ProducerConfig:
     linger_ms: int | None = None
     #: Pulsar's producer access mode, enforced per partition by the engine.
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+    #: The topic epoch an exclusive producer held the topic under before it reconnected
+    #: (Pulsar's ``CommandProducer.topic_epoch``; None: a new producer).
+    topic_epoch: int | None = None
 
     def __post_init__(self) -> None:
         if self.linger_ms is not None and self.linger_ms < 0:

@@ -60,6 +60,9 @@ class ProducerHandle:
         self._on_queued = on_queued
         self.state = ProducerState.ACTIVE
         self.close_reason: CloseReason | None = None
+        #: The topic's epoch as this producer holds it (Pulsar's
+        #: ``PRODUCER_SUCCESS.topic_epoch``; None: no exclusive producer held the topic).
+        self.topic_epoch: int | None = None
         self._closed = asyncio.Event()
         name = producer.config.producer_name
         #: The producer-name header every message of a named producer carries (encoded once).

@@ -110,3 +110,41 @@ def test_a_queued_producer_is_fenced_out_or_leaves_the_queue() -> None:
         assert ready.producer_success.request_id == 5 and ready.producer_success.producer_ready
 
     serve_with_admin(scenario)
+
+
+def test_topic_epochs_fence_a_producer_that_comes_back_after_its_fencer() -> None:
+    """Pulsar's topic epoch: every exclusive producer holds the topic under the next epoch
+    (PRODUCER_SUCCESS.topic_epoch); one that reconnects presenting an older epoch is
+    fenced, the holder's own epoch is taken back."""
+
+    async def scenario(peer: Peer, _client: TestClient[Any, Any]) -> None:
+        _producer(peer, 1, "ex-1", MODES.Exclusive)
+        assert (await _answer(peer, 1)).producer_success.topic_epoch == 0
+        _producer(peer, 2, "ex-2", MODES.ExclusiveWithFencing)
+        got = [await peer.recv() for _ in range(2)]  # ex-1 closed, ex-2 answered
+        fencer = next(c for c in got if c.type == _T.PRODUCER_SUCCESS)
+        assert fencer.producer_success.topic_epoch == 1
+        _send(peer, _T.CLOSE_PRODUCER, "close_producer", producer_id=2, request_id=3)
+        assert (await _answer(peer, 3)).type == _T.SUCCESS
+        # ex-1 comes back with the epoch it held: the topic has moved on
+        _send(
+            peer, _T.PRODUCER, "producer", topic=TOPIC, producer_id=4, request_id=4,
+            producer_name="ex-1", producer_access_mode=MODES.Exclusive, topic_epoch=0,
+        )  # fmt: skip
+        stale = await _answer(peer, 4)
+        assert (stale.error.error, stale.error.message) == (
+            api.ProducerFenced,
+            "Topic epoch has already moved. Current epoch: 1, Producer epoch: 0",
+        )
+        # the latest holder's epoch is taken back; a new exclusive producer gets the next
+        _send(
+            peer, _T.PRODUCER, "producer", topic=TOPIC, producer_id=5, request_id=5,
+            producer_name="ex-2", producer_access_mode=MODES.Exclusive, topic_epoch=1,
+        )  # fmt: skip
+        assert (await _answer(peer, 5)).producer_success.topic_epoch == 1
+        _send(peer, _T.CLOSE_PRODUCER, "close_producer", producer_id=5, request_id=6)
+        await _answer(peer, 6)
+        _producer(peer, 7, "ex-3", MODES.Exclusive)
+        assert (await _answer(peer, 7)).producer_success.topic_epoch == 2
+
+    serve_with_admin(scenario)
