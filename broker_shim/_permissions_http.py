@@ -44,6 +44,7 @@ from aiohttp import web
 
 from sync import NamespaceName, TopicName
 from sync.cluster import (
+    AuthPolicies,
     ClusterService,
     parse_actions,
     parse_roles,
@@ -97,12 +98,20 @@ async def _require_topic(service: ClusterService, topic: TopicName | None) -> No
             raise NotFoundError(f"Topic {topic.canonical} not found")
 
 
-async def get_permissions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+async def _current(
+    cluster: LiveCluster, request: web.Request
+) -> tuple[AuthPolicies, TopicName | None]:
+    """The namespace's permissions as the registry has them now (an admin read catches
+    this sidecar up), and the topic of a topic path (which must exist)."""
     service, namespace, topic = _target(cluster, request)
     service.require_ready()
     await service.lookups.refresh()
     await _require_topic(service, topic)
-    policies = service.permissions.of(namespace)
+    return service.permissions.of(namespace), topic
+
+
+async def get_permissions(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    policies, topic = await _current(cluster, request)
     grants = policies.namespace_grants() if topic is None else policies.topic_grants(topic)
     return web.json_response(grants)
 
@@ -120,10 +129,8 @@ async def grant_permission(cluster: LiveCluster, request: web.Request) -> web.St
 async def get_subscription_permissions(
     cluster: LiveCluster, request: web.Request
 ) -> web.StreamResponse:
-    service, namespace, _topic = _target(cluster, request)
-    service.require_ready()
-    await service.lookups.refresh()
-    return web.json_response(service.permissions.of(namespace).subscription_grants())
+    policies, _topic = await _current(cluster, request)
+    return web.json_response(policies.subscription_grants())
 
 
 async def grant_subscription_permission(
@@ -161,10 +168,8 @@ async def revoke_permission(cluster: LiveCluster, request: web.Request) -> web.S
 async def get_subscription_auth_mode(
     cluster: LiveCluster, request: web.Request
 ) -> web.StreamResponse:
-    service, namespace, _topic = _target(cluster, request)
-    service.require_ready()
-    await service.lookups.refresh()
-    return web.json_response(service.permissions.of(namespace).subscription_auth_mode.value)
+    policies, _topic = await _current(cluster, request)
+    return web.json_response(policies.subscription_auth_mode.value)
 
 
 async def set_subscription_auth_mode(
