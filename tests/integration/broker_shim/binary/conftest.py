@@ -1,6 +1,7 @@
 """What the binary-protocol tests of this folder share: one sidecar with its ``pulsar://``
 listener per test module, and a real ``pulsar-client`` on it per test (a module that needs
-another sidecar or client defines its own fixture of the same name)."""
+another sidecar or client defines its own fixture of the same name); the Java client's
+classpath, resolved once per session."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from tests.support.kafka import ROOT
 from tests.support.sidecars import BinarySidecar
 
 
@@ -44,3 +46,16 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
         capture_output=True,
     )
     return pulsar.CryptoKeyReader(str(public), str(private))
+
+
+@pytest.fixture(scope="session")
+def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The Java client's classpath (``tests/java/pom.xml``), resolved by Maven (cached in
+    ~/.m2 after the first run), once for every module that runs a Java program."""
+    out = tmp_path_factory.mktemp("java") / "classpath.txt"
+    subprocess.run(
+        ["mvn", "-q", "-B", "-f", str(ROOT / "tests" / "java" / "pom.xml"),
+         "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
+        check=True, timeout=500,
+    )  # fmt: skip
+    return out.read_text().strip()

@@ -19,18 +19,6 @@ pytestmark = pytest.mark.timeout(600)
 JAVA = ROOT / "tests" / "java"
 
 
-@pytest.fixture(scope="module")
-def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The Java client's classpath, resolved by Maven (cached in ~/.m2 after the first run)."""
-    out = tmp_path_factory.mktemp("java") / "classpath.txt"
-    subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(JAVA / "pom.xml"), "dependency:build-classpath",
-         f"-Dmdep.outputFile={out}"],
-        check=True, timeout=500,
-    )  # fmt: skip
-    return out.read_text().strip()
-
-
 @pytest.fixture
 def sidecar(kafka_bootstrap: str, tmp_path: Path) -> Iterator[BinarySidecar]:
     with BinarySidecar(kafka_bootstrap, tmp_path) as s:
@@ -102,8 +90,7 @@ def test_java_client_gets_back_every_field_of_a_batch(
     got = [line for line in run.stdout.splitlines() if line.startswith("msg ")]
     tail = " producer=java-batch"
     assert got == [
-        "msg key=k1 ordering=o1 data=hello props={p=v} event=1700000000123 seq=100"
-        + tail,
+        "msg key=k1 ordering=o1 data=hello props={p=v} event=1700000000123 seq=100" + tail,
         "msg key=gone ordering=- data=null props={} event=0 seq=101" + tail,
         "msg key=- ordering=- data= props={} event=0 seq=102" + tail,
     ]

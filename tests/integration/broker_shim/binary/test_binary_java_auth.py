@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from broker_shim._tls import TlsSettings
 from sync import TopicName
 from sync.cluster import AuthConfig, ClusterSettings
-from tests.integration.broker_shim.binary.test_binary_java import JAVA, classpath  # noqa: F401
+from tests.integration.broker_shim.binary.test_binary_java import JAVA
 from tests.support.http import http
 from tests.support.sidecars import BinarySidecar, applied, started_together
 from tests.support.tls import make_tls_files
@@ -68,7 +68,7 @@ def _jwt(key: Any, algorithm: str, **claims: Any) -> str:
 def checks(
     kafka_bootstrap: str,
     tmp_path_factory: pytest.TempPathFactory,
-    classpath: str,  # noqa: F811 - the Java tests' fixture
+    classpath: str,
 ) -> Iterator[dict[str, str]]:
     """Runs ClientChecks.java once against both sidecars: check name -> its result."""
     work = tmp_path_factory.mktemp("java-auth")

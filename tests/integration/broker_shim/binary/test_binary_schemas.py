@@ -26,7 +26,7 @@ from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, Strin
 from websockets.exceptions import InvalidStatus
 
 from sync.cluster import ClusterSettings
-from tests.integration.broker_shim.binary.test_binary_java import JAVA, classpath  # noqa: F401
+from tests.integration.broker_shim.binary.test_binary_java import JAVA
 from tests.support.http import http
 from tests.support.sidecars import BinarySidecar
 from tests.support.waits import wait_for
@@ -274,7 +274,7 @@ def _avro(record: dict[str, Any]) -> str:
 def test_java_auto_produce_bytes_gets_the_topics_schema(
     sidecar: BinarySidecar,
     client: pulsar.Client,
-    classpath: str,  # noqa: F811 - the Java tests' fixture
+    classpath: str,
 ) -> None:
     """Java's ``Schema.AUTO_PRODUCE_BYTES()`` (AUTO_PUBLISH): GET_SCHEMA gives the producer
     the uploaded schema, its PRODUCER finds version 0 (in a namespace that allows no
