@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
-import time
 
 import pulsar
 import pytest
