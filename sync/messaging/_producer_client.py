@@ -121,20 +121,21 @@ class ProducerClient:
         """Queue one record; ``on_delivery`` runs where reports are served (see class)."""
         if self._closed:
             raise ConfigurationError("producer client is closed")
-        if self._hold_at is not None:
-            self._produce_or_hold(topic, key, value, partition, headers, on_delivery)
+        if self._hold_at is not None:  # reports are served on this thread: no locks
+            where = (topic, partition)
+            held = self._held.get(where)
+            if held is not None or self._unanswered.get(where, 0) >= self._hold_at:
+                self._held.setdefault(where, []).append((key, value, headers, on_delivery))
+                self._sent += 1
+                return
+            self._queue(topic, partition, key, value, headers, self._answered, where, on_delivery)
+            self._sent += 1
+            self._unanswered[where] = self._unanswered.get(where, 0) + 1
             return
         with self._sent_lock:
             self._sent += 1
         try:
-            self._producer.produce(
-                topic,
-                key,
-                value,
-                partition=partition,
-                headers=headers,
-                on_delivery=functools.partial(self._report, on_delivery),
-            )
+            self._queue(topic, partition, key, value, headers, self._report, on_delivery)
         except BaseException:
             with self._sent_lock:
                 self._sent -= 1
@@ -142,39 +143,25 @@ class ProducerClient:
         if self._thread is not None and not self._wake.is_set():
             self._wake.set()  # Event.set() takes a lock: skip it when already set
 
-    def _produce_or_hold(
+    def _queue(
         self,
         topic: str,
+        partition: int,
         key: bytes | None,
         value: bytes,
-        partition: int,
         headers: list[Header] | None,
-        on_delivery: Callable[[DeliveryReport], None],
+        report: Callable[..., None],
+        *bound: object,
     ) -> None:
-        """:meth:`produce` with ``hold_at`` (reports are served on this thread)."""
-        assert self._hold_at is not None  # noqa: S101 - only called with hold_at set
-        where = (topic, partition)
-        held = self._held.get(where)
-        if held is not None or self._unanswered.get(where, 0) >= self._hold_at:
-            if held is None:
-                held = self._held[where] = []
-            held.append((key, value, headers, on_delivery))
-            self._sent += 1
-            return
-        self._sent += 1
-        try:
-            self._producer.produce(
-                topic,
-                key,
-                value,
-                partition=partition,
-                headers=headers,
-                on_delivery=functools.partial(self._answered, where, on_delivery),
-            )
-        except BaseException:
-            self._sent -= 1
-            raise
-        self._unanswered[where] = self._unanswered.get(where, 0) + 1
+        """Hand one record to Kafka; its report goes to ``report(*bound, report)``."""
+        self._producer.produce(
+            topic,
+            key,
+            value,
+            partition=partition,
+            headers=headers,
+            on_delivery=functools.partial(report, *bound),
+        )
 
     def _answered(
         self,
@@ -201,13 +188,8 @@ class ProducerClient:
         queued = 0
         for key, value, headers, on_delivery in held:
             try:
-                self._producer.produce(
-                    topic,
-                    key,
-                    value,
-                    partition=partition,
-                    headers=headers,
-                    on_delivery=functools.partial(self._answered, where, on_delivery),
+                self._queue(
+                    topic, partition, key, value, headers, self._answered, where, on_delivery
                 )
                 queued += 1
             except Exception as exc:  # noqa: BLE001 - answered as the record's error
