@@ -59,18 +59,29 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float)
 
 @contextlib.contextmanager
 def sidecar(
-    bootstrap: str, entry_format: str = "message", name: str = "sidecar"
+    bootstrap: str,
+    entry_format: str = "message",
+    name: str = "sidecar",
+    source: Path | None = None,
 ) -> Iterator[Broker]:
     """One ``broker-shim run`` on ``bootstrap`` (``--entry-format``), stopped (SIGTERM)
-    on exit."""
+    on exit. ``source``: run the code of another checkout instead (e.g. a git worktree of
+    an older commit, to compare before and after in one run); ``message`` is then passed
+    as no flag at all, which older command lines also take."""
     port, broker_port = free_port(), free_port()
     state = tempfile.mkdtemp(prefix="bench-sidecar-")
+    root = source or ROOT
+    env = dict(os.environ)
+    flags = ["--entry-format", entry_format]
+    if source is not None:
+        env["PYTHONPATH"] = str(source)  # ahead of the installed (editable) package
+        flags = [] if entry_format == "message" else flags
     proc = subprocess.Popen(  # noqa: S603 - the project's own CLI
         [sys.executable, "-m", "broker_shim.cli.shim", "run", "--broker-id", name,
          "--http-port", str(port), "--broker-port", str(broker_port),
          "--bootstrap-servers", bootstrap, "--state-dir", state, "--log-level", "warning",
-         "--entry-format", entry_format],
-        cwd=ROOT, env=dict(os.environ),
+         *flags],
+        cwd=root, env=env,
     )  # fmt: skip
     try:
         _wait_http(f"http://127.0.0.1:{port}/health", proc, 120)

@@ -25,7 +25,9 @@ it with Pulsar's figures from the same generator before reading a gap as the bro
 
 The tool is built on first use by ``go install`` from the Go module proxy
 (``github.com/apache/pulsar-client-go/perf@v0.19.0``, CGO off) into ``.cache/tools/``.
-Run alone: ``python -m bench.perf`` (``--scenarios produce_1,latency_half``).
+Run alone: ``python -m bench.perf`` (``--scenarios produce_1,latency_half``); ``--formats
+message,message@../before`` also runs a sidecar from another checkout (a git worktree of an
+older commit), so before and after are measured interleaved in one run.
 """
 
 from __future__ import annotations
@@ -289,9 +291,12 @@ def run(
         if pulsar is not None:
             pid = listener_pid(pulsar.broker_port)
             targets.append((pulsar, {"pulsar": pid} if pid else {}))
-        for entry_format in formats:
+        for spec in formats:
+            entry_format, _, source = spec.partition("@")
             ours = stack.enter_context(
-                sidecar(bootstrap, entry_format, _sidecar_name(entry_format))
+                sidecar(
+                    bootstrap, entry_format, _sidecar_name(spec), Path(source) if source else None
+                )
             )
             found = {"sidecar": listener_pid(ours.broker_port), "kafka": kafka_pid}
             targets.append((ours, {name: pid for name, pid in found.items() if pid}))
@@ -326,9 +331,12 @@ def run(
     return out
 
 
-def _sidecar_name(entry_format: str) -> str:
-    """The table's name of the sidecar storing ``entry_format``."""
-    return "sidecar" if entry_format == "message" else f"sidecar-{entry_format}"
+def _sidecar_name(spec: str) -> str:
+    """The table's name of the sidecar of ``spec``: a stored format, with ``@PATH`` when
+    it runs another checkout's code (``message@../before``: ``sidecar@before``)."""
+    entry_format, _, source = spec.partition("@")
+    name = "sidecar" if entry_format == "message" else f"sidecar-{entry_format}"
+    return f"{name}@{Path(source).name}" if source else name
 
 
 def _print_table(out: dict[str, Any], names: list[str]) -> None:
@@ -358,7 +366,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--scenarios", default=None, help="comma-separated; default: all")
     parser.add_argument(
-        "--formats", default=None, help="stored formats, comma-separated (message,entry)"
+        "--formats",
+        default=None,
+        help="stored formats, comma-separated (message,entry); FORMAT@PATH runs that "
+        "checkout's code too (e.g. a git worktree of an older commit: before and after)",
     )
     args = parser.parse_args()
     names = args.scenarios.split(",") if args.scenarios else None
