@@ -3,8 +3,8 @@
 :class:`LiveCluster` holds the current incarnation of :class:`sync.cluster.ClusterService`:
 the one supervisor (:mod:`broker_shim._supervisor`) replaces a FAILED one with a fresh
 incarnation, and every reader (the admin and lookup routes, /health, the binary
-protocol's lookups, the messaging engine's :class:`LookupOwnership`) reads
-``live.service`` each time, so none keeps a closed one.
+protocol's lookups, the messaging engine's :class:`LookupOwnership` and
+:class:`LiveTopicEpochs`) reads ``live.service`` each time, so none keeps a closed one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sync.messaging import OwnerInfo
 
 from ._supervisor import Backoff, supervise
 
-__all__ = ["LiveCluster", "LookupOwnership"]
+__all__ = ["LiveCluster", "LiveTopicEpochs", "LookupOwnership"]
 
 
 class LiveCluster:
@@ -140,3 +140,26 @@ class LookupOwnership:
             bundle=None if term is None else term[0],
             claim=None if term is None else str(term[1]),
         )
+
+
+class LiveTopicEpochs:
+    """The registry's topic epochs (:class:`sync.cluster.ClusterService`'s ``epochs``) as
+    the messaging engine's ``TopicEpochStore``: durable across restarts and bundle moves."""
+
+    def __init__(self, cluster: LiveCluster) -> None:
+        self.cluster = cluster
+
+    def current(self, topic: TopicName) -> int | None:
+        """``topic``'s epoch as this sidecar's registry view has it."""
+        return self.cluster.service.epochs.current(topic)
+
+    def take(self, topic: TopicName, decide: Callable[[int | None], int]) -> int:
+        """Decide and store ``topic``'s epoch through the fenced metadata writer.
+
+        Raises:
+            UnavailableError: the cluster service is not ready.
+            whatever ``decide`` raises (nothing written then).
+        """
+        service = self.cluster.service
+        service.require_ready()
+        return service.epochs.take(topic, decide)

@@ -40,7 +40,7 @@ from sync.messaging import AutoTopicCreation, MessagingConfig, MessagingEngine, 
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._autocreate import topic_creator
-from ._live_cluster import LiveCluster, LookupOwnership
+from ._live_cluster import LiveCluster, LiveTopicEpochs, LookupOwnership
 from ._metrics import SidecarMetrics
 from ._process_tuning import release_free_heap
 from ._supervisor import Backoff, supervise
@@ -207,6 +207,9 @@ class Sidecar:
             config=config.messaging,
             auto_creation=config.auto_topic_creation,
             create_topic=topic_creator(self.cluster, self.transport),
+            # Pulsar keeps topic epochs with the topic's ledger; here in the registry, so a
+            # restart or a bundle move does not forget them (without the cluster: in memory).
+            epochs=None if self.cluster is None else LiveTopicEpochs(self.cluster),
         )
         if self.cluster is not None:
             # A bundle moving away closes its topics here before another sidecar claims it.

@@ -180,6 +180,9 @@ REGISTRY_KEY_AUTH: Final = "auth/"
 #: ``schema/<canonical base topic>``: a topic's schema versions (Pulsar's schema registry;
 #: a partitioned topic's partitions share its record).
 REGISTRY_KEY_SCHEMA: Final = "schema/"
+#: ``epoch/<canonical topic>``: the topic epoch exclusive producers hold a topic under
+#: (Pulsar's ``pulsar.topic.epoch`` managed-ledger property; per name a producer uses).
+REGISTRY_KEY_EPOCH: Final = "epoch/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

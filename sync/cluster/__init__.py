@@ -23,6 +23,8 @@ three Kafka topics; the modules, each owning one behaviour:
   granted and revoked by ``_permission_admin``;
 * ``_schemas``   Pulsar's schema registry: a topic's schema versions (a registry record),
   validated and compared by ``_schema_compat``, read and written by ``_schema_admin``;
+* ``_topic_epochs`` Pulsar's topic epochs of exclusive producers (a registry record per
+  topic name), read and written by ``_topic_epoch_store``;
 * ``_service``   start-up, shutdown and status of all of the above;
 
 HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` flags in

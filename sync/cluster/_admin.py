@@ -55,6 +55,7 @@ from ._records import (
     topic_key,
 )
 from ._schemas import schema_key
+from ._topic_epochs import epoch_key
 
 logger = logging.getLogger(__name__)
 
@@ -505,9 +506,9 @@ class ClusterAdmin:
 
     def delete_topic(self, topic: TopicName, *, partitioned: bool) -> None:
         """Delete a topic's record, then its Kafka topic (Pulsar ``DELETE`` of a topic, or
-        of ``…/partitions`` with ``partitioned``). Its schema history and the grants on it
-        and its partitions go with it, as Pulsar 4.0.7 deletes them (a topic created again
-        under the name starts without either).
+        of ``…/partitions`` with ``partitioned``). Its schema history, the grants on it
+        and its partitions and their topic epochs go with it, as Pulsar 4.0.7 deletes them
+        (a topic created again under the name starts without any).
 
         Raises:
             NotFoundError: "Topic … not found" (or the wrong kind of topic).
@@ -521,6 +522,10 @@ class ClusterAdmin:
             base = topic.base.canonical
             if base in store.schemas:
                 writes[schema_key(topic)] = None
+            for name in store.epochs:
+                named = parse_topic_cached(name)
+                if named.base.canonical == base:
+                    writes[epoch_key(named)] = None
             grants = store.auth.get(topic.namespace_name)
             if grants is not None:
                 kept = {

@@ -2,8 +2,8 @@
 
 :class:`MetadataStore` keeps every sidecar's local view of ``__policy_sync.registry``:
 broker registrations, membership snapshots, namespace bundle layouts, topic metadata, KV
-config, wiped write perms, tenants, namespaces' permissions and topics' schema histories,
-each indexed for the lookup hot path.
+config, wiped write perms, tenants, namespaces' permissions, topics' schema histories and
+topic epochs, each indexed for the lookup hot path.
 
 :class:`MetadataWriter` changes namespace layouts, topic metadata, KV config and perms with
 read-modify-write cycles serialized by Kafka's producer fencing, through the one fenced
@@ -29,6 +29,7 @@ from sync._constants import (
     METADATA_TRANSACTIONAL_ID,
     REGISTRY_KEY_AUTH,
     REGISTRY_KEY_BROKER,
+    REGISTRY_KEY_EPOCH,
     REGISTRY_KEY_KV,
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
@@ -56,6 +57,7 @@ from ._records import (
 )
 from ._schemas import SchemaHistory
 from ._table import TableView
+from ._topic_epochs import TopicEpoch
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +122,7 @@ RegistryValue = (
     | WritePerm
     | AuthPolicies
     | SchemaHistory
+    | TopicEpoch
     | str
 )
 
@@ -154,6 +157,11 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         if history.topic != key[len(REGISTRY_KEY_SCHEMA) :]:
             raise CodecError(f"schema history of {history.topic} under key {key!r}")
         return history
+    if key.startswith(REGISTRY_KEY_EPOCH):
+        record = TopicEpoch.from_json(raw)
+        if record.topic != key[len(REGISTRY_KEY_EPOCH) :]:
+            raise CodecError(f"topic epoch of {record.topic} under key {key!r}")
+        return record
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -186,6 +194,8 @@ class MetadataStore:
         self.auth: dict[NamespaceName, AuthPolicies] = {}
         #: Each base topic's schema history (canonical name; absent: no schema ever).
         self.schemas: dict[str, SchemaHistory] = {}
+        #: Each topic name's epoch (canonical name; absent: no exclusive producer ever).
+        self.epochs: dict[str, int] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -265,6 +275,12 @@ class MetadataStore:
                 self.schemas[topic] = new
             else:
                 self.schemas.pop(topic, None)
+        elif key.startswith(REGISTRY_KEY_EPOCH):
+            topic = key[len(REGISTRY_KEY_EPOCH) :]
+            if isinstance(new, TopicEpoch):
+                self.epochs[topic] = new.epoch
+            else:
+                self.epochs.pop(topic, None)
         self.version += 1
         for watcher in self._watchers:
             try:

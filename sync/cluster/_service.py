@@ -41,6 +41,7 @@ from ._permission_admin import PermissionAdmin
 from ._records import ListenerUrls
 from ._registry import BrokerIdentity, BrokerRegistry, Registrar
 from ._schema_admin import SchemaAdmin, SchemaPolicyOf, default_schema_policy
+from ._topic_epoch_store import RegistryTopicEpochs
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +197,8 @@ class ClusterService:
         # Pulsar's schema registry; its compatibility strategy is the broker default (FULL)
         # until the topic and namespace policies can set one
         self.schemas = SchemaAdmin(self.store, self.writer, config.schema_policy)
+        #: Pulsar's topic epochs of exclusive producers (the messaging engine's store).
+        self.epochs = RegistryTopicEpochs(self.store, self.writer)
         self.auth = None if config.auth is None else Authorizer(config.auth, self.store)
         self.pause_watch = PauseWatch(
             self._catch_up,

@@ -28,6 +28,7 @@ One file per behaviour:
 * ``_policy.py`` – the policies messaging reads;
 * ``_reader.py`` – the thread that owns a subscription's Kafka consumer;
 * ``_ownership.py`` – the seam to bundle ownership;
+* ``_epoch_store.py`` – the seam to where topic epochs are kept (durable in the sidecar);
 * ``_types.py`` – subscription types and the state machines;
 * ``_config.py`` – settings;
 * ``_autocreate.py`` – topic auto-creation: broker defaults and the namespace override.
@@ -62,6 +63,7 @@ from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
 from ._engine import MessagingEngine
+from ._epoch_store import MemoryTopicEpochs, TopicEpochStore
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
 from ._producer import (
@@ -117,6 +119,7 @@ __all__ = [
     "ProducerAccessFencedError",
     "ProducerAccessMode",
     "LocalOwnership",
+    "MemoryTopicEpochs",
     "MessagingConfig",
     "MessagingEngine",
     "MessagingError",
@@ -134,6 +137,7 @@ __all__ = [
     "SubscriptionState",
     "SubscriptionType",
     "TopicLimits",
+    "TopicEpochStore",
     "TopicOwnership",
     "TopicState",
     "decode_ack_ranges",

@@ -57,6 +57,7 @@ from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup_loader import DedupLoader
+from ._epoch_store import MemoryTopicEpochs, TopicEpochStore
 from ._exclusive_wait import ExclusiveQueue
 from ._live_limits import apply_live_limits
 from ._monitors import PeriodicJob, Scheduler, every_tick
@@ -94,6 +95,8 @@ class MessagingEngine:
             ``autoTopicCreationOverride`` replaces them for its topics).
         create_topic: creates a missing topic when auto-creation allows it; None: a topic
             is never created implicitly (every missing topic is refused).
+        epochs: where the topics' epochs of exclusive producers are kept (default: in this
+            process only; the sidecar's survive restarts and moves).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class MessagingEngine:
         config: MessagingConfig | None = None,
         auto_creation: AutoTopicCreation | None = None,
         create_topic: TopicCreator | None = None,
+        epochs: TopicEpochStore | None = None,
     ) -> None:
         self.transport = transport
         self.auto_creation = auto_creation or AutoTopicCreation()
@@ -129,6 +133,8 @@ class MessagingEngine:
         self._admin: Admin | None = None
         #: The queued ``WaitForExclusive`` producers.
         self._exclusive = ExclusiveQueue()
+        #: The topics' epochs (Pulsar's ``topicEpoch``).
+        self.epochs: TopicEpochStore = epochs or MemoryTopicEpochs()
         #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
         self._pool = ProducerPool(transport, lambda: self.config.report_poll_interval_s)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -621,10 +627,6 @@ class MessagingEngine:
             mode = ProducerAccessMode.Shared if config is None else config.access_mode
             waiting = self._exclusive.waiting(topic)
             fenced = admission.admit_producer_access(ts, topic, mode, parts, waiting=waiting)
-            epoch = self._exclusive.epochs.get(topic)
-            if mode is not ProducerAccessMode.Shared:
-                presented = None if config is None else config.topic_epoch
-                epoch = admission.admit_topic_epoch(topic, epoch, presented)
             if mode is ProducerAccessMode.ExclusiveWithFencing and waiting:
                 self._exclusive.fence(topic)
             if limits.dedup_enabled and ts.dedup is None:
@@ -632,6 +634,7 @@ class MessagingEngine:
             if limits.backlog.active or ts.backlog_state is not None:
                 await self.check_backlog(ts)
                 admission.admit_producer_backlog(ts, topic)
+            epoch = await self._topic_epoch(topic, mode, config)
             await self._watch_owner.note_claim(ts, topic)
             linger = None if config is None else config.linger_ms
             if linger is None:
@@ -648,13 +651,30 @@ class MessagingEngine:
             )
             ts.producers[handle.seq] = handle  # first: the topic stays in use
             handle.topic_epoch = epoch
-            if epoch is not None:
-                self._exclusive.epochs[topic] = epoch
             fence = CloseReason(CloseCause.POLICY, "Fenced by an ExclusiveWithFencing producer")
             for other in fenced:
                 self._close_producer(ts, other, fence)
             logger.info("producer %d opened on %s (%s)", handle.seq, topic, mode.name)
             return handle
+
+    async def _topic_epoch(
+        self, topic: TopicName, mode: ProducerAccessMode, config: ProducerConfig | None
+    ) -> int | None:
+        """The epoch a producer holds ``topic`` under (Pulsar's ``incrementTopicEpochIfNeeded``):
+        a Shared one is told the current epoch; an exclusive one's is decided and stored
+        durably before it is answered, as Pulsar writes it to the ledger's properties first.
+
+        Raises:
+            ProducerAccessFencedError: the epoch it presents has moved on.
+        """
+        if mode is ProducerAccessMode.Shared:
+            return self.epochs.current(topic)
+        presented = None if config is None else config.topic_epoch
+
+        def decide(current: int | None) -> int:
+            return admission.admit_topic_epoch(topic, current, presented)
+
+        return await asyncio.to_thread(self.epochs.take, topic, decide)
 
     def close_producer(self, handle: ProducerHandle) -> None:
         """The client went away: forget the producer (queued messages still complete)."""

@@ -58,14 +58,11 @@ class _Entry:
 
 
 class ExclusiveQueue:
-    """The queued ``WaitForExclusive`` producers of one engine, by base topic, and the
-    topics' epochs."""
+    """The queued ``WaitForExclusive`` producers of one engine, by base topic."""
 
     def __init__(self) -> None:
         self._queues: dict[TopicName, list[_Entry]] = {}
         self._changed = asyncio.Event()
-        #: Each name's topic epoch (Pulsar's): the last an exclusive producer held it under.
-        self.epochs: dict[TopicName, int] = {}
 
     def waiting(self, topic: TopicName) -> bool:
         """Whether a producer is queued for a partition a producer on ``topic`` uses."""
@@ -130,4 +127,3 @@ class ExclusiveQueue:
             if not queue and self._queues.get(topic.base) is queue:
                 del self._queues[topic.base]
             self.notify()
-

@@ -14,14 +14,15 @@ def test_messaging_exports() -> None:
             "compacted_topic_of",
             "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
-            "Delivery", "InitialPosition", "LocalOwnership", "MessageId", "MessagingConfig",
+            "Delivery", "InitialPosition", "LocalOwnership", "MemoryTopicEpochs", "MessageId",
+            "MessagingConfig",
             "OutboundMessage",
             "MessagingEngine", "MessagingError", "NotAllowedError", "OwnerInfo",
             "PartitionedProducer", "ProducerAccessFencedError", "ProducerAccessMode",
             "ProducerBusyError", "ProducerClient", "ProducerConfig",
             "ProducerHandle", "ProducerState", "RateSpec", "StateTransitionError",
             "Subscription", "SubscriptionBusyError", "SubscriptionState", "SubscriptionType",
-            "TopicLimits", "TopicOwnership", "TopicState", "decode_ack_ranges",
+            "TopicEpochStore", "TopicLimits", "TopicOwnership", "TopicState", "decode_ack_ranges",
             "decode_origin", "decode_properties", "encode_ack_ranges", "subscription_group",
         ]
     )  # fmt: skip
