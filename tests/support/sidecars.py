@@ -248,11 +248,13 @@ class BinarySidecar(ThreadSidecar):
         tls: TlsSettings | None = None,
         lookup: ClusterSettings | None = None,
         entry_format: str = "message",
+        cluster: str | None = None,
     ) -> None:
         """``advertised_url``: what lookups answer (default: the listener itself);
         ``tls``: serve ``pulsar+ssl://`` and ``https://`` too (at :attr:`broker_url_tls`
         and :attr:`https_url`); ``lookup``: join a cluster of its own (a fresh name and
-        registry), so the cluster service runs (lookups, the schema registry);
+        registry), so the cluster service runs (lookups, the schema registry), or the
+        cluster named ``cluster`` (a sidecar after another one of that cluster);
         ``entry_format``: ``--entry-format``."""
         super().__init__(bootstrap, state_dir, app_factory=self._build)
         self.broker_port = free_port()
@@ -274,7 +276,7 @@ class BinarySidecar(ThreadSidecar):
             entry_format=entry_format,
         )
         if lookup is not None:
-            name = "bin" + uuid.uuid4().hex[:8]
+            name = cluster or "bin" + uuid.uuid4().hex[:8]
             config = dataclasses.replace(
                 config, cluster=name, topic=f"__change_events.{name}", lookup=lookup
             )
