@@ -18,7 +18,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Broker", "cpu_seconds", "free_port", "listener_pid", "pulsar_standalone", "sidecar"]
+__all__ = [
+    "Broker",
+    "ShimCommand",
+    "cpu_seconds",
+    "free_port",
+    "listener_pid",
+    "pulsar_standalone",
+    "shim_command",
+    "sidecar",
+    "source_label",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -57,6 +67,31 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float)
         time.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class ShimCommand:
+    """How to start ``broker-shim`` from a checkout: the command before its arguments, the
+    environment and the working directory."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+def shim_command(source: Path | None = None) -> ShimCommand:
+    """``broker-shim`` of this checkout, or of ``source`` (another checkout, e.g. a git
+    worktree of an older commit: its code goes ahead of the installed package on
+    ``PYTHONPATH``), so a benchmark runs before and after side by side in one run."""
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(source)  # ahead of the installed (editable) package
+    return ShimCommand([sys.executable, "-m", "broker_shim.cli.shim"], env, source or ROOT)
+
+
+def source_label(name: str, source: Path | None) -> str:
+    """``name`` for this checkout's servers, ``name@<folder>`` for another checkout's."""
+    return name if source is None else f"{name}@{source.name}"
+
+
 @contextlib.contextmanager
 def sidecar(
     bootstrap: str,
@@ -70,18 +105,16 @@ def sidecar(
     as no flag at all, which older command lines also take."""
     port, broker_port = free_port(), free_port()
     state = tempfile.mkdtemp(prefix="bench-sidecar-")
-    root = source or ROOT
-    env = dict(os.environ)
+    shim = shim_command(source)
     flags = ["--entry-format", entry_format]
-    if source is not None:
-        env["PYTHONPATH"] = str(source)  # ahead of the installed (editable) package
-        flags = [] if entry_format == "message" else flags
+    if source is not None and entry_format == "message":
+        flags = []
     proc = subprocess.Popen(  # noqa: S603 - the project's own CLI
-        [sys.executable, "-m", "broker_shim.cli.shim", "run", "--broker-id", name,
+        [*shim.argv, "run", "--broker-id", name,
          "--http-port", str(port), "--broker-port", str(broker_port),
          "--bootstrap-servers", bootstrap, "--state-dir", state, "--log-level", "warning",
          *flags],
-        cwd=root, env=env,
+        cwd=shim.cwd, env=shim.env,
     )  # fmt: skip
     try:
         _wait_http(f"http://127.0.0.1:{port}/health", proc, 120)

@@ -25,12 +25,16 @@ an open-loop p99 together with ``*_other_cores``.
 * ``failover_s`` -- kill -9 of the broker owning the most bundles until every survivor
   answers a live owner for every probe topic, per round, with ``session.timeout.ms``.
 
-Run alone: ``python -m bench.lookup`` (uses ``$KAFKA_BOOTSTRAP_SERVERS`` or starts Kafka).
+Run alone: ``python -m bench.lookup`` (uses ``$KAFKA_BOOTSTRAP_SERVERS`` or starts Kafka;
+``--http-seconds``, ``--rounds``). ``--sources PATH[,PATH…]`` measures those checkouts too
+(e.g. a git worktree of an older commit: the in-process figure on its code, a 3-sidecar
+cluster of its ``broker-shim``), each step interleaved with this checkout's, so before and
+after share one machine state; their figures are under ``policy-sync@<folder>``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import json
 import os
 import signal
@@ -42,23 +46,13 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sync import NamespaceName, TopicName
-from sync.cluster import (
-    BrokerIdentity,
-    ClusterConfig,
-    ClusterService,
-    LookupConfig,
-    OwnershipConfig,
-)
-from sync.transport import KafkaConfig, KafkaTransport
-
-from ._servers import free_port
+from ._servers import free_port, shim_command, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 SESSION_TIMEOUT_MS = 1000
 BUNDLES = 16
 #: Other processes busier than this share of the cores make an HTTP latency figure suspect.
@@ -84,57 +78,31 @@ def _put(url: str, body: str) -> int:
 
 
 # -- in-process ----------------------------------------------------------------------------
-def bench_inprocess(
-    bootstrap: str, names: int = 10_000, seconds: float = 2.0
-) -> tuple[float, float]:
-    """Lookups per second through one in-process service whose bundles are all owned."""
-    cluster = "bench" + uuid.uuid4().hex[:8]
-    identity = BrokerIdentity("bench-0", cluster=cluster)
-    service = ClusterService(
-        KafkaTransport(KafkaConfig(bootstrap)),
-        ClusterConfig(
-            identity,
-            ownership=OwnershipConfig(slots=16, session_timeout_ms=SESSION_TIMEOUT_MS),
-            lookup=LookupConfig(default_namespaces=()),
-        ),
-    ).start()
-    try:
-        service.wait_ready(60)
-        namespace = NamespaceName("bench", cluster)
-        service.admin.create_namespace(namespace, num_bundles=BUNDLES)
-        texts = [f"persistent://{namespace}/topic-{i}" for i in range(names)]
-
-        async def own_all() -> None:
-            await asyncio.gather(*(service.lookups.lookup(TopicName.parse(t)) for t in texts[:256]))
-
-        asyncio.run(own_all())
-        lookup_now = service.lookups.lookup_now
-        assert all(lookup_now(t) is not None for t in texts)  # noqa: S101 - a setup check
-        count, started = 0, time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            for text in texts:
-                lookup_now(text)
-            count += len(texts)
-        warm = count / (time.perf_counter() - started)
-        fresh = [f"persistent://{namespace}/new-{i}" for i in range(100_000)]
-        started = time.perf_counter()
-        for text in fresh:
-            lookup_now(text)
-        first_sight = len(fresh) / (time.perf_counter() - started)
-        return warm, first_sight
-    finally:
-        service.close()
+def bench_inprocess(bootstrap: str, source: Path | None = None) -> tuple[float, float]:
+    """Lookups per second through one in-process service whose bundles are all owned
+    (``bench/_lookup_inprocess.py`` in a child process, on this checkout's code or
+    ``source``'s): names cached, then names never seen before."""
+    done = subprocess.run(  # noqa: S603 - the project's own script
+        [sys.executable, str(ROOT / "bench" / "_lookup_inprocess.py"), bootstrap],
+        capture_output=True, text=True, check=True, cwd=source or ROOT,
+        env=dict(os.environ, PYTHONPATH=str(source or ROOT)),
+    )  # fmt: skip
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(figures["warm"]), float(figures["first_sight"])
 
 
 # -- sidecar processes -----------------------------------------------------------------------
 class _Shim:
-    def __init__(self, bootstrap: str, cluster: str, index: int, workdir: Path) -> None:
+    def __init__(
+        self, bootstrap: str, cluster: str, index: int, workdir: Path, source: Path | None = None
+    ) -> None:
         self.broker_id = f"b{index}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.broker_url = f"pulsar://127.0.0.1:{self.port + 10000}"
+        self._command = shim_command(source)
         self._args = [
-            str(BIN / "broker-shim"), "run",
+            *self._command.argv, "run",
             "--broker-id", self.broker_id,
             "--http-port", str(self.port),
             "--broker-port", "0",
@@ -152,7 +120,13 @@ class _Shim:
 
     def start(self) -> _Shim:
         with open(self._log, "ab") as log:
-            self.proc = subprocess.Popen(self._args, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(  # noqa: S603 - the project's own CLI
+                self._args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self._command.cwd,
+                env=self._command.env,
+            )
         return self
 
     def status(self) -> dict[str, Any] | None:
@@ -234,18 +208,22 @@ def _load(shims: list[_Shim], paths_file: Path, port: int, rate: int, conns: int
     return figures
 
 
-def bench_http(
-    shims: list[_Shim], target: _Shim, paths: list[str], workdir: Path, seconds: float,
-    open_runs: int = 3,
-) -> dict[str, Any]:  # fmt: skip
-    """Load one sidecar from a separate process: closed loop, then 5,000/s open loop."""
+def _paths_file(workdir: Path, paths: list[str]) -> Path:
     paths_file = workdir / "paths.txt"
     paths_file.write_text("\n".join(paths))
-    return {
-        "closed": _load(shims, paths_file, target.port, 0, 16, seconds),
-        "open": [_load(shims, paths_file, target.port, 5000, 32, seconds)
-                 for _ in range(open_runs)],
-    }  # fmt: skip
+    return paths_file
+
+
+def bench_http_closed(shims: list[_Shim], target: _Shim, paths_file: Path,
+                      seconds: float) -> dict[str, Any]:  # fmt: skip
+    """Load one sidecar from a separate process: closed loop (16 connections)."""
+    return _load(shims, paths_file, target.port, 0, 16, seconds)
+
+
+def bench_http_open(shims: list[_Shim], target: _Shim, paths_file: Path,
+                    seconds: float) -> dict[str, Any]:  # fmt: skip
+    """Load one sidecar from a separate process: 5,000/s open loop (32 connections)."""
+    return _load(shims, paths_file, target.port, 5000, 32, seconds)
 
 
 def bench_failover(shims: list[_Shim], topics: list[str], rounds: int) -> list[float]:
@@ -274,10 +252,105 @@ def bench_failover(shims: list[_Shim], topics: list[str], rounds: int) -> list[f
     return times
 
 
+class _Side:
+    """One checkout's 3-sidecar cluster, its probe topics and its figures so far."""
+
+    def __init__(self, bootstrap: str, workdir: Path, source: Path | None) -> None:
+        self.name = source_label("policy-sync", source)
+        self.source = source
+        self.cluster = "bench" + uuid.uuid4().hex[:8]
+        self.workdir = workdir / self.cluster
+        self.workdir.mkdir()
+        self.shims = [_Shim(bootstrap, self.cluster, i, self.workdir, source) for i in range(3)]
+        self.topics: list[str] = []
+        self.paths_file = self.workdir / "paths.txt"
+        self.closed: dict[str, Any] = {}
+        self.open: list[dict[str, Any]] = []
+        self.failovers: list[float] = []
+        self.inprocess = (0.0, 0.0)
+
+    def prepare(self) -> None:
+        """Start the cluster, make the namespace and claim every bundle."""
+        for shim in self.shims:
+            shim.start()
+        for shim in self.shims:
+            shim.wait_ready()
+        _wait_live(self.shims, {s.broker_id for s in self.shims})
+        namespace = f"bench/{self.cluster}"
+        _put(f"{self.shims[0].url}/admin/v2/tenants/bench", "{}")  # Pulsar: tenant first
+        _put(f"{self.shims[0].url}/admin/v2/namespaces/{namespace}",
+             json.dumps({"bundles": {"numBundles": BUNDLES}}))  # fmt: skip
+        self.topics = [f"persistent://{namespace}/topic-{i}" for i in range(1000)]
+        paths = ["/lookup/v2/topic/" + t.replace("://", "/") for t in self.topics]
+        self.paths_file = _paths_file(self.workdir, paths)
+        for topic in self.topics[:200]:  # claim every bundle before measuring
+            self.shims[1].owner_url(topic)
+
+    def stop(self) -> None:
+        for shim in self.shims:
+            shim.stop()
+
+    def figures(self) -> dict[str, Any]:
+        """The figures :func:`run` returns for this side."""
+        warm, first_sight = self.inprocess
+        closed, runs, failovers = self.closed, self.open, self.failovers
+        opened = sorted(runs, key=lambda fig: float(fig["p99_ms"]))[len(runs) // 2]
+        timeout_s = SESSION_TIMEOUT_MS / 1000
+        return {
+            "inprocess_lookups_per_s": warm,
+            "inprocess_first_sight_per_s": first_sight,
+            "http_closed_per_s": closed["rate"],
+            "http_closed_p50_ms": closed["p50_ms"],
+            "http_closed_p99_ms": closed["p99_ms"],
+            "http_closed_other_cores": closed.get("other_cores"),
+            "http_open_offered_per_s": 5000,
+            "http_open_per_s": opened["rate"],
+            "http_open_p50_ms": opened["p50_ms"],
+            "http_open_p99_ms": opened["p99_ms"],
+            "http_open_other_cores": opened.get("other_cores"),
+            "http_open_runs": runs,
+            "session_timeout_ms": SESSION_TIMEOUT_MS,
+            "failover_s": failovers,
+            "failover_median_s": statistics.median(failovers),
+            "failover_max_over_timeout": max(failovers) / timeout_s,
+        }
+
+    def report(self) -> None:
+        """Print this side's figures."""
+        warm, first_sight = self.inprocess
+        print(f"lookup benchmarks ({self.name})")
+        print(f"  in-process lookup, names cached          {warm:>12,.0f} /s")
+        print(f"  in-process lookup, first sight of names  {first_sight:>12,.0f} /s")
+        labelled = [("closed loop (16 conns)", self.closed)]
+        labelled += [(f"open loop at 5,000/s #{i + 1}", fig) for i, fig in enumerate(self.open)]
+        for label, fig in labelled:
+            other, cores = fig.get("other_cores"), fig.get("host_cores") or 1
+            busy = other is not None and other > BUSY_SHARE * cores
+            print(
+                f"  HTTP lookup, {label:<27} {fig['rate']:>12,.0f} /s   p50 {fig['p50_ms']:.2f} ms"
+                f"  p99 {fig['p99_ms']:.2f} ms  errors {fig['errors']}"
+                f"  (other processes: {float('nan') if other is None else other:.2f} of "
+                f"{cores} cores{'; machine busy, p99 not representative' if busy else ''})"
+            )
+        timeout_s = SESSION_TIMEOUT_MS / 1000
+        print(
+            f"  failover after kill -9 (session.timeout.ms={SESSION_TIMEOUT_MS}): "
+            + ", ".join(f"{t:.2f}s" for t in self.failovers)
+            + f"  (max {max(self.failovers) / timeout_s:.2f}x the timeout)"
+        )
+
+
 def run(
-    bootstrap: str | None = None, *, http_seconds: float = 5.0, rounds: int = 3
+    bootstrap: str | None = None,
+    *,
+    http_seconds: float = 5.0,
+    rounds: int = 3,
+    open_runs: int = 3,
+    sources: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """Run every lookup benchmark, print the figures, return them.
+    """Run every lookup benchmark, print the figures, return them; with ``sources``,
+    those checkouts' too, each step interleaved with this one's (their figures under
+    ``policy-sync@<folder>``).
 
     ``bootstrap`` defaults to ``$KAFKA_BOOTSTRAP_SERVERS``; without either, a broker is
     started as the tests start one (``tests/support/kafka.py``).
@@ -288,75 +361,65 @@ def run(
         from tests.support.kafka import kafka_for_tests
 
         with kafka_for_tests() as started:
-            return run(started, http_seconds=http_seconds, rounds=rounds)
+            return run(
+                started,
+                http_seconds=http_seconds,
+                rounds=rounds,
+                open_runs=open_runs,
+                sources=sources,
+            )
 
-    warm, first_sight = bench_inprocess(bootstrap)
-    print("lookup benchmarks")
-    print(f"  in-process lookup, names cached          {warm:>12,.0f} /s")
-    print(f"  in-process lookup, first sight of names  {first_sight:>12,.0f} /s")
-
-    cluster = "bench" + uuid.uuid4().hex[:8]
     with tempfile.TemporaryDirectory(prefix="bench-lookup-") as tmp:
-        workdir = Path(tmp)
-        shims = [_Shim(bootstrap, cluster, i, workdir) for i in range(3)]
+        sides = [_Side(bootstrap, Path(tmp), src) for src in [None, *sources]]
+        for side in sides:
+            side.inprocess = bench_inprocess(bootstrap, side.source)
         try:
-            for shim in shims:
-                shim.start()
-            for shim in shims:
-                shim.wait_ready()
-            _wait_live(shims, {s.broker_id for s in shims})
-            namespace = f"bench/{cluster}"
-            _put(f"{shims[0].url}/admin/v2/tenants/bench", "{}")  # Pulsar: tenant first
-            _put(f"{shims[0].url}/admin/v2/namespaces/{namespace}",
-                 json.dumps({"bundles": {"numBundles": BUNDLES}}))  # fmt: skip
-            topics = [f"persistent://{namespace}/topic-{i}" for i in range(1000)]
-            paths = ["/lookup/v2/topic/" + t.replace("://", "/") for t in topics]
-            for topic in topics[:200]:  # claim every bundle before measuring
-                shims[1].owner_url(topic)
-            http_figures = bench_http(shims, shims[1], paths, workdir, http_seconds)
-            failovers = bench_failover(shims, topics, rounds)
+            for side in sides:
+                side.prepare()
+            for side in sides:
+                side.closed = bench_http_closed(
+                    side.shims, side.shims[1], side.paths_file, http_seconds
+                )
+            for _ in range(open_runs):
+                for side in sides:
+                    side.open.append(
+                        bench_http_open(side.shims, side.shims[1], side.paths_file, http_seconds)
+                    )
+            for _ in range(rounds):
+                for side in sides:
+                    side.failovers += bench_failover(side.shims, side.topics, 1)
         finally:
-            for shim in shims:
-                shim.stop()
+            for side in sides:
+                side.stop()
+    for side in sides:
+        side.report()
+    result = sides[0].figures()
+    for side in sides[1:]:
+        result[side.name] = side.figures()
+    return result
 
-    closed, runs = http_figures["closed"], http_figures["open"]
-    opened = sorted(runs, key=lambda fig: float(fig["p99_ms"]))[len(runs) // 2]
-    labelled = [("closed loop (16 conns)", closed)]
-    labelled += [(f"open loop at 5,000/s #{i + 1}", fig) for i, fig in enumerate(runs)]
-    for label, fig in labelled:
-        other, cores = fig.get("other_cores"), fig.get("host_cores") or 1
-        busy = other is not None and other > BUSY_SHARE * cores
-        print(
-            f"  HTTP lookup, {label:<27} {fig['rate']:>12,.0f} /s   p50 {fig['p50_ms']:.2f} ms"
-            f"  p99 {fig['p99_ms']:.2f} ms  errors {fig['errors']}"
-            f"  (other processes: {float('nan') if other is None else other:.2f} of "
-            f"{cores} cores{'; machine busy, p99 not representative' if busy else ''})"
-        )
-    timeout_s = SESSION_TIMEOUT_MS / 1000
-    print(
-        f"  failover after kill -9 (session.timeout.ms={SESSION_TIMEOUT_MS}): "
-        + ", ".join(f"{t:.2f}s" for t in failovers)
-        + f"  (max {max(failovers) / timeout_s:.2f}x the timeout)"
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.lookup")
+    parser.add_argument("--http-seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3, help="failover rounds")
+    parser.add_argument("--open-runs", type=int, default=3, help="open-loop HTTP runs")
+    parser.add_argument(
+        "--sources",
+        default=None,
+        help="other checkouts, comma-separated (e.g. a git worktree of an older commit): "
+        "measured too, interleaved with this checkout (before and after)",
     )
-    return {
-        "inprocess_lookups_per_s": warm,
-        "inprocess_first_sight_per_s": first_sight,
-        "http_closed_per_s": closed["rate"],
-        "http_closed_p50_ms": closed["p50_ms"],
-        "http_closed_p99_ms": closed["p99_ms"],
-        "http_closed_other_cores": closed.get("other_cores"),
-        "http_open_offered_per_s": 5000,
-        "http_open_per_s": opened["rate"],
-        "http_open_p50_ms": opened["p50_ms"],
-        "http_open_p99_ms": opened["p99_ms"],
-        "http_open_other_cores": opened.get("other_cores"),
-        "http_open_runs": runs,
-        "session_timeout_ms": SESSION_TIMEOUT_MS,
-        "failover_s": failovers,
-        "failover_median_s": statistics.median(failovers),
-        "failover_max_over_timeout": max(failovers) / timeout_s,
-    }
+    args = parser.parse_args()
+    sources = [Path(p).resolve() for p in args.sources.split(",")] if args.sources else []
+    figures = run(
+        http_seconds=args.http_seconds,
+        rounds=args.rounds,
+        open_runs=args.open_runs,
+        sources=sources,
+    )
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":
-    run()
+    main()
