@@ -45,6 +45,7 @@ from ._metrics import SidecarMetrics
 from ._process_tuning import release_free_heap
 from ._supervisor import Backoff, supervise
 from ._tls import TlsSettings
+from .binary._entry_compaction import EntryCompaction
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +211,8 @@ class Sidecar:
             # Pulsar keeps topic epochs with the topic's ledger; here in the registry, so a
             # restart or a bundle move does not forget them (without the cluster: in memory).
             epochs=None if self.cluster is None else LiveTopicEpochs(self.cluster),
+            # Whatever --entry-format writes now: a topic may hold entries from before.
+            entry_codec=EntryCompaction(),
         )
         if self.cluster is not None:
             # A bundle moving away closes its topics here before another sidecar claims it.

@@ -137,6 +137,14 @@ COMPACTED_TOPIC_PREFIX: Final = "cmp."
 #: partition and that message's publish time (decimal epoch milliseconds).
 HEADER_COMPACTED_OFFSET: Final = "__pulsar.compacted.offset"
 HEADER_COMPACTED_PUBLISH_TIME: Final = "__pulsar.compacted.publishTime"
+#: Headers of a companion record holding one message of a stored batch (a one-message
+#: entry): its batch index and the batch's size in the data topic (decimal).
+HEADER_COMPACTED_INDEX: Final = "__pulsar.compacted.index"
+HEADER_COMPACTED_SIZE: Final = "__pulsar.compacted.size"
+#: Header of a batch the compacted view rebuilt from such records: the indexes it still
+#: carries, as Pulsar's ``ack_set`` words (bit i of word i//64 set: delivered; signed
+#: 64-bit decimals, comma-separated). A ``MESSAGE`` sends them as its ``ack_set``.
+HEADER_COMPACTED_KEPT: Final = "__pulsar.compacted.kept"
 #: The horizon record closing each compaction of a partition: this key (0xFF never occurs
 #: in UTF-8, so no Pulsar message key equals it) and the horizon as a decimal value.
 COMPACTION_HORIZON_KEY: Final = b"\xff__pulsar.compaction.horizon"

@@ -63,6 +63,7 @@ from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer, Delivery
 from ._cursor import decode_ack_ranges, encode_ack_ranges
 from ._engine import MessagingEngine
+from ._entry_codec import EntryCodec, EntryMessage
 from ._epoch_store import MemoryTopicEpochs, TopicEpochStore
 from ._ownership import LocalOwnership, OwnerInfo, TopicOwnership
 from ._policy import RateSpec, TopicLimits
@@ -101,6 +102,8 @@ __all__ = [
     "CompactionStatus",
     "Compactor",
     "compacted_topic_of",
+    "EntryCodec",
+    "EntryMessage",
     "DuplicateInFlightError",
     "MessageId",
     "OutboundMessage",

@@ -23,6 +23,15 @@ count; partition p compacts data partition p):
   segment), so the reader itself keeps only the latest, which is exactly Pulsar's view.
   Records are served in source-offset order with their data-topic message ids, so
   acknowledgements and cursors stay those of the data topic.
+* **Stored entries** (one record per client batch): with an :class:`~._entry_codec.EntryCodec`
+  the compactor keeps the latest message per key *inside* batches, as Pulsar's
+  ``TwoPhaseCompactor`` does: each message kept becomes one companion record (a
+  one-message entry with its batch index and the batch's size as headers), a message with
+  an empty or null value deletes its key, keyless messages are left out, and an encrypted
+  batch (which Pulsar cannot read either, ``RawBatchConverter.isReadableBatch``) is one
+  message under its batch key. The view rebuilds one batch per source entry from the
+  records it holds, the other indexes marked ``compacted_out`` (Pulsar's
+  ``rebatchMessage``), so message ids keep their batch indexes.
 * **When**: the owner of the topic's bundle measures, per partition, the bytes of the
   data records between the horizon and the end offset (key + value + headers, the same
   measure as ``backLogQuotaMap``'s ``limitSize``, indexed incrementally by
@@ -43,14 +52,21 @@ from sync._constants import (
     COMPACTED_TABLE_REQUIRED_CONFIG,
     COMPACTION_HORIZON_KEY,
     COMPACTOR_TRANSACTIONAL_ID_PREFIX,
+    ENTRY_FORMAT_VERSION,
+    HEADER_COMPACTED_INDEX,
+    HEADER_COMPACTED_KEPT,
     HEADER_COMPACTED_OFFSET,
     HEADER_COMPACTED_PUBLISH_TIME,
+    HEADER_COMPACTED_SIZE,
+    HEADER_ENTRY,
+    HEADER_ENTRY_COUNT,
 )
 from sync._errors import TransportError
 from sync.naming._kafka_names import compacted_topic_of
 from sync.transport import Admin, Message, TopicSpec, Transport
 
 from ._backlog import RecordSizes
+from ._entry_codec import EntryCodec, ack_set_words
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +80,14 @@ __all__ = [
     "delete_companion",
 ]
 
-_COMPANION_HEADERS = frozenset({HEADER_COMPACTED_OFFSET, HEADER_COMPACTED_PUBLISH_TIME})
+_COMPANION_HEADERS = frozenset(
+    {
+        HEADER_COMPACTED_OFFSET,
+        HEADER_COMPACTED_PUBLISH_TIME,
+        HEADER_COMPACTED_INDEX,
+        HEADER_COMPACTED_SIZE,
+    }
+)
 
 
 def delete_companion(admin: Admin, kafka_topic: str) -> None:
@@ -78,13 +101,27 @@ def delete_companion(admin: Admin, kafka_topic: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class CompactedRecord:
-    """The latest message of one key as of the horizon (its data-topic offset)."""
+    """The latest message of one key as of the horizon (its data-topic offset); for a
+    message of a stored batch, its batch index and the batch's size (else -1 and 0)."""
 
     offset: int
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]]
     publish_ms: int
+    index: int = -1
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    """Phase one's answer for a key: its latest message (``index`` -1: the whole record)
+    or its deletion."""
+
+    msg: Message
+    index: int
+    size: int
+    deleted: bool
 
 
 @dataclass(slots=True)
@@ -104,15 +141,16 @@ class CompactedView:
     ``asyncio.to_thread`` under a per-topic lock).
     """
 
-    def __init__(self, kafka_topic: str) -> None:
+    def __init__(self, kafka_topic: str, codec: EntryCodec | None = None) -> None:
         self.kafka_topic = kafka_topic
         self.companion = compacted_topic_of(kafka_topic)
+        self.codec = codec
         self._parts: dict[int, _PartView] = {}
 
     def snapshot(self) -> CompactedView:
         """A copy that later refreshes do not change (what a loading subscription reads
         while the compactor may refresh the original on another thread)."""
-        copy = CompactedView(self.kafka_topic)
+        copy = CompactedView(self.kafka_topic, self.codec)
         for p, part in self._parts.items():
             copy._parts[p] = _PartView(part.horizon, part.read_upto, dict(part.records), {})
         return copy
@@ -128,13 +166,58 @@ class CompactedView:
         return {p: v.horizon for p, v in self._parts.items() if v.horizon > 0}
 
     def records_from(self, partition: int, offset: int) -> list[CompactedRecord]:
-        """The view's records of ``partition`` at or above ``offset``, in offset order."""
+        """The view's records of ``partition`` at or above ``offset``, in offset order;
+        the messages it holds of one stored batch come as one rebuilt batch."""
         part = self._parts.get(partition)
         if part is None:
             return []
-        return sorted(
-            (r for r in part.records.values() if r.offset >= offset), key=lambda r: r.offset
-        )
+        whole: list[CompactedRecord] = []
+        batches: dict[int, list[CompactedRecord]] = {}
+        for r in part.records.values():
+            if r.offset < offset:
+                continue
+            if r.index < 0:
+                whole.append(r)
+            else:
+                batches.setdefault(r.offset, []).append(r)
+        for source, members in batches.items():
+            rebuilt = self._rebatch(partition, source, members)
+            if rebuilt is not None:
+                whole.append(rebuilt)
+        return sorted(whole, key=lambda r: r.offset)
+
+    def _rebatch(
+        self, partition: int, source: int, members: list[CompactedRecord]
+    ) -> CompactedRecord | None:
+        """One batch of the source entry's size holding ``members`` at their indexes."""
+        size = max(r.size for r in members)
+        if self.codec is None or size < 1 or any(r.index >= size for r in members):
+            logger.warning(
+                "%s[%d]@%d: %d compacted message(s) of a batch cannot be rebuilt; left out",
+                self.kafka_topic,
+                partition,
+                source,
+                len(members),
+            )
+            return None
+        members.sort(key=lambda r: r.index)
+        try:
+            value = self.codec.rebatch({r.index: r.value for r in members}, size)
+        except ValueError as exc:
+            logger.warning(
+                "%s[%d]@%d: compacted batch cannot be rebuilt (%s); left out",
+                self.kafka_topic,
+                partition,
+                source,
+                exc,
+            )
+            return None
+        headers = [(HEADER_ENTRY, ENTRY_FORMAT_VERSION), (HEADER_ENTRY_COUNT, str(size).encode())]
+        if len(members) < size:
+            kept = ",".join(str(w) for w in ack_set_words({r.index for r in members}, size))
+            headers.append((HEADER_COMPACTED_KEPT, kept.encode()))
+        first = members[0]
+        return CompactedRecord(source, first.key, value, headers, first.publish_ms)
 
     def keys(self, partition: int) -> set[bytes]:
         """The keys in the view of ``partition``."""
@@ -212,18 +295,26 @@ class CompactedView:
             return
         source = -1
         publish_ms = 0
+        index, size = -1, 0
         headers: list[tuple[str, bytes]] = []
-        for name, raw in msg.headers() or ():
-            if name == HEADER_COMPACTED_OFFSET:
-                source = int(raw)
-            elif name == HEADER_COMPACTED_PUBLISH_TIME:
-                publish_ms = int(raw)
-            else:
-                headers.append((name, raw))
+        try:
+            for name, raw in msg.headers() or ():
+                if name == HEADER_COMPACTED_OFFSET:
+                    source = int(raw)
+                elif name == HEADER_COMPACTED_PUBLISH_TIME:
+                    publish_ms = int(raw)
+                elif name == HEADER_COMPACTED_INDEX:
+                    index = int(raw)
+                elif name == HEADER_COMPACTED_SIZE:
+                    size = int(raw)
+                else:
+                    headers.append((name, raw))
+        except ValueError:
+            source = -1
         if source < 0:
             logger.warning("%s[%d]@%d: record without a source offset", self.companion, p, offset)
             return
-        view.pending[key] = CompactedRecord(source, key, value, headers, publish_ms)
+        view.pending[key] = CompactedRecord(source, key, value, headers, publish_ms, index, size)
 
 
 class CompactionState(Enum):
@@ -253,9 +344,15 @@ class CompactionStatus:
 class Compactor:
     """Compacts one topic into its companion (blocking; one call at a time per topic)."""
 
-    def __init__(self, kafka_topic: str, view: CompactedView | None = None) -> None:
+    def __init__(
+        self,
+        kafka_topic: str,
+        view: CompactedView | None = None,
+        codec: EntryCodec | None = None,
+    ) -> None:
         self.kafka_topic = kafka_topic
-        self.view = view or CompactedView(kafka_topic)
+        self.view = view or CompactedView(kafka_topic, codec)
+        self.codec = codec if codec is not None else self.view.codec
         self.sizes = RecordSizes(kafka_topic)
         self.status = CompactionStatus()
 
@@ -312,22 +409,15 @@ class Compactor:
             written = 0
             for p in sorted(moved):
                 known = self.view.keys(p)
-                for key, msg in sorted(latest[p].items(), key=lambda kv: kv[1].offset() or 0):
-                    value = msg.value()
-                    if not value:  # an empty payload deletes the key
+                for key, found in sorted(
+                    latest[p].items(), key=lambda kv: (kv[1].msg.offset() or 0, kv[1].index)
+                ):
+                    if found.deleted:  # an empty or null payload deletes the key
                         if key in known:
                             producer.produce(self.view.companion, key, None, partition=p)
                             written += 1
                         continue
-                    headers = [
-                        (n, v)
-                        for n, v in (msg.headers() or ())
-                        if n not in _COMPANION_HEADERS and v is not None
-                    ]
-                    headers.append((HEADER_COMPACTED_OFFSET, str(msg.offset()).encode()))
-                    headers.append(
-                        (HEADER_COMPACTED_PUBLISH_TIME, str(msg.timestamp()[1]).encode())
-                    )
+                    value, headers = self._companion_record(found)
                     producer.produce(self.view.companion, key, value, partition=p, headers=headers)
                     written += 1
                 producer.produce(
@@ -351,12 +441,61 @@ class Compactor:
         )
         return moved
 
+    def _companion_record(self, found: _Latest) -> tuple[bytes, list[tuple[str, bytes]]]:
+        """The value and headers of the companion record of a key's latest message."""
+        msg = found.msg
+        raw = msg.value() or b""
+        if found.index < 0:
+            value = raw
+            headers = [
+                (n, v)
+                for n, v in (msg.headers() or ())
+                if n not in _COMPANION_HEADERS and v is not None
+            ]
+        else:
+            assert self.codec is not None  # noqa: S101 - only a codec gives batch indexes
+            value = self.codec.single(raw, found.index)
+            headers = [
+                (HEADER_ENTRY, ENTRY_FORMAT_VERSION),
+                (HEADER_ENTRY_COUNT, b"1"),
+                (HEADER_COMPACTED_INDEX, str(found.index).encode()),
+                (HEADER_COMPACTED_SIZE, str(found.size).encode()),
+            ]
+        headers.append((HEADER_COMPACTED_OFFSET, str(msg.offset()).encode()))
+        headers.append((HEADER_COMPACTED_PUBLISH_TIME, str(msg.timestamp()[1]).encode()))
+        return value, headers
+
+    def _note(self, latest: dict[bytes, _Latest], msg: Message) -> None:
+        """Phase one for one record: the latest message of each key it holds."""
+        key = msg.key()
+        headers = msg.headers()
+        if self.codec is None or not _is_entry(headers):
+            if key is not None:  # keyless messages are not in the compacted view
+                latest[key] = _Latest(msg, -1, 0, deleted=not msg.value())
+            return
+        try:
+            messages = self.codec.messages(msg.value() or b"")
+        except ValueError as exc:
+            logger.warning(
+                "%s[%s]@%s: stored entry left out of the compaction (%s)",
+                self.kafka_topic,
+                msg.partition(),
+                msg.offset(),
+                exc,
+            )
+            return
+        size = len(messages)
+        for m in messages:
+            if m.key is None:
+                continue  # keyless: not in the view (Pulsar's topicCompactionRetainNullKey)
+            latest[m.key] = _Latest(msg, m.index, size if m.index >= 0 else 0, m.size <= 0)
+
     def _read_latest(
         self, transport: Transport, parts: Sequence[int], timeout_s: float
-    ) -> tuple[dict[int, dict[bytes, Message]], dict[int, int]]:
-        """The latest keyed record per key of each partition in [horizon, end)."""
+    ) -> tuple[dict[int, dict[bytes, _Latest]], dict[int, int]]:
+        """The latest keyed message per key of each partition in [horizon, end)."""
         consumer = transport.consumer(read_committed=True)
-        latest: dict[int, dict[bytes, Message]] = {p: {} for p in parts}
+        latest: dict[int, dict[bytes, _Latest]] = {p: {} for p in parts}
         try:
             ends = consumer.end_offsets(self.kafka_topic, list(parts))
             starts = consumer.start_offsets(self.kafka_topic, list(parts))
@@ -377,11 +516,10 @@ class Compactor:
                         f"end in {timeout_s:.0f} s; compaction not done"
                     )
                 for msg in consumer.consume(1000, 0.2):
-                    p, offset, key = msg.partition(), msg.offset(), msg.key()
+                    p, offset = msg.partition(), msg.offset()
                     if p is None or offset is None or p not in latest or offset >= ends[p]:
                         continue
-                    if key is not None:  # keyless messages are not in the compacted view
-                        latest[p][key] = msg
+                    self._note(latest[p], msg)
                 positions = consumer.positions(self.kafka_topic, sorted(todo))
                 for p in list(todo):
                     if positions.get(p, -1) >= ends[p]:
@@ -389,6 +527,11 @@ class Compactor:
             return latest, ends
         finally:
             consumer.close()
+
+
+def _is_entry(headers: Sequence[tuple[str, bytes | None]] | None) -> bool:
+    """Whether a record is a stored entry (format ``entry``), by its header."""
+    return any(name == HEADER_ENTRY for name, _ in headers or ())
 
 
 def over_threshold(sizes: Mapping[int, int], threshold: int) -> list[int]:

@@ -24,6 +24,7 @@ from ._compaction import (
     Compactor,
     over_threshold,
 )
+from ._entry_codec import EntryCodec
 from ._ownership import TopicOwnership
 from ._topic_config import TopicConfigReconciler
 from ._topic_state import TopicState
@@ -43,6 +44,8 @@ class CompactionJobs:
         ownership: who owns a topic.
         topic_configs: lists the topics owned here with their Kafka config.
         track: keeps a started compaction's task until it ends.
+        codec: reads stored entries, so compaction keeps the latest message per key
+            inside batches (None: an entry is compacted by its Kafka key).
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class CompactionJobs:
         ownership: TopicOwnership,
         topic_configs: TopicConfigReconciler,
         track: Callable[[asyncio.Task[None]], None],
+        codec: EntryCodec | None = None,
     ) -> None:
         self.transport = transport
         self._admin = admin
@@ -60,6 +64,7 @@ class CompactionJobs:
         self.ownership = ownership
         self.topic_configs = topic_configs
         self._track = track
+        self._codec = codec
         self._compactors: dict[str, Compactor] = {}
         self._compaction_locks: dict[str, asyncio.Lock] = {}
         #: Completed compaction sweeps (tests wait for one to have run after a change).
@@ -68,7 +73,7 @@ class CompactionJobs:
     def _compactor(self, kafka_topic: str) -> tuple[Compactor, asyncio.Lock]:
         compactor = self._compactors.get(kafka_topic)
         if compactor is None:
-            compactor = self._compactors[kafka_topic] = Compactor(kafka_topic)
+            compactor = self._compactors[kafka_topic] = Compactor(kafka_topic, codec=self._codec)
         lock = self._compaction_locks.setdefault(kafka_topic, asyncio.Lock())
         return compactor, lock
 

@@ -57,6 +57,7 @@ from ._compaction_jobs import CompactionJobs
 from ._config import MessagingConfig
 from ._consumer import CloseCause, CloseReason, Consumer
 from ._dedup_loader import DedupLoader
+from ._entry_codec import EntryCodec
 from ._epoch_store import MemoryTopicEpochs, TopicEpochStore
 from ._exclusive_wait import ExclusiveQueue
 from ._live_limits import apply_live_limits
@@ -97,6 +98,8 @@ class MessagingEngine:
             is never created implicitly (every missing topic is refused).
         epochs: where the topics' epochs of exclusive producers are kept (default: in this
             process only; the sidecar's survive restarts and moves).
+        entry_codec: reads stored entries (the binary front end's), so compaction keeps
+            the latest message per key inside batches; None: per record.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class MessagingEngine:
         auto_creation: AutoTopicCreation | None = None,
         create_topic: TopicCreator | None = None,
         epochs: TopicEpochStore | None = None,
+        entry_codec: EntryCodec | None = None,
     ) -> None:
         self.transport = transport
         self.auto_creation = auto_creation or AutoTopicCreation()
@@ -180,7 +184,13 @@ class MessagingEngine:
         self._dedup = DedupLoader(transport, lambda: self.config.dedup_snapshot_s)
         #: Topic compaction (``compactionThreshold`` and the admin's ``topics compact``).
         self._compaction = CompactionJobs(
-            transport, self._admin_client, policies, self.ownership, self.topic_configs, self._track
+            transport,
+            self._admin_client,
+            policies,
+            self.ownership,
+            self.topic_configs,
+            self._track,
+            entry_codec,
         )
         #: Opening, resetting and deleting subscriptions.
         self._subs = SubscriptionOps(

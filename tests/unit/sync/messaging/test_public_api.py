@@ -11,7 +11,7 @@ def test_messaging_exports() -> None:
             "AutoTopicCreation", "TopicCreator", "TopicType", "validate_override",
             "BACKLOG_EXCEEDED", "BacklogAction", "BacklogQuotas", "DuplicateInFlightError",
             "CompactedView", "CompactionState", "CompactionStatus", "Compactor",
-            "compacted_topic_of",
+            "compacted_topic_of", "EntryCodec", "EntryMessage",
             "ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceededException",
             "CloseCause", "CloseReason", "Consumer", "ConsumerBusyError", "ConsumerState",
             "Delivery", "InitialPosition", "LocalOwnership", "MemoryTopicEpochs", "MessageId",

@@ -20,6 +20,7 @@ from sync.messaging import (
     Consumer,
     ConsumerBusyError,
     Delivery,
+    EntryCodec,
     InitialPosition,
     MessagingConfig,
     MessagingEngine,
@@ -47,7 +48,12 @@ def run(coro: Coroutine[Any, Any, T], timeout_s: float = 30.0) -> T:
 class Env:
     """A policy service and a messaging engine over one in-memory broker."""
 
-    def __init__(self, transport: MemoryTransport | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        transport: MemoryTransport | None = None,
+        entry_codec: EntryCodec | None = None,
+        **config: Any,
+    ) -> None:
         self.transport = transport or MemoryTransport()
         self.svc = PolicyService(self.transport).start(timeout_s=10)
         settings: dict[str, Any] = {
@@ -57,7 +63,10 @@ class Env:
         }
         settings.update(config)
         self.engine = MessagingEngine(
-            self.transport, lambda: self.svc, config=MessagingConfig(**settings)
+            self.transport,
+            lambda: self.svc,
+            config=MessagingConfig(**settings),
+            entry_codec=entry_codec,
         )
         self._producers: dict[TopicName, PartitionedProducer] = {}
 
