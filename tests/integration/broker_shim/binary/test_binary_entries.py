@@ -26,9 +26,11 @@ from tests.integration.broker_shim.binary.test_binary_fidelity import (
     _receive,
     _send_all,
 )
+from tests.support.http import request_json
 from tests.support.kafka import consume_some, make_topic
 from tests.support.sidecars import BinarySidecar
-from tests.support.ws import ack, connect, consumer_url, receive, run, silent
+from tests.support.waits import wait_for
+from tests.support.ws import ack, connect, consumer_url, path_of, receive, run, silent
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -287,3 +289,130 @@ def test_a_reader_at_the_latest_message_inclusive_gets_only_the_last_of_a_batch(
     earliest = client.create_reader(str(topic), pulsar.MessageId.earliest)
     assert earliest.read_next(20_000).data() == b"r0"
     assert earliest.has_message_available()  # three more of the same batch
+
+
+def _batch(producer: pulsar.Producer, items: list[tuple[str | None, bytes | None]]) -> None:
+    """Send ``items`` as one batch (one stored entry); ``None`` content: a null value."""
+    for key, content in items:
+        if key is None:
+            producer.send_async(content, None)
+        else:
+            producer.send_async(content, None, partition_key=key)
+    producer.flush()
+
+
+def test_compaction_keeps_the_latest_message_per_key_inside_batches(
+    sidecar: BinarySidecar, kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    """Pulsar's two-phase compactor on stored batches of mixed keys: a superseded message
+    is compacted out of its batch (the others keep their batch indexes), a batch whose
+    messages are all superseded leaves the view, a null value deletes its key, keyless
+    messages are left out; ``readCompacted`` readers and consumers see the rest, then the
+    topic from the horizon."""
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(topic),
+        batching_enabled=True,
+        batching_max_publish_delay_ms=60_000,  # each flush below sends one batch
+        compression_type=pulsar.CompressionType.LZ4,
+    )
+    _batch(producer, [("a", b"a1"), ("b", b"b1"), (None, b"keyless"), ("c", b"c1")])
+    _batch(producer, [("a", b"a2"), ("d", b"d1")])
+    _batch(producer, [("d", None), ("e", b"e1")])  # d's null value deletes it
+    _batch(producer, [("f", b"f1"), ("g", b"g1")])  # all superseded next: gone
+    _batch(producer, [("f", b"f2"), ("g", b"g2"), ("b", b"b2")])
+    url = f"{sidecar.http_url}/admin/v2/{path_of(topic)}/compaction"
+    assert request_json("PUT", url)[0] == 204
+    wait_for(lambda: request_json("GET", url)[1]["status"] == "SUCCESS", "compaction done")
+    _batch(producer, [("a", b"a3")])  # above the horizon: read from the topic
+    producer.close()
+    # (batch, index, key, value) of what the compacted view keeps, then the tail.
+    expected = [
+        (0, 3, "c", b"c1"),
+        (1, 0, "a", b"a2"),
+        (2, 1, "e", b"e1"),
+        (4, 0, "f", b"f2"),
+        (4, 1, "g", b"g2"),
+        (4, 2, "b", b"b2"),
+        (5, 0, "a", b"a3"),
+    ]
+    reader = client.create_reader(str(topic), pulsar.MessageId.earliest, is_read_compacted=True)
+    got = [reader.read_next(20_000) for _ in expected]
+    assert not reader.has_message_available()
+    first = got[0].message_id().entry_id()
+    assert [
+        (
+            m.message_id().entry_id() - first,
+            m.message_id().batch_index(),
+            m.partition_key(),
+            m.data(),
+        )
+        for m in got
+    ] == expected
+    reader.close()
+    consumer = client.subscribe(
+        str(topic),
+        "compacted",
+        is_read_compacted=True,
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
+    received = [consumer.receive(timeout_millis=20_000) for _ in expected]
+    assert [(m.partition_key(), m.data()) for m in received] == [e[2:] for e in expected]
+    consumer.acknowledge_cumulative(received[-1])
+    consumer.close()
+    # Without readCompacted, the topic keeps every message.
+    full = client.create_reader(str(topic), pulsar.MessageId.earliest)
+    assert len([full.read_next(20_000) for _ in range(14)]) == 14
+    assert not full.has_message_available()
+
+
+def test_readers_and_seeks_start_inside_a_batch(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    """A reader created at a message of a stored batch, inclusive or not, and a seek to
+    one start at that message, not at its batch's first: the sidecar sends the whole entry
+    from its start, as Pulsar's broker does, and the client drops the messages before the
+    start id (its ``isPrior`` check); ``has_message_available`` is right mid-entry."""
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=60_000
+    )
+    _batch(producer, [(None, b"m%d" % i) for i in range(10)])
+    _batch(producer, [(None, b"n%d" % i) for i in range(3)])
+    producer.close()
+    everything = client.create_reader(str(topic), pulsar.MessageId.earliest)
+    ids = [everything.read_next(20_000).message_id() for _ in range(13)]
+    everything.close()
+    assert [i.batch_index() for i in ids] == [*range(10), *range(3)]
+
+    def first_after(start: pulsar.MessageId, *, inclusive: bool) -> tuple[bytes, bool]:
+        reader = client.create_reader(str(topic), start, start_message_id_inclusive=inclusive)
+        try:
+            available = reader.has_message_available()
+            return (reader.read_next(20_000).data() if available else b""), available
+        finally:
+            reader.close()
+
+    assert first_after(ids[4], inclusive=False) == (b"m5", True)
+    assert first_after(ids[4], inclusive=True) == (b"m4", True)
+    assert first_after(ids[9], inclusive=False) == (b"n0", True)
+    assert first_after(ids[12], inclusive=True) == (b"n2", True)
+    assert first_after(ids[12], inclusive=False) == (b"", False)  # nothing after the last
+    reader = client.create_reader(str(topic), ids[10])
+    assert reader.read_next(20_000).data() == b"n1"
+    assert reader.has_message_available()  # n2, in the same entry
+    assert reader.read_next(20_000).data() == b"n2"
+    assert not reader.has_message_available()
+    reader.seek(ids[6])  # a reader is exclusive of its start: the one after it
+    assert reader.read_next(20_000).data() == b"m7"
+    reader.close()
+    # A consumer's seek: the C++ client (Python's) drops the id sought and those before
+    # it in the entry, as against Pulsar (it starts after it, not inclusive by default).
+    consumer = client.subscribe(
+        str(topic), "seeker", initial_position=pulsar.InitialPosition.Earliest
+    )
+    assert consumer.receive(timeout_millis=20_000).data() == b"m0"
+    consumer.seek(ids[2])
+    after = consumer.receive(timeout_millis=20_000)
+    assert (after.data(), after.message_id().batch_index()) == (b"m3", 3)
+    consumer.close()
