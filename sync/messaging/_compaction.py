@@ -352,7 +352,9 @@ class Compactor:
     ) -> None:
         self.kafka_topic = kafka_topic
         self.view = view or CompactedView(kafka_topic, codec)
-        self.codec = codec if codec is not None else self.view.codec
+        if self.view.codec is None:
+            self.view.codec = codec  # the view rebuilds the batches this one splits
+        self.codec = self.view.codec
         self.sizes = RecordSizes(kafka_topic)
         self.status = CompactionStatus()
 

@@ -212,3 +212,32 @@ def test_ack_set_words_are_pulsar_s_signed_long_array() -> None:
     assert ack_set_words({64}, 65) == [0, 1]
     for kept in ({0}, {5, 63, 64, 999}, set()):
         assert kept_of_words(ack_set_words(kept, 1000)) == kept
+
+
+def test_formats_share_a_topic_and_keys_across_them() -> None:
+    """The format is decided per record: message-format records (Pulsar clients through
+    WebSocket, older data) and plain Kafka records are compacted by their Kafka key, entries
+    per message inside, and one key's latest wins across formats."""
+
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("e5")
+            kafka_topic = kafka_topic_of(topic)
+            producer = env.transport.producer()
+            producer.produce(kafka_topic, b"m", b"plain-m", partition=0)
+            producer.produce(kafka_topic, b"p", b"plain-p", partition=0)
+            producer.flush(10)
+            offsets = _store(env, kafka_topic, [_entry([("m", b"entry-m"), ("q", b"q1")])])
+            env.publish(topic, 1, key="q")  # a message-format record supersedes q1
+            codec = EntryCompaction()
+            admin = env.transport.admin()
+            Compactor(kafka_topic, codec=codec).compact(env.transport, admin, 1)
+            view = CompactedView(kafka_topic, codec)
+            view.refresh(env.transport, admin)
+            records = view.records_from(0, 0)
+            assert [r.offset for r in records] == [1, offsets[0], offsets[0] + 1]
+            assert records[0].value == b"plain-p"
+            assert _messages(records[1].value) == [("m", b"entry-m")]
+            assert records[2].key == b"q" and records[2].index == -1
+
+    run(scenario())
