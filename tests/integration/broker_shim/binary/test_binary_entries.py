@@ -2,7 +2,9 @@
 with the official ``pulsar-client`` wheel on a real sidecar and Kafka: a SEND is one Kafka
 record, stored as sent, and every field a client set comes back to consumers, readers and
 WebSocket consumers; records of both formats (and plain Kafka records) share a topic; a
-record that is not a readable entry is quarantined, never wedging the subscription."""
+record that is not a readable entry is quarantined, never wedging the subscription;
+compaction keeps the latest message per key inside batches, and readers and seeks start
+inside a batch."""
 
 from __future__ import annotations
 
@@ -302,13 +304,17 @@ def _batch(producer: pulsar.Producer, items: list[tuple[str | None, bytes | None
 
 
 def test_compaction_keeps_the_latest_message_per_key_inside_batches(
-    sidecar: BinarySidecar, kafka_bootstrap: str, client: pulsar.Client
+    sidecar: BinarySidecar,
+    kafka_bootstrap: str,
+    client: pulsar.Client,
+    keys: pulsar.CryptoKeyReader,
 ) -> None:
     """Pulsar's two-phase compactor on stored batches of mixed keys: a superseded message
     is compacted out of its batch (the others keep their batch indexes), a batch whose
     messages are all superseded leaves the view, a null value deletes its key, keyless
-    messages are left out; ``readCompacted`` readers and consumers see the rest, then the
-    topic from the horizon."""
+    messages are left out, an encrypted batch (whose keys Pulsar cannot read either) is
+    kept or superseded whole by its batch key; ``readCompacted`` readers and consumers see
+    the rest, then the topic from the horizon."""
     topic = make_topic(kafka_bootstrap, 1)
     producer = client.create_producer(
         str(topic),
@@ -321,6 +327,15 @@ def test_compaction_keeps_the_latest_message_per_key_inside_batches(
     _batch(producer, [("d", None), ("e", b"e1")])  # d's null value deletes it
     _batch(producer, [("f", b"f1"), ("g", b"g1")])  # all superseded next: gone
     _batch(producer, [("f", b"f2"), ("g", b"g2"), ("b", b"b2")])
+    sealed = client.create_producer(
+        str(topic),
+        encryption_key="app-key",
+        crypto_key_reader=keys,
+        batching_enabled=True,
+        batching_max_publish_delay_ms=60_000,
+    )
+    _batch(sealed, [("s", b"s1"), ("s", b"s2")])  # both kept: the batch is kept whole
+    sealed.close()
     url = f"{sidecar.http_url}/admin/v2/{path_of(topic)}/compaction"
     assert request_json("PUT", url)[0] == 204
     wait_for(lambda: request_json("GET", url)[1]["status"] == "SUCCESS", "compaction done")
@@ -334,9 +349,13 @@ def test_compaction_keeps_the_latest_message_per_key_inside_batches(
         (4, 0, "f", b"f2"),
         (4, 1, "g", b"g2"),
         (4, 2, "b", b"b2"),
-        (5, 0, "a", b"a3"),
+        (5, 0, "s", b"s1"),
+        (5, 1, "s", b"s2"),
+        (6, 0, "a", b"a3"),
     ]
-    reader = client.create_reader(str(topic), pulsar.MessageId.earliest, is_read_compacted=True)
+    reader = client.create_reader(
+        str(topic), pulsar.MessageId.earliest, is_read_compacted=True, crypto_key_reader=keys
+    )
     got = [reader.read_next(20_000) for _ in expected]
     assert not reader.has_message_available()
     first = got[0].message_id().entry_id()
@@ -355,14 +374,15 @@ def test_compaction_keeps_the_latest_message_per_key_inside_batches(
         "compacted",
         is_read_compacted=True,
         initial_position=pulsar.InitialPosition.Earliest,
+        crypto_key_reader=keys,
     )
     received = [consumer.receive(timeout_millis=20_000) for _ in expected]
     assert [(m.partition_key(), m.data()) for m in received] == [e[2:] for e in expected]
     consumer.acknowledge_cumulative(received[-1])
     consumer.close()
     # Without readCompacted, the topic keeps every message.
-    full = client.create_reader(str(topic), pulsar.MessageId.earliest)
-    assert len([full.read_next(20_000) for _ in range(14)]) == 14
+    full = client.create_reader(str(topic), pulsar.MessageId.earliest, crypto_key_reader=keys)
+    assert len([full.read_next(20_000) for _ in range(16)]) == 16
     assert not full.has_message_available()
 
 
