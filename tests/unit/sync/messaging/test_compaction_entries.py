@@ -241,3 +241,27 @@ def test_formats_share_a_topic_and_keys_across_them() -> None:
             assert records[2].key == b"q" and records[2].index == -1
 
     run(scenario())
+
+
+def test_an_unreadable_entry_is_left_out_and_the_compaction_goes_on() -> None:
+    async def scenario() -> None:
+        async with Env() as env:
+            kafka_topic = kafka_topic_of(env.topic("e6"))
+            producer = env.transport.producer()
+            headers = [(HEADER_ENTRY, b"1"), (HEADER_ENTRY_COUNT, b"2")]
+            producer.produce(
+                kafka_topic, b"k", b"\x00\x00\x00\x09garbage", partition=0, headers=headers
+            )
+            producer.flush(10)
+            offsets = _store(env, kafka_topic, [_entry([("k", b"k1"), ("j", b"j1")])])
+            codec = EntryCompaction()
+            admin = env.transport.admin()
+            moved = Compactor(kafka_topic, codec=codec).compact(env.transport, admin, 1)
+            assert moved == {0: offsets[0] + 1}
+            view = CompactedView(kafka_topic, codec)
+            view.refresh(env.transport, admin)
+            assert [_messages(r.value) for r in view.records_from(0, 0)] == [
+                [("k", b"k1"), ("j", b"j1")]
+            ]
+
+    run(scenario())
