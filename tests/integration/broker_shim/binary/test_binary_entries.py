@@ -9,6 +9,7 @@ inside a batch."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -29,7 +30,7 @@ from tests.integration.broker_shim.binary.test_binary_fidelity import (
     _send_all,
 )
 from tests.support.http import request_json
-from tests.support.kafka import consume_some, make_topic
+from tests.support.kafka import ROOT, consume_some, make_topic
 from tests.support.sidecars import BinarySidecar
 from tests.support.waits import wait_for
 from tests.support.ws import ack, connect, consumer_url, path_of, receive, run, silent
@@ -436,3 +437,42 @@ def test_readers_and_seeks_start_inside_a_batch(
     after = consumer.receive(timeout_millis=20_000)
     assert (after.data(), after.message_id().batch_index()) == (b"m3", 3)
     consumer.close()
+
+
+def test_the_java_client_on_compacted_batches_and_positions_inside_one(
+    sidecar: BinarySidecar, kafka_bootstrap: str, client: pulsar.Client, classpath: str
+) -> None:
+    """Pulsar's Java client (the reference: it skips ``compacted_out`` itself) reads the
+    rebuilt batches with their batch indexes, and starts readers and a seek inside a
+    batch."""
+    compacted = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(compacted), batching_enabled=True, batching_max_publish_delay_ms=60_000
+    )
+    _batch(producer, [("a", b"a1"), ("b", b"b1"), ("c", b"c1")])
+    _batch(producer, [("a", b"a2")])
+    producer.close()
+    url = f"{sidecar.http_url}/admin/v2/{path_of(compacted)}/compaction"
+    assert request_json("PUT", url)[0] == 204
+    wait_for(lambda: request_json("GET", url)[1]["status"] == "SUCCESS", "compaction done")
+    positions = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(positions), batching_enabled=True, batching_max_publish_delay_ms=60_000
+    )
+    _batch(producer, [(None, b"m%d" % i) for i in range(10)])
+    _batch(producer, [(None, b"n%d" % i) for i in range(3)])
+    producer.close()
+    run = subprocess.run(
+        ["java", "-cp", classpath, str(ROOT / "tests" / "java" / "EntryPositions.java"),
+         sidecar.broker_url, str(compacted), str(positions)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.stdout.splitlines() == [
+        "compacted b b1 1",
+        "compacted c c1 2",
+        "compacted a a2 0",
+        "exclusive m5",
+        "inclusive m4",
+        "seek m3",
+    ]
