@@ -124,7 +124,10 @@ def test_upload_get_evolve_delete_like_pulsar() -> None:
 
         # a forced delete drops the history: -1, and numbering starts over
         assert await answer(await a.delete(f"{BASE}/schema?force=true")) == (200, {"version": -1})
-        assert TOPIC not in services[1].store.schemas
+        # the other sidecar's view follows the registry (its reader thread): wait for it
+        await eventually(
+            lambda: TOPIC not in services[1].store.schemas, "the forced delete reaches b", 20
+        )
         resp = await b.post(f"{BASE}/schema", json=avro(V1))
         assert await answer(resp) == (200, {"version": {"version": 0}})
 
