@@ -130,6 +130,9 @@ ENTRY_FORMAT_VERSION: Final = b"1"
 SUBSCRIPTION_GROUP_PREFIX: Final = "policy-sync.sub/"
 #: Version tag of the individual-ack set carried in a subscription's commit metadata.
 ACK_SET_METADATA_PREFIX: Final = "ps1:"
+#: Version 2 of it: the ranges, then the acknowledged batch indexes of partially
+#: acknowledged stored entries (written only when there is such an entry).
+ACK_SET_METADATA_PREFIX_V2: Final = "ps2:"
 #: Topic compaction (``compactionThreshold``): the companion compacted Kafka topic of a
 #: data topic is ``<prefix><kafka topic>`` (never a mapped name: those have no prefix).
 COMPACTED_TOPIC_PREFIX: Final = "cmp."

@@ -7,6 +7,12 @@ Each consumer has one dispatch task: it receives batches from the engine (as the
 permits allow) and writes them as unbatched MESSAGE frames; when the engine closes the
 consumer, the close table (:mod:`._errors`) decides whether the client is told
 (CLOSE_CONSUMER) or the connection is dropped.
+
+Batch-index acknowledgements (a client with ``batchIndexAckEnabled``: an ACK's
+``ack_set``) are handed to the engine, which keeps a stored entry's acknowledged indexes;
+a redelivered entry carries the rest in ``CommandMessage.ack_set``
+(:func:`._entries.entry_frame`), as Pulsar's broker with
+``acknowledgmentAtBatchIndexLevelEnabled``.
 """
 
 from __future__ import annotations
@@ -67,12 +73,21 @@ class _Consumer:
         return MessageId(part if sub.partitioned else -1, data.entryId)
 
 
-def _partial(data: api.MessageIdData) -> bool:
-    """A batch-index acknowledgement that leaves messages of its entry unacknowledged (the
-    ack set marks those still pending). Only an encrypted batch is one stored entry of
-    several messages; it stays unacknowledged until the client acks all of it (a client
-    without batch-index acks sends only that), so a reconnect loses none of it."""
-    return any(data.ack_set)
+def _ack_set(data: api.MessageIdData) -> int | None:
+    """A batch-index acknowledgement's ack set as one bit set (bit ``i``: batch index
+    ``i`` still unacknowledged by the client; int64 words, bit ``i`` in word ``i // 64``),
+    or None when the id acknowledges its whole entry (no ack set, or an empty one).
+
+    The engine keeps the acknowledged indexes of a stored entry (and commits them), as
+    Pulsar's broker does with ``acknowledgmentAtBatchIndexLevelEnabled``; a client without
+    batch-index acks only ever acknowledges whole entries."""
+    words = data.ack_set
+    if not any(words):
+        return None
+    bits = 0
+    for i, word in enumerate(words):
+        bits |= (word & 0xFFFFFFFFFFFFFFFF) << (64 * i)
+    return bits
 
 
 class Consumers:
@@ -175,7 +190,7 @@ class Consumers:
             for delivery in batch:
                 if delivery.message_id.offset < cons.skip_below:
                     consumer.ack(delivery.message_id)
-                    consumer.add_permits(delivery.entry.count)
+                    consumer.add_permits(delivery.messages)
                     continue
                 try:
                     frames.append(commands.message_frame(cons.consumer_id, delivery))
@@ -214,7 +229,7 @@ class Consumers:
             exc,
         )
         consumer.ack(mid)
-        consumer.add_permits(delivery.entry.count)
+        consumer.add_permits(delivery.messages)
 
     async def _announce_active(self, cons: _Consumer) -> None:
         """Failover: ACTIVE_CONSUMER_CHANGE to this consumer when it subscribes and whenever
@@ -249,15 +264,18 @@ class Consumers:
                 for data in m.message_id:
                     upto = cons.message_id(data)
                     part = upto.kafka_partition
-                    # Up to a batch index: the entries before it, not its own entry.
-                    last = upto.offset - 1 if _partial(data) else upto.offset
+                    # Up to a batch index: the entries before it whole, and the indexes
+                    # up to it of its own entry (the ack set keeps those after it).
+                    unacked = _ack_set(data)
+                    last = upto.offset - 1 if unacked is not None else upto.offset
                     for p, offset in sorted(consumer.delivered):
                         if p == part and offset <= last:
                             consumer.ack(MessageId(upto.partition, offset))
+                    if unacked is not None:
+                        consumer.ack(upto, unacked)
             else:
                 for data in m.message_id:
-                    if not _partial(data):
-                        consumer.ack(cons.message_id(data))
+                    consumer.ack(cons.message_id(data), _ack_set(data))
         if m.HasField("request_id"):
             self.session.write_command(
                 commands.ack_response(m.consumer_id, m.request_id, found=cons is not None)

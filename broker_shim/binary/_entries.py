@@ -34,7 +34,6 @@ from sync.errors import InvalidInputError
 from sync.messaging import Delivery, OutboundMessage
 from sync.messaging.headers import (
     ENTRY_FORMAT_VERSION,
-    HEADER_COMPACTED_KEPT,
     HEADER_ENTRY,
     HEADER_ENTRY_COUNT,
 )
@@ -45,10 +44,10 @@ from ._metadata_headers import MetadataError, stored_whole, whole_headers
 
 __all__ = [
     "EntryError",
+    "ack_set_words",
     "check_entry",
     "check_stored",
     "decode_entry",
-    "dispatch_ack_set",
     "entry_count_of",
     "entry_frame",
     "entry_metadata",
@@ -191,9 +190,8 @@ def entry_frame(consumer_id: int, delivery: Delivery) -> bytes:
     mid.partition = delivery.message_id.partition
     if delivery.redelivery_count:
         msg.redelivery_count = delivery.redelivery_count
-    ack_set = dispatch_ack_set(delivery)
-    if ack_set:
-        msg.ack_set.extend(ack_set)
+    if delivery.acked_bits:
+        msg.ack_set.extend(ack_set_words(entry.count, delivery.acked_bits))
     command = cmd.SerializeToString()
     total = 4 + len(command) + 6 + len(value)
     return b"".join(
@@ -208,22 +206,18 @@ def entry_frame(consumer_id: int, delivery: Delivery) -> bytes:
     )
 
 
-def dispatch_ack_set(delivery: Delivery) -> list[int]:
-    """The ``CommandMessage.ack_set`` an entry goes out with (empty: none): the indexes
-    the consumer is still to get, as Pulsar's dispatcher sends a batch's unacknowledged
-    indexes. Today only a batch rebuilt by the compacted view has one: its messages
-    marked ``compacted_out`` are left out, so clients that ignore that flag (the C++ and
-    Go clients; Java skips both) skip them as already acknowledged."""
-    headers = delivery.entry.headers
-    if not headers:
-        return []
-    for name, raw in headers:
-        if name == HEADER_COMPACTED_KEPT and raw:
-            try:
-                return [int(word) for word in raw.split(b",")]
-            except ValueError:
-                return []
-    return []
+def ack_set_words(count: int, acked_bits: int) -> list[int]:
+    """``CommandMessage.ack_set`` of an entry of ``count`` messages whose indexes
+    ``acked_bits`` are acknowledged: the indexes still to deliver, as Pulsar's dispatcher
+    sends them (``getDeletedBatchIndexesAsLongArray``: a ``BitSet``'s signed int64 words,
+    bit ``i`` in word ``i // 64``); the client skips the others."""
+    bits = ((1 << count) - 1) & ~acked_bits
+    words = []
+    for _ in range((count + 63) // 64):
+        word = bits & 0xFFFFFFFFFFFFFFFF
+        words.append(word - (1 << 64) if word >= 1 << 63 else word)
+        bits >>= 64
+    return words
 
 
 def decode_entry(value: bytes) -> tuple[api.MessageMetadata, list[OutboundMessage]]:

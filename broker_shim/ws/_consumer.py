@@ -234,15 +234,16 @@ class _ConsumerSession:
             else:
                 text_id = obj.get("messageId")
                 if isinstance(text_id, str) and self._entries.knows(text_id):
-                    # A message of a stored entry: the entry is acked once all of it is.
+                    # A message of a stored entry: a batch-index acknowledgement (the
+                    # engine acknowledges the entry once all of it is).
                     if kind == "negativeAcknowledge":
                         entry_id = self._entries.nack(text_id)
                         if entry_id is not None:
                             consumer.nack(entry_id)
                     else:
-                        entry_id = self._entries.ack(text_id)
-                        if entry_id is not None:
-                            consumer.ack(entry_id)
+                        found = self._entries.ack(text_id)
+                        if found is not None:
+                            consumer.ack(*found)
                     return True
                 message_id = self._sent_ids.pop(text_id, None) if isinstance(text_id, str) else None
                 if message_id is None:
@@ -273,7 +274,7 @@ class _ConsumerSession:
             exc,
         )
         consumer.ack(mid)
-        consumer.add_permits(delivery.entry.count)
+        consumer.add_permits(delivery.messages)
 
     async def _write(self) -> None:
         consumer = self.consumer

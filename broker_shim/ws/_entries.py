@@ -1,9 +1,12 @@
 """Stored entries (a Pulsar client's batch kept as one record, docs/entry-design.md) for
 WebSocket consumers: each message of an entry goes out as its own JSON frame, with an id
-carrying its batch index, and the entry is acknowledged once all its messages are — what
-Pulsar's WebSocket proxy does through its Java client (batch-index acknowledgements off).
-A negative acknowledgement of any of its messages redelivers the whole entry, marked as
-redelivered."""
+carrying its batch index, and each acknowledgement is a batch-index acknowledgement of its
+entry in the engine, which keeps the acknowledged indexes (and commits them) and
+acknowledges the entry once all its messages are: one mechanism for binary and WebSocket
+consumers. A redelivered entry leaves out the messages acknowledged already (as Pulsar's
+dispatcher does with ``acknowledgmentAtBatchIndexLevelEnabled``). A negative
+acknowledgement of any of its messages redelivers the entry's unacknowledged messages,
+marked as redelivered."""
 
 from __future__ import annotations
 
@@ -19,15 +22,15 @@ __all__ = ["EntryAcks", "EntryError"]
 
 
 class EntryAcks:
-    """The messages of stored entries out with one WebSocket consumer, by their text id,
-    and the indexes of each entry not yet acknowledged."""
+    """The messages of stored entries out with one WebSocket consumer, by their text id:
+    the entry, the message's batch index and the entry's size."""
 
     def __init__(self) -> None:
-        self._sent: dict[str, tuple[MessageId, int]] = {}
-        self._pending: dict[MessageId, set[int]] = {}
+        self._sent: dict[str, tuple[MessageId, int, int]] = {}
 
     def frames(self, delivery: Delivery) -> list[str]:
-        """The JSON frames of an entry's messages (remembered for their acks).
+        """The JSON frames of an entry's messages not acknowledged yet (remembered for
+        their acks).
 
         Raises:
             EntryError: the entry does not parse (the caller quarantines it).
@@ -37,11 +40,15 @@ class EntryAcks:
         metadata, messages = decode_entry(delivery.entry.payload)
         mid = delivery.message_id
         size = len(messages)
+        # An encrypted batch or a chunk is one message here: nothing of it is left out.
+        acked = delivery.acked_bits if size == delivery.entry.count else 0
         publish = iso(metadata.publish_time or max(0, delivery.entry.publish_ms))
         out: list[str] = []
         for index, msg in enumerate(messages):
+            if acked >> index & 1:
+                continue  # acknowledged by batch index before this delivery
             text_id = mid.batch_base64(index, size)
-            self._sent[text_id] = (mid, index)
+            self._sent[text_id] = (mid, index, size)
             frame: dict[str, Any] = {
                 "messageId": text_id,
                 "payload": binascii.b2a_base64(msg.payload, newline=False).decode("ascii"),
@@ -54,41 +61,29 @@ class EntryAcks:
             if msg.key is not None:
                 frame["key"] = msg.key
             out.append(json_dumps(frame))
-        self._pending[mid] = set(range(size))
         return out
 
-    def ack(self, text_id: str) -> MessageId | None:
-        """The entry to acknowledge now that the message ``text_id`` is (None: the entry
-        still has messages out, or the id is not one of an entry's)."""
+    def ack(self, text_id: str) -> tuple[MessageId, int] | None:
+        """The batch-index acknowledgement for the message ``text_id``: its entry and the
+        entry's ack set (every index but this one, see :meth:`Consumer.ack`); None if the
+        id is not one of an entry's messages out with the client."""
         found = self._sent.pop(text_id, None)
         if found is None:
             return None
-        mid, index = found
-        left = self._pending.get(mid)
-        if left is None:
-            return None
-        left.discard(index)
-        if left:
-            return None
-        del self._pending[mid]
-        return mid
+        mid, index, size = found
+        return mid, ((1 << size) - 1) & ~(1 << index)
 
     def nack(self, text_id: str) -> MessageId | None:
-        """The entry to redeliver for a negative acknowledgement of ``text_id`` (its other
-        messages' ids are forgotten: they come again with the entry)."""
+        """The entry to redeliver for a negative acknowledgement of ``text_id`` (its
+        unacknowledged messages come again, with new frames)."""
         found = self._sent.pop(text_id, None)
-        if found is None:
-            return None
-        mid = found[0]
-        self._pending.pop(mid, None)
-        return mid
+        return None if found is None else found[0]
 
     def knows(self, text_id: str) -> bool:
         return text_id in self._sent
 
     def clear(self) -> None:
         self._sent.clear()
-        self._pending.clear()
 
     def __len__(self) -> int:
         return len(self._sent)

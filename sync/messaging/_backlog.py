@@ -46,13 +46,13 @@ import enum
 import logging
 import time
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sync.transport import Admin, Message, Transport
 
-from ._cursor import decode_ack_ranges, encode_ack_ranges
+from ._cursor import Partial, decode_ack_ranges, encode_ack_state
 
 logger = logging.getLogger(__name__)
 
@@ -372,9 +372,12 @@ class BacklogMeasure:
         return {p: moved_position(target, self._ranges(p, group)) for p, target in targets.items()}
 
 
-def moved_position(target: int, ranges: list[Range], max_bytes: int = 4000) -> tuple[int, str]:
+def moved_position(
+    target: int, ranges: list[Range], max_bytes: int = 4000, partials: Sequence[Partial] = ()
+) -> tuple[int, str]:
     """A commit ``(offset, metadata)`` at ``target`` keeping the acknowledged ``ranges``
-    above it (a range starting at ``target`` moves the offset past it)."""
+    above it (a range starting at ``target`` moves the offset past it), and the partially
+    acknowledged entries at or above it (``ps2``)."""
     kept: list[Range] = []
     for start, stop in ranges:
         if stop <= target:
@@ -384,7 +387,8 @@ def moved_position(target: int, ranges: list[Range], max_bytes: int = 4000) -> t
             target = stop
             continue
         kept.append((start, stop))
-    metadata, _n = encode_ack_ranges(target, kept, max_bytes)
+    above = [p for p in partials if p[0] >= target]
+    metadata, _n, _m = encode_ack_state(target, kept, above, max_bytes)
     return target, metadata
 
 

@@ -66,7 +66,7 @@ from sync.naming._kafka_names import compacted_topic_of
 from sync.transport import Admin, Message, TopicSpec, Transport
 
 from ._backlog import RecordSizes
-from ._entry_codec import EntryCodec, ack_set_words
+from ._entry_codec import EntryCodec
 
 logger = logging.getLogger(__name__)
 
@@ -214,8 +214,8 @@ class CompactedView:
             return None
         headers = [(HEADER_ENTRY, ENTRY_FORMAT_VERSION), (HEADER_ENTRY_COUNT, str(size).encode())]
         if len(members) < size:
-            kept = ",".join(str(w) for w in ack_set_words({r.index for r in members}, size))
-            headers.append((HEADER_COMPACTED_KEPT, kept.encode()))
+            kept = sum(1 << r.index for r in members)
+            headers.append((HEADER_COMPACTED_KEPT, format(kept, "x").encode()))
         first = members[0]
         return CompactedRecord(source, first.key, value, headers, first.publish_ms)
 

@@ -40,6 +40,14 @@ class Delivery:
     message_id: MessageId
     entry: Entry
     redelivery_count: int
+    #: The entry's batch indexes acknowledged as of this delivery (bit ``i``: index
+    #: ``i``): not sent again (Pulsar's ``CommandMessage.ack_set``).
+    acked_bits: int = 0
+
+    @property
+    def messages(self) -> int:
+        """The messages this delivery carries (those of its entry not acknowledged)."""
+        return self.entry.count - self.acked_bits.bit_count()
 
 
 class CloseCause(enum.Enum):
@@ -122,16 +130,22 @@ class Consumer:
         """``entry`` (at ``(partition, offset)``) is out with this consumer."""
         old = self.delivered.get(key)
         if old is not None:
-            self.held_messages -= old.count
+            self.held_messages -= old.unacked
         self.delivered[key] = entry
-        self.held_messages += entry.count
+        self.held_messages += entry.unacked
 
     def unhold(self, key: tuple[int, int]) -> Entry | None:
         """The entry at ``key`` is back (acked or returned): it, or None if not held."""
         entry = self.delivered.pop(key, None)
         if entry is not None:
-            self.held_messages -= entry.count
+            self.held_messages -= entry.unacked
         return entry
+
+    def indexes_acked(self, key: tuple[int, int], entry: Entry, count: int) -> None:
+        """``count`` more messages of ``entry`` (at ``key``) were acknowledged by batch
+        index: if it is out with this consumer, it holds that many fewer."""
+        if self.delivered.get(key) is entry:
+            self.held_messages -= count
 
     def unhold_all(self) -> list[Entry]:
         """Every entry this consumer holds, given back."""
@@ -165,9 +179,10 @@ class Consumer:
         self._outbox.append(delivery)
         self.delivered_total += 1
         if self.pull_mode:
-            # A stored entry takes its messages' permits, and goes out whole even when it
-            # overdraws them (Pulsar dispatches at least one entry the same way).
-            self.permits -= delivery.entry.count
+            # A stored entry takes the permits of its messages not acknowledged yet, and
+            # goes out whole even when it overdraws them (Pulsar dispatches at least one
+            # entry the same way, and subtracts its acknowledged indexes).
+            self.permits -= delivery.messages
         self._signal.set()
 
     def mark_closed(self, reason: CloseReason | None) -> None:
@@ -206,9 +221,14 @@ class Consumer:
             out.append(box.popleft())
         return out
 
-    def ack(self, message_id: MessageId) -> None:
-        """Acknowledge one message (individually, as Pulsar's WebSocket consumer does)."""
-        self.subscription.ack(self, message_id)
+    def ack(self, message_id: MessageId, unacked: int | None = None) -> None:
+        """Acknowledge one message (individually, as Pulsar's WebSocket consumer does).
+
+        ``unacked``: a batch-index acknowledgement of the stored entry at ``message_id``,
+        Pulsar's ack set: the bit set of its indexes the client still has unacknowledged
+        (bit ``i``: index ``i``); the others are acknowledged. None: the whole entry.
+        """
+        self.subscription.ack(self, message_id, unacked)
 
     def nack(self, message_id: MessageId) -> None:
         """Ask for a redelivery of one message after the negative-ack delay."""

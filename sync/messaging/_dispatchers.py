@@ -18,7 +18,8 @@ As Pulsar's ``PersistentDispatcherSingleActiveConsumer``, ``…MultipleConsumers
 
 A dispatcher decides; the subscription (:class:`DispatchHost`) owns what a decision
 touches: the TTL, delayed delivery, the durable dispatch mark and the delivery itself.
-Every delivery takes its messages (a stored entry's count) from the topic's
+Every delivery takes its messages (a stored entry's messages not acknowledged yet by batch
+index) from the topic's
 ``dispatchRate`` limiter of that partition and from the subscription's
 ``subscriptionDispatchRate`` limiter of that partition.
 """
@@ -180,7 +181,7 @@ class SingleActiveDispatcher(Dispatcher):
             entry = self.next_entry(part)
             if entry is None:
                 return 0.0
-            wait = acquire_all(limiters, entry.size, entry.count)
+            wait = acquire_all(limiters, entry.size, entry.unacked)
             if wait > 0.0:
                 return wait
             part.take(entry)
@@ -208,7 +209,7 @@ class SharedDispatcher(Dispatcher):
                     break
             if chosen < 0:
                 return 0.0
-            wait = acquire_all(limiters, entry.size, entry.count)
+            wait = acquire_all(limiters, entry.size, entry.unacked)
             if wait > 0.0:
                 return wait
             part.rr = (chosen + 1) % n  # round robin advances only on a delivery
@@ -300,7 +301,7 @@ class KeySharedDispatcher(Dispatcher):
                     blocked.add(h)
                     keep.append(entry)
                     continue
-                wait = acquire_all(limiters, entry.size, entry.count)
+                wait = acquire_all(limiters, entry.size, entry.unacked)
                 if wait > 0.0:
                     keep.append(entry)
                     continue

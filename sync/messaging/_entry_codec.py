@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["EntryCodec", "EntryMessage", "ack_set_words", "kept_of_words"]
+__all__ = ["EntryCodec", "EntryMessage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,24 +56,3 @@ class EntryCodec(Protocol):
         with an empty payload, as Pulsar's ``RawBatchConverter.rebatchMessage`` does, so
         the messages keep their batch indexes."""
         ...
-
-
-def ack_set_words(kept: set[int] | frozenset[int], size: int) -> list[int]:
-    """Pulsar's ``ack_set`` (``BitSet.toLongArray``: signed 64-bit words, bit i of word
-    i//64) with the bits of ``kept`` set: the indexes a consumer is still to get."""
-    words = [0] * ((size + 63) // 64)
-    for index in kept:
-        words[index // 64] |= 1 << (index % 64)
-    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
-
-
-def kept_of_words(words: list[int]) -> set[int]:
-    """The inverse of :func:`ack_set_words`."""
-    out: set[int] = set()
-    for n, word in enumerate(words):
-        bits = word & ((1 << 64) - 1)
-        while bits:
-            low = bits & -bits
-            out.add(n * 64 + low.bit_length() - 1)
-            bits ^= low
-    return out

@@ -20,7 +20,7 @@ from sync.transport import Admin, TopicDescription
 
 from ._backlog import moved_position
 from ._config import MessagingConfig
-from ._cursor import decode_ack_ranges
+from ._cursor import decode_ack_state
 from ._inactive import InactivePolicy, delete_topic, inactive_verdict
 from ._ownership import TopicOwnership
 from ._subscription import subscription_group
@@ -123,8 +123,10 @@ class OwnedTopicSweeps:
                 for p, o in floor.items():
                     offset, metadata = committed.get(p, (0, ""))
                     if offset < o:
-                        ranges = decode_ack_ranges(offset, metadata)
-                        ahead[p] = moved_position(o, ranges, self._config().ack_metadata_max_bytes)
+                        ranges, partials = decode_ack_state(offset, metadata)
+                        ahead[p] = moved_position(
+                            o, ranges, self._config().ack_metadata_max_bytes, partials
+                        )
                 ts = self._topics.get(topic)
                 if ts is not None and group[len(prefix) :] in ts.subscriptions:
                     continue  # loaded meanwhile: its own dispatch expires the messages

@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from sync._constants import (
+    HEADER_COMPACTED_KEPT,
     HEADER_ENTRY,
     HEADER_ENTRY_COUNT,
     SUBSCRIPTION_GROUP_PREFIX,
@@ -553,6 +554,7 @@ class Subscription:
             publish_ms,
         )
         if headers:
+            kept: int | None = None
             for name, raw in headers:
                 if name == HEADER_DELIVER_AT:
                     with contextlib.suppress(ValueError, TypeError):
@@ -562,12 +564,22 @@ class Subscription:
                 elif name == HEADER_ENTRY_COUNT:
                     with contextlib.suppress(ValueError, TypeError):
                         entry.count = max(1, int(raw))
+                elif name == HEADER_COMPACTED_KEPT:
+                    with contextlib.suppress(ValueError, TypeError):
+                        kept = int(raw, 16)
+            if kept is not None:  # a rebuilt batch of the compacted view: the messages
+                # compacted out count as acknowledged (dispatched in the entry's ack_set)
+                entry.acked_bits = ((1 << entry.count) - 1) & ~kept
         counts = self._counts.get(part.index)
         if counts:
             entry.redeliveries = counts.pop(offset, 0)  # redelivered before it was given up
         if part.cursor.possibly_delivered(offset) and not entry.redeliveries:
             entry.redeliveries = 1  # it may have reached a consumer before a move
         part.cursor.add(entry)
+        if entry.acked_bits and not entry.unacked:  # restored with every index acked
+            part.cursor.ack(offset)
+            self._committer.changed()
+            return
         part.pending.append(entry)
 
     def _flow_control(self) -> None:
@@ -666,7 +678,12 @@ class Subscription:
             self._committer.changed()  # the next commit carries the dispatch mark
         consumer.hold((part.index, entry.offset), entry)
         consumer.push(
-            Delivery(MessageId(part.pulsar_index, entry.offset), entry, entry.redeliveries)
+            Delivery(
+                MessageId(part.pulsar_index, entry.offset),
+                entry,
+                entry.redeliveries,
+                entry.acked_bits,
+            )
         )
         limits = self._limits()
         consumer.update_blocked(limits.max_unacked_per_consumer)
@@ -768,11 +785,14 @@ class Subscription:
     def _part_of(self, message_id: MessageId) -> DispatchPart | None:
         return self._parts.get(message_id.kafka_partition)
 
-    def ack(self, consumer: Consumer, message_id: MessageId) -> None:
-        """Individual acknowledgement from ``consumer`` (from any consumer of the sub)."""
+    def ack(self, consumer: Consumer, message_id: MessageId, unacked: int | None = None) -> None:
+        """Individual acknowledgement from ``consumer`` (from any consumer of the sub);
+        ``unacked``: by batch index (see :meth:`Consumer.ack`)."""
         part = self._part_of(message_id)
         if part is None or not self.attached:
             return
+        if unacked is not None and not self._ack_indexes(part, message_id.offset, unacked):
+            return  # the entry is not acknowledged whole yet (or unknown)
         key = (part.index, message_id.offset)
         had = consumer.unhold(key)
         if had is None:
@@ -790,6 +810,38 @@ class Subscription:
         if had is not None or entry is not None:
             consumer.update_blocked(self._limits().max_unacked_per_consumer)
             self.schedule_dispatch()
+
+    def _ack_indexes(self, part: DispatchPart, offset: int, unacked: int) -> bool:
+        """A batch-index acknowledgement of the entry at ``offset``: the indexes not in
+        ``unacked`` are acknowledged (Pulsar's ``batchDeletedIndexes``; kept across
+        restarts by the ``ps2`` commit metadata). True if that acknowledges the whole
+        entry, or the entry is not in the cursor (acknowledged already): the caller
+        acknowledges it as one (which also forgets a consumer's stale hold of it).
+
+        An ack set naming indexes past the entry's messages is for a batch this engine
+        counts as one message (a record of the ``message`` format holding an encrypted
+        batch): ignored, the entry is acknowledged when the client acknowledges all of it.
+        """
+        entry = part.cursor.entries.get(offset)
+        if entry is None:
+            return True
+        if unacked >> entry.count:
+            return False
+        full = (1 << entry.count) - 1
+        acked = full & ~unacked
+        if (entry.acked_bits | acked) == full:
+            return True
+        entry, newly = part.cursor.ack_indexes(offset, acked)
+        if entry is None or not newly:
+            return False
+        holder = entry.holder
+        limits = self._limits()
+        if holder is not None:
+            holder.indexes_acked((part.index, offset), entry, newly)
+            holder.update_blocked(limits.max_unacked_per_consumer)
+        self._committer.changed()
+        self.schedule_dispatch()
+        return False
 
     def nack(self, consumer: Consumer, message_id: MessageId) -> None:
         """Negative acknowledgement: deliver again after the consumer's nack delay."""

@@ -28,8 +28,9 @@ partition, with the individual-ack set and a dispatch mark in the commit metadat
   partition's last consumer leaves, and before a clean shutdown or unload returns (and
   before the consumers of a moved topic are told to reconnect). Two exceptions
   give duplicates, never losses: acknowledgements newer than the last commit when the
-  process dies (a ≤ 100 ms window), and acknowledged ranges that do not fit in the
-  commit metadata budget (``ack_metadata_max_bytes``; logged, counted in
+  process dies (a ≤ 100 ms window), and acknowledged ranges or partially acknowledged
+  entries (batch indexes, ``ps2``) that do not fit in the commit metadata budget
+  (``ack_metadata_max_bytes``; logged, counted in
   :attr:`SubscriptionCommitter.dropped_ack_ranges`).
 * Two sidecars serving one partition of a subscription at once (a zombie old owner that
   has not noticed its session expired: a moving bundle's topics are otherwise closed
@@ -183,7 +184,8 @@ class SubscriptionCommitter:
         if dropped:
             self.dropped_ack_ranges += dropped
             logger.warning(
-                "%s[%d]@%d: %d acknowledged range(s) do not fit in the commit metadata; "
+                "%s[%d]@%d: %d acknowledged range(s) or partially acknowledged entries "
+                "do not fit in the commit metadata; "
                 "they would be redelivered after a restart",
                 self._label,
                 part.index,

@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -227,9 +228,11 @@ def test_websocket_consumers_get_an_entry_message_by_message(
             assert [m["properties"] for m in got] == [{"i": str(i)} for i in range(3)]
             assert {m["key"] for m in got} == {"pk"}
             assert len({m["messageId"] for m in got}) == 3
-            await ack(ws, got[:2])  # two of three: the entry stays unacknowledged
+            await ack(ws, got[:2])  # two of three: batch-index acks, the entry stays
         async with connect(consumer_url(sidecar, topic, "ws")) as ws:
-            again = await receive(ws, 3)
+            again = await receive(ws, 1)  # only the message not acknowledged
+            assert [m["properties"] for m in again] == [{"i": "2"}]
+            assert again[0]["messageId"] == got[2]["messageId"]
             assert all(m["redeliveryCount"] >= 1 for m in again)
             await ack(ws, again)
             assert await silent(ws, 0.5) == []
@@ -476,3 +479,125 @@ def test_the_java_client_on_compacted_batches_and_positions_inside_one(
         "inclusive m4",
         "seek m3",
     ]
+# ------------------------------------------------------------------ batch-index acks
+
+
+def _one_batch(client: pulsar.Client, topic: TopicName, count: int) -> None:
+    """``count`` messages ``i0``… sent as one batch: one stored entry."""
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(count):
+        producer.send_async(b"i%d" % i, None)
+    producer.flush()
+    producer.close()
+
+
+def _index_acking(client: pulsar.Client, topic: TopicName, **kw: object) -> pulsar.Consumer:
+    kw.setdefault("consumer_type", pulsar.ConsumerType.Shared)
+    return client.subscribe(
+        str(topic),
+        "sub",
+        initial_position=pulsar.InitialPosition.Earliest,
+        batch_index_ack_enabled=True,
+        negative_ack_redelivery_delay_ms=100,
+        **kw,
+    )
+
+
+def _datas(consumer: pulsar.Consumer, count: int) -> list[bytes]:
+    got = [consumer.receive(timeout_millis=20_000) for _ in range(count)]
+    return [m.data() for m in got]
+
+
+def _nothing_more(consumer: pulsar.Consumer, wait_ms: int = 800) -> None:
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=wait_ms)
+
+
+def test_batch_index_acks_leave_acked_messages_out_of_every_redelivery(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    """Pulsar with ``acknowledgmentAtBatchIndexLevelEnabled``: a consumer with batch-index
+    acks acknowledges some messages of a batch; the entry comes again (another consumer,
+    a negative ack, ``redeliverUnacknowledgedMessages``) with only the others, until all
+    of it is acknowledged and it is gone."""
+    topic = make_topic(kafka_bootstrap, 1)
+    first = _index_acking(client, topic)
+    _one_batch(client, topic, 6)
+    got = [first.receive(timeout_millis=20_000) for _ in range(6)]
+    assert _records(kafka_bootstrap, topic) == {0: 1}  # one entry
+    for m in (got[0], got[2], got[5]):
+        first.acknowledge(m)
+    first.close()  # its acknowledgements are flushed; the entry goes to the next consumer
+    second = _index_acking(client, topic)
+    again = [second.receive(timeout_millis=20_000) for _ in range(3)]
+    assert [m.data() for m in again] == [b"i1", b"i3", b"i4"]
+    assert all(m.redelivery_count() >= 1 for m in again)
+    _nothing_more(second)
+    second.negative_acknowledge(again[1])  # one message: the entry's unacked ones return
+    assert sorted(_datas(second, 3)) == [b"i1", b"i3", b"i4"]
+    second.acknowledge(again[0])  # i1
+    time.sleep(0.3)  # the ack is grouped for 100 ms before it is sent
+    second.redeliver_unacknowledged_messages()
+    rest = [second.receive(timeout_millis=20_000) for _ in range(2)]
+    assert [m.data() for m in rest] == [b"i3", b"i4"]
+    for m in rest:
+        second.acknowledge(m)
+    second.close()
+    last = _index_acking(client, topic)
+    _nothing_more(last)  # every index acknowledged: the entry was acknowledged whole
+
+
+def test_a_cumulative_ack_inside_a_batch_acks_the_indexes_up_to_it(
+    kafka_bootstrap: str, client: pulsar.Client
+) -> None:
+    topic = make_topic(kafka_bootstrap, 1)
+    consumer = _index_acking(client, topic, consumer_type=pulsar.ConsumerType.Exclusive)
+    _one_batch(client, topic, 5)
+    got = [consumer.receive(timeout_millis=20_000) for _ in range(5)]
+    consumer.acknowledge_cumulative(got[2])
+    consumer.close()
+    again = _index_acking(client, topic, consumer_type=pulsar.ConsumerType.Exclusive)
+    assert _datas(again, 2) == [b"i3", b"i4"]
+    _nothing_more(again)
+
+
+def test_acked_indexes_survive_a_sidecar_restart(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The acknowledged indexes of a partially acknowledged entry are committed (``ps2``
+    commit metadata) and honoured by the next sidecar to serve the subscription."""
+    from sync.messaging import subscription_group
+    from sync.messaging._cursor import decode_ack_state
+
+    topic = make_topic(kafka_bootstrap, 1)
+    with BinarySidecar(kafka_bootstrap, tmp_path / "first", entry_format="entry") as first:
+        c = pulsar.Client(first.broker_url, operation_timeout_seconds=20)
+        try:
+            consumer = _index_acking(c, topic)
+            _one_batch(c, topic, 5)
+            got = [consumer.receive(timeout_millis=20_000) for _ in range(5)]
+            for m in (got[0], got[1], got[3]):
+                consumer.acknowledge(m)
+            time.sleep(0.3)  # grouped acks sent, then committed within 100 ms
+        finally:
+            c.close()
+    kafka_topic = kafka_topic_of(topic)
+    admin = KafkaTransport(KafkaConfig(kafka_bootstrap)).admin()
+    offset, metadata = admin.group_positions(subscription_group(kafka_topic, "sub"), kafka_topic)[0]
+    assert (offset, metadata[:4]) == (0, "ps2:")
+    assert decode_ack_state(offset, metadata) == ([], [(0, 5, 0b01011)])
+    with BinarySidecar(kafka_bootstrap, tmp_path / "second", entry_format="entry") as second:
+        c = pulsar.Client(second.broker_url, operation_timeout_seconds=20)
+        try:
+            consumer = _index_acking(c, topic)
+            again = [consumer.receive(timeout_millis=20_000) for _ in range(2)]
+            assert [m.data() for m in again] == [b"i2", b"i4"]
+            assert all(m.redelivery_count() >= 1 for m in again)
+            _nothing_more(consumer, 500)
+            for m in again:
+                consumer.acknowledge(m)
+            consumer.close()
+            last = _index_acking(c, topic)
+            _nothing_more(last, 500)
+        finally:
+            c.close()

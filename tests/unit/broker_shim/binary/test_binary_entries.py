@@ -11,6 +11,7 @@ import pytest
 from broker_shim.binary import PulsarApi_pb2 as api
 from broker_shim.binary._entries import (
     EntryError,
+    ack_set_words,
     check_entry,
     decode_entry,
     entry_frame,
@@ -31,13 +32,20 @@ def _entry_of(meta: api.MessageMetadata, payload: bytes) -> bytes:
 
 
 def _delivery(
-    value: bytes, *, count: int = 1, offset: int = 5, redelivered: int = 0, version: bytes = b"1"
+    value: bytes,
+    *,
+    count: int = 1,
+    offset: int = 5,
+    redelivered: int = 0,
+    version: bytes = b"1",
+    acked_bits: int = 0,
 ) -> Delivery:
     headers = [("__pulsar.entry", version), ("__pulsar.count", b"%d" % count)]
     entry = Entry(0, offset, None, value, headers, 1_700_000_000_000)
     entry.stored_entry = True
     entry.count = count
-    return Delivery(MessageId(-1, offset), entry, redelivered)
+    entry.acked_bits = acked_bits
+    return Delivery(MessageId(-1, offset), entry, redelivered, acked_bits)
 
 
 _MESSAGES = [(b"a", "k1", {"p": "1"}), (b"", None, {}), (b"ccc", "k3", {})]
@@ -95,6 +103,34 @@ def test_an_entry_goes_out_verbatim_with_its_checksum() -> None:
     assert frame.entry == value
 
 
+def test_a_redelivered_entry_carries_the_indexes_still_to_deliver() -> None:
+    """Pulsar's ``CommandMessage.ack_set``: bit ``i`` set for each index not acknowledged
+    (the client skips the others), signed int64 words."""
+    value = _entry_of(_meta(num_messages_in_batch=3), _batch(_MESSAGES))
+    whole = parse_frame(entry_frame(7, _delivery(value, count=3))[4:])
+    assert list(whole.command.message.ack_set) == []
+    partial = parse_frame(entry_frame(7, _delivery(value, count=3, acked_bits=0b101))[4:])
+    assert list(partial.command.message.ack_set) == [0b010]
+    assert partial.entry == value  # still the entry verbatim
+    assert ack_set_words(3, 0b101) == [0b010]
+    assert ack_set_words(64, 0) == [-1]  # a BitSet's word with bit 63 set is negative
+    assert ack_set_words(130, (1 << 64) - 1) == [0, -1, 0b11]
+
+
+def test_an_ack_s_ack_set_is_read_as_the_indexes_left_unacknowledged() -> None:
+    from broker_shim.binary._consumers import _ack_set
+
+    def ids(words: list[int]) -> api.MessageIdData:
+        return api.MessageIdData(ledgerId=0, entryId=1, ack_set=words)
+
+    assert _ack_set(ids([])) is None  # the whole entry
+    assert _ack_set(ids([0])) is None  # nothing left unacknowledged: the whole entry
+    assert _ack_set(ids([0b110])) == 0b110  # index 0 acknowledged
+    assert _ack_set(ids([-1, 0b11])) == (1 << 66) - 1
+    acked = (1 << 70) | 0b1011
+    assert _ack_set(ids(ack_set_words(130, acked))) == ((1 << 130) - 1) & ~acked
+
+
 def test_unreadable_entries_are_refused_at_dispatch() -> None:
     with pytest.raises(EntryError):
         entry_frame(1, _delivery(b"\x00\x00\x00\xffgarbage"))
@@ -118,7 +154,7 @@ def test_decoding_gives_each_message() -> None:
     ]
 
 
-def test_websocket_acks_complete_an_entry_once_all_its_messages_are_acked() -> None:
+def test_websocket_acks_are_batch_index_acks_of_the_entry() -> None:
     import json
 
     acks = EntryAcks()
@@ -129,15 +165,16 @@ def test_websocket_acks_complete_an_entry_once_all_its_messages_are_acked() -> N
     assert [f["key"] for f in frames if "key" in f] == ["k1", "k3"]
     # Each id is the entry's id with a batch index: it still names the entry.
     assert MessageId.from_base64(ids[1]) == MessageId(-1, 5)
-    assert acks.ack(ids[0]) is None
-    assert acks.ack(ids[2]) is None
+    # Each ack is the entry's ack set without that index (the engine keeps the rest).
+    assert acks.ack(ids[0]) == (MessageId(-1, 5), 0b110)
+    assert acks.ack(ids[2]) == (MessageId(-1, 5), 0b011)
     assert acks.ack(ids[0]) is None  # twice: nothing more
-    assert acks.ack(ids[1]) == MessageId(-1, 5)
-    # A negative ack redelivers the entry; its other messages' acks then count for nothing.
-    again = [json.loads(f)["messageId"] for f in acks.frames(_delivery(value, count=3))]
-    assert acks.nack(again[1]) == MessageId(-1, 5)
-    assert acks.ack(again[0]) is None
-    assert acks.ack(again[2]) is None
+    assert acks.ack(ids[1]) == (MessageId(-1, 5), 0b101)
+    # A redelivery leaves out what was acknowledged by index before it.
+    again = [json.loads(f) for f in acks.frames(_delivery(value, count=3, acked_bits=0b101))]
+    assert [f["payload"] for f in again] == [frames[1]["payload"]]
+    assert acks.nack(again[0]["messageId"]) == MessageId(-1, 5)
+    assert acks.ack(again[0]["messageId"]) is None
 
 
 def test_the_decoder_reads_all_three_kinds_of_record() -> None:

@@ -11,7 +11,7 @@ from sync.messaging._backlog import (
     measure_backlog,
     moved_position,
 )
-from sync.messaging._cursor import decode_ack_ranges, encode_ack_ranges
+from sync.messaging._cursor import decode_ack_ranges, decode_ack_state, encode_ack_ranges
 from sync.transport import MemoryTransport, TopicSpec
 
 
@@ -79,6 +79,11 @@ def test_moved_position_keeps_the_acks_above_it() -> None:
     assert offset == 12
     assert decode_ack_ranges(offset, metadata) == [(15, 16)]
     assert moved_position(10, []) == (10, "")
+    # Partially acknowledged entries at or above the new position are kept (ps2).
+    partials = [(7, 4, 0b11), (12, 4, 0b01), (16, 3, 0b100)]
+    offset, metadata = moved_position(10, [(9, 12), (15, 16)], partials=partials)
+    assert offset == 12
+    assert decode_ack_state(offset, metadata) == ([(15, 16)], partials[1:])
 
 
 def test_measure_reads_positions_acks_and_record_sizes_from_kafka() -> None:

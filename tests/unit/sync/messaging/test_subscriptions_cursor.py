@@ -17,7 +17,7 @@ from sync.messaging import (
     decode_ack_ranges,
     encode_ack_ranges,
 )
-from sync.messaging._cursor import Entry, PartitionCursor
+from sync.messaging._cursor import Entry, PartitionCursor, decode_ack_state, encode_ack_state
 from sync.messaging._ratelimit import RateLimiter, acquire_all
 from sync.messaging._selectors import (
     KeySharedSelector,
@@ -125,6 +125,115 @@ def test_cursor_with_nothing_outstanding_commits_the_read_position() -> None:
         cursor.add(_entry(offset))
         cursor.ack(offset)
     assert cursor.commit_point(4000) == (4, "", 0)
+
+
+# ------------------------------------------------------------------ batch-index acks
+
+
+def _batch_entry(offset: int, count: int) -> Entry:
+    entry = _entry(offset)
+    entry.count = count
+    entry.stored_entry = True
+    return entry
+
+
+def test_ack_state_round_trips_ranges_and_partial_entries() -> None:
+    ranges = [(12, 13), (20, 25)]
+    partials = [(10, 5, 0b10011), (13, 1000, (1 << 999) | 1), (30, 3, 0b010)]
+    text, kept, kept_partials = encode_ack_state(10, ranges, partials, 4000)
+    assert (kept, kept_partials) == (2, 3) and text.startswith("ps2:")
+    assert decode_ack_state(10, text) == (ranges, partials)
+    assert decode_ack_ranges(10, text) == ranges  # readers of ranges read ps2 too
+    # Without partial entries the old version is written: older sidecars keep reading it.
+    text, _, _ = encode_ack_state(10, ranges, [], 4000)
+    assert text.startswith("ps1:") and text == encode_ack_ranges(10, ranges, 4000)[0]
+    assert decode_ack_state(10, text) == (ranges, [])
+    assert encode_ack_state(0, [], [], 100) == ("", 0, 0)
+    # 1,000 messages with every other one acknowledged: runs compress.
+    many = [(o, 1000, int("01" * 500, 2)) for o in range(100, 2100, 2)]
+    text, _, kept_partials = encode_ack_state(100, [], many, 4000)
+    assert kept_partials == len(many) and len(text) < 4000
+    assert decode_ack_state(100, text) == ([], many)
+
+
+def test_ack_state_that_does_not_fit_keeps_the_prefix_in_offset_order() -> None:
+    rng = random.Random(3)
+    ranges, partials, pos = [], [], 0
+    for i in range(600):
+        start = pos + rng.randint(2, 30)
+        if i % 2:
+            ranges.append((start, start + rng.randint(1, 5)))
+            pos = ranges[-1][1]
+        else:
+            partials.append((start, 100, rng.getrandbits(99) | 1))
+            pos = start + 1
+    text, kept, kept_partials = encode_ack_state(0, ranges, partials, 1500)
+    assert len(text) <= 1500 and 0 < kept < len(ranges) and 0 < kept_partials < len(partials)
+    got_ranges, got_partials = decode_ack_state(0, text)
+    assert (got_ranges, got_partials) == (ranges[:kept], partials[:kept_partials])
+    # Nothing kept lies beyond anything dropped: one prefix of both lists in offset order.
+    last_kept = max(got_ranges[-1][0], got_partials[-1][0])
+    first_dropped = min(ranges[kept][0], partials[kept_partials][0])
+    assert last_kept < first_dropped
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "ps2:AAAA",
+        # a bit set larger than its entry (3 messages, index 3 acknowledged)
+        "ps2:" + base64.urlsafe_b64encode(b"\x00\x00\x01\x00\x03\x01\x08").decode().rstrip("="),
+        # a bit set that runs past the end
+        "ps2:" + base64.urlsafe_b64encode(b"\x00\x00\x01\x00\x03\x05\x01").decode().rstrip("="),
+    ],
+)
+def test_unreadable_ps2_metadata_means_no_skips(junk: str) -> None:
+    assert decode_ack_state(5, junk) == ([], [])
+
+
+def test_cursor_keeps_acked_indexes_and_acks_an_entry_once_all_are() -> None:
+    cursor = PartitionCursor(0, 0)
+    for offset in range(3):
+        cursor.accept(offset)
+        cursor.add(_batch_entry(offset, 4))
+    entry, newly = cursor.ack_indexes(1, 0b0101)
+    assert entry is not None and newly == 2 and entry.unacked == 2 and not entry.acked
+    assert cursor.ack_indexes(1, 0b0001)[1] == 0  # acked already: nothing new
+    offset, metadata, dropped = cursor.commit_point(4000)
+    assert (offset, dropped) == (0, 0) and metadata.startswith("ps2:")
+    assert decode_ack_state(0, metadata) == ([], [(1, 4, 0b0101)])
+    entry, newly = cursor.ack_indexes(1, 0b1010)  # the rest: the entry is acked whole
+    assert entry is not None and newly == 2 and entry.acked and 1 not in cursor.entries
+    cursor.ack(0)
+    offset, metadata, _ = cursor.commit_point(4000)
+    assert offset == 2 and metadata == ""
+    assert cursor.ack_indexes(1, 0b1) == (None, 0)  # unknown now
+
+
+def test_cursor_restored_from_ps2_gives_entries_their_acked_indexes_back() -> None:
+    text, _, _ = encode_ack_state(7, [(8, 9)], [(9, 4, 0b0011), (12, 2, 0b01)], 4000)
+    cursor = PartitionCursor(0, 7, text + "~d20")
+    read = [o for o in range(7, 11) if cursor.accept(o)]
+    assert read == [7, 9, 10]
+    entries = {o: _batch_entry(o, 4) for o in read}
+    for entry in entries.values():
+        cursor.add(entry)
+    assert entries[9].acked_bits == 0b0011 and entries[9].unacked == 2
+    assert entries[7].acked_bits == 0 == entries[10].acked_bits
+    cursor.ack(7)
+    # 12 was not read again yet: its indexes are committed again as they were.
+    offset, metadata, _ = cursor.commit_point(4000)
+    assert offset == 9
+    assert decode_ack_state(9, metadata) == ([], [(9, 4, 0b0011), (12, 2, 0b01)])
+
+
+def test_a_restored_partial_entry_of_another_size_is_ignored() -> None:
+    text, _, _ = encode_ack_state(0, [], [(0, 4, 0b0011)], 4000)
+    cursor = PartitionCursor(0, 0, text)
+    assert cursor.accept(0)
+    entry = _batch_entry(0, 5)  # not the entry that was acknowledged: deliver it whole
+    cursor.add(entry)
+    assert entry.acked_bits == 0
 
 
 # ------------------------------------------------------------------ rate limiting
