@@ -12,6 +12,7 @@ from sync.messaging.headers import HEADER_ENTRY, HEADER_ENTRY_COUNT
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport
 from tests.unit.sync.messaging.test_subscriptions import (
+    Earliest,
     Env,
     Shared,
     quiet,
@@ -150,5 +151,55 @@ def test_an_ack_set_larger_than_the_entry_is_ignored() -> None:
             assert c.held_messages == 1 and c.subscription.backlog() == 1
             c.ack(d.message_id)
             assert c.subscription.backlog() == 0
+
+    run(scenario())
+
+
+def test_an_unload_commits_the_acked_indexes_before_consumers_are_told() -> None:
+    """A topic moving away (unload): what its consumers acknowledged by batch index is in
+    Kafka (``ps2``) before they are closed to reconnect to the next owner."""
+    import asyncio
+
+    from sync import PolicyService
+    from sync.messaging import CloseCause, MessagingConfig, MessagingEngine, SubscriptionType
+    from sync.messaging._cursor import decode_ack_state
+    from sync.transport import TopicSpec
+    from tests.unit.sync.messaging.test_engine_unload import _Terms
+
+    async def scenario() -> None:
+        transport = MemoryTransport()
+        svc = PolicyService(transport).start(timeout_s=10)
+        topic = TopicName.parse("persistent://t/ns/unload-indexes")
+        kafka_topic = kafka_topic_of(topic)
+        transport.admin().ensure_topic(TopicSpec(kafka_topic, 1))
+        terms = _Terms()
+        engine = MessagingEngine(
+            transport,
+            lambda: svc,
+            ownership=terms,
+            config=MessagingConfig(ownership_check_s=0.05, policy_check_s=0.05),
+        )
+        await engine.start()
+        try:
+            c = await engine.subscribe(
+                topic, "s", sub_type=SubscriptionType.Shared, initial_position=Earliest
+            )
+            producer = transport.producer()
+            headers = [(HEADER_ENTRY, b"1"), (HEADER_ENTRY_COUNT, b"6")]
+            producer.produce(kafka_topic, None, b"entry", partition=0, headers=headers)
+            producer.flush(5)
+            (d,) = await take(c, 1)
+            c.ack(d.message_id, _all_but(6, 1, 4))
+            terms.claim = "2"  # unloaded (and claimed again): the consumer must reconnect
+            while not c.closed:
+                await asyncio.sleep(0.01)
+            assert c.close_reason is not None and c.close_reason.cause is CloseCause.UNLOADED
+            group = c.subscription.group_id
+            position = transport.consumer(group_id=group).committed(kafka_topic, [0])[0]
+            assert position is not None
+            assert decode_ack_state(*position) == ([], [(0, 6, 0b010010)])
+        finally:
+            await engine.close()
+            svc.close()
 
     run(scenario())
