@@ -12,8 +12,10 @@ PULSAR_WEB_PORT ?= 8080
 PULSAR_BROKER_PORT ?= 6650
 # Stdlib only: the real Pulsar starts without the project's virtualenv.
 PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
+# Two clusters (east, west) and MirrorMaker 2; needs the virtualenv for the sidecars.
+GEOCTL := $(PY) docker/geo/geoctl.py
 
-.PHONY: help setup kafka-up kafka-down cluster-up cluster-down pulsar-up pulsar-down compat lint \
+.PHONY: help setup kafka-up kafka-down cluster-up cluster-down geo-up geo-down pulsar-up pulsar-down compat lint \
         types unit integration test demo bench chaos chaos-short clean wheel-check proto
 
 help:
@@ -24,6 +26,8 @@ help:
 	@echo "make chaos-short - the 75-second soak as a pytest test"
 	@echo "make kafka-up / kafka-down   - one local broker on 127.0.0.1:\$$KAFKA_PORT"
 	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/31092)"
+	@echo "make geo-up / geo-down - clusters east (21092) and west (23092), two sidecars each," \
+	      "MirrorMaker 2 both ways; writes build/geo/endpoints.json"
 	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
 	@echo "make pulsar-up / pulsar-down - the real Apache Pulsar standalone on" \
 	      "\$$PULSAR_WEB_PORT/\$$PULSAR_BROKER_PORT"
@@ -48,6 +52,12 @@ cluster-up: setup
 
 cluster-down: setup
 	@$(KAFKACTL) cluster-down
+
+geo-up: setup
+	@$(GEOCTL) up
+
+geo-down: setup
+	@$(GEOCTL) down
 
 pulsar-up:
 	@$(PULSARCTL) up --web-port $(PULSAR_WEB_PORT) --broker-port $(PULSAR_BROKER_PORT)

@@ -25,6 +25,10 @@ CHANGE_EVENTS_CREATE_CONFIG: Final = {
 
 #: Key prefix of global (geo-replicated) topic policies.
 GLOBAL_KEY_PREFIX: Final = "__G__"
+#: The compacted topic of global policy events, the only topic MirrorMaker 2 mirrors
+#: (docs/geo-design.md): MM2 never mirrors a name starting with ``__`` or ``.``, and a ``.``
+#: would be read as a cluster prefix. Created with :data:`CHANGE_EVENTS_CREATE_CONFIG`.
+GLOBAL_EVENTS_TOPIC: Final = "policy-sync-global-events"
 #: Key prefix of namespace-level policies: ``__NS__tenant/namespace``.
 NAMESPACE_KEY_PREFIX: Final = "__NS__"
 
