@@ -17,6 +17,9 @@ standalone answers them (recorded in ``tests/compat/pulsar-4.0.7.json``)::
     POST   /admin/v2/{domain}/{t}/{ns}/{topic}/partitions      body N: more partitions -> 204
     DELETE /admin/v2/{domain}/{t}/{ns}/{topic}/partitions      -> 204
     GET    /admin/v2/clusters/{cluster}                        ClusterData
+    PUT    /admin/v2/clusters/{cluster}                        register a cluster (ClusterData)
+    POST   /admin/v2/clusters/{cluster}                        update its ClusterData
+    DELETE /admin/v2/clusters/{cluster}                        unregister it (no tenant allows it)
     GET    /admin/v2/brokers                                   ["host:port", …]
 
 Tenants and namespaces are compacted records of the registry topic, seen by every
@@ -313,7 +316,10 @@ async def get_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamR
     service = cluster.service
     role(service, request)
     name = request.match_info["cluster"]
-    if name != service.identity.cluster and name not in service.registry.clusters():
+    registered = service.clusters.get(name)
+    if registered is not None:
+        return web.json_response(registered.to_rest())
+    if not service.clusters.exists(name) and name not in service.registry.clusters():
         raise NotFoundError("Cluster does not exist")
     live = service.registry.live_brokers(name)
     first = live[0] if live else None
@@ -328,6 +334,35 @@ async def get_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamR
         "brokerClientSslFactoryPlugin": "org.apache.pulsar.common.util.DefaultPulsarSslFactory",
     }
     return web.json_response({k: v for k, v in body.items() if v is not None})
+
+
+async def create_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    """Pulsar ``PUT /admin/v2/clusters/{cluster}`` (super-user): 200, empty."""
+    service = cluster.service
+    check_super(service, request)
+    body = await json_body(request)
+    service.require_ready()
+    await asyncio.to_thread(service.clusters.create, request.match_info["cluster"], body)
+    return web.Response(status=200)
+
+
+async def update_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    """Pulsar ``POST /admin/v2/clusters/{cluster}`` (super-user): 200, empty."""
+    service = cluster.service
+    check_super(service, request)
+    body = await json_body(request)
+    service.require_ready()
+    await asyncio.to_thread(service.clusters.update, request.match_info["cluster"], body)
+    return web.Response(status=200)
+
+
+async def delete_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    """Pulsar ``DELETE /admin/v2/clusters/{cluster}`` (super-user): 204."""
+    service = cluster.service
+    check_super(service, request)
+    service.require_ready()
+    await asyncio.to_thread(service.clusters.delete, request.match_info["cluster"])
+    return web.Response(status=204)
 
 
 async def list_active_brokers(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
@@ -358,6 +393,9 @@ def add_admin_routes(
         ("GET", ns, functools.partial(get_namespace, policies=policies)),
         ("DELETE", ns, delete_namespace),
         ("GET", "/admin/v2/clusters/{cluster}", get_cluster),
+        ("PUT", "/admin/v2/clusters/{cluster}", create_cluster),
+        ("POST", "/admin/v2/clusters/{cluster}", update_cluster),
+        ("DELETE", "/admin/v2/clusters/{cluster}", delete_cluster),
         ("GET", "/admin/v2/brokers", list_active_brokers),
         ("GET", f"{nsp}/partitioned", list_partitioned),
         ("GET", nsp, list_topics),

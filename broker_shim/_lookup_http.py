@@ -170,7 +170,7 @@ async def list_clusters(cluster: LiveCluster, request: web.Request) -> web.Strea
     """Pulsar ``GET /admin/v2/clusters``."""
     service = cluster.service
     role(service, request)
-    names = set(service.registry.clusters()) | {service.identity.cluster}
+    names = set(service.registry.clusters()) | set(service.clusters.names())
     return web.json_response(sorted(names))
 
 

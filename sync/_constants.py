@@ -198,6 +198,8 @@ REGISTRY_KEY_SCHEMA: Final = "schema/"
 #: ``epoch/<canonical topic>``: the topic epoch exclusive producers hold a topic under
 #: (Pulsar's ``pulsar.topic.epoch`` managed-ledger property; per name a producer uses).
 REGISTRY_KEY_EPOCH: Final = "epoch/"
+#: ``cluster/<name>``: a registered Pulsar cluster's ClusterData (``PUT /admin/v2/clusters``).
+REGISTRY_KEY_CLUSTER: Final = "cluster/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

@@ -32,6 +32,8 @@ HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` fla
 """
 
 from ._auth import AuthConfig, Authorizer, TenantRoles
+from ._cluster_record import ClusterRecord
+from ._clusters_admin import ClustersAdmin
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
 from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
@@ -64,6 +66,8 @@ __all__ = [
     "AuthPolicies",
     "Authorizer",
     "BrokerIdentity",
+    "ClusterRecord",
+    "ClustersAdmin",
     "BundleState",
     "ClusterConfig",
     "ClusterService",

@@ -155,7 +155,7 @@ class ClusterAdmin:
     ) -> TenantRecord:
         if not _TENANT_NAME.match(tenant):
             raise InvalidInputError("Tenant name is not valid")
-        known = {self.cluster, *self.lookups.registry.clusters()}
+        known = {self.cluster, *self.lookups.registry.clusters(), *self.store.clusters}
         if any(c not in known for c in allowed_clusters):
             raise InvalidInputError("Clusters do not exist")
         return TenantRecord(tenant, tuple(admin_roles), tuple(allowed_clusters))

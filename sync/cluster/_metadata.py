@@ -30,6 +30,7 @@ from sync._constants import (
     REGISTRY_KEY_AUTH,
     REGISTRY_KEY_BROKER,
     REGISTRY_KEY_EPOCH,
+    REGISTRY_KEY_CLUSTER,
     REGISTRY_KEY_KV,
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
@@ -45,6 +46,7 @@ from sync.naming._names import NamespaceName, TopicName
 from sync.table._fenced_writer import Draft, FenceConfig, FencedWriter
 from sync.transport import TopicSpec, Transport
 
+from ._cluster_record import ClusterRecord
 from ._permissions import AuthPolicies
 from ._records import (
     BrokerRegistration,
@@ -123,6 +125,7 @@ RegistryValue = (
     | AuthPolicies
     | SchemaHistory
     | TopicEpoch
+    | ClusterRecord
     | str
 )
 
@@ -162,6 +165,11 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         if record.topic != key[len(REGISTRY_KEY_EPOCH) :]:
             raise CodecError(f"topic epoch of {record.topic} under key {key!r}")
         return record
+    if key.startswith(REGISTRY_KEY_CLUSTER):
+        record = ClusterRecord.from_json(raw)
+        if record.name != key[len(REGISTRY_KEY_CLUSTER) :]:
+            raise CodecError(f"cluster {record.name} under key {key!r}")
+        return record
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -196,6 +204,8 @@ class MetadataStore:
         self.schemas: dict[str, SchemaHistory] = {}
         #: Each topic name's epoch (canonical name; absent: no exclusive producer ever).
         self.epochs: dict[str, int] = {}
+        #: Registered clusters by name (``PUT /admin/v2/clusters/{cluster}``).
+        self.clusters: dict[str, ClusterRecord] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -281,6 +291,12 @@ class MetadataStore:
                 self.epochs[topic] = new.epoch
             else:
                 self.epochs.pop(topic, None)
+        elif key.startswith(REGISTRY_KEY_CLUSTER):
+            name = key[len(REGISTRY_KEY_CLUSTER) :]
+            if isinstance(new, ClusterRecord):
+                self.clusters[name] = new
+            else:
+                self.clusters.pop(name, None)
         self.version += 1
         for watcher in self._watchers:
             try:

@@ -30,6 +30,7 @@ from sync.transport import Transport
 
 from ._admin import ClusterAdmin
 from ._auth import AuthConfig, Authorizer
+from ._clusters_admin import ClustersAdmin
 from ._freshness import PauseWatch, ViewState
 from ._lookup import LookupConfig, LookupService
 from ._metadata import MetadataStore, MetadataWriter, registry_spec
@@ -194,6 +195,9 @@ class ClusterService:
             replication_factor=rf,
         )
         self.permissions = PermissionAdmin(self.store, self.writer)
+        #: Registered clusters (``/admin/v2/clusters``): tenants' and namespaces' clusters
+        #: must be among them.
+        self.clusters = ClustersAdmin(self.store, self.writer, local=self.identity.cluster)
         # Pulsar's schema registry; its compatibility strategy is the broker default (FULL)
         # until the topic and namespace policies can set one
         self.schemas = SchemaAdmin(self.store, self.writer, config.schema_policy)
