@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Two policy-sync clusters on one machine, joined by the real MirrorMaker 2, without Docker.
 
+Why this file is past 600 lines: like kafkactl.py it is a stand-alone stdlib launcher (it
+cannot import the package's helpers), and its parts -- plan, jars, topics, processes,
+commands -- only make sense together.
+
 Stdlib only, like ``docker/kafka/kafkactl.py`` (whose helpers it imports): each cluster is a
 single-node Kafka started by kafkactl and two ``broker-shim run --cluster NAME`` sidecars;
 MirrorMaker 2 is ``org.apache.kafka:connect-mirror`` (version pinned in ``pom.xml`` beside
@@ -87,6 +91,9 @@ CLUSTERS = ("east", "west")
 DEFAULT_KAFKA_PORTS = {"east": 21092, "west": 23092}
 DEFAULT_SIDECAR_PORTS = {"east": (21080, 21081), "west": (23080, 23081)}
 MM2_HEAP = "-Xmx256m"
+#: MM2 copies a few records a second: the C1 compiler alone starts the JVM faster on a busy
+#: 2-core machine, and its code is fast enough for that.
+MM2_JVM_OPTS = ("-XX:TieredStopAtLevel=1",)
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 READY_TIMEOUT_S = 180.0
 _REPLICATING = re.compile(r"replicating \d+ topic-partitions (\S+)->(\S+):")
@@ -379,7 +386,7 @@ def start_mm2(state: State) -> subprocess.Popen[bytes]:
     log.unlink(missing_ok=True)  # readiness reads this run's lines only
     libs = ensure_mm2_libs()
     cmd = [
-        kafkactl.java_bin(), MM2_HEAP, *kafkactl.JVM_OPTS,
+        kafkactl.java_bin(), MM2_HEAP, *kafkactl.JVM_OPTS, *MM2_JVM_OPTS,
         f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{libs}/*", MM2_MAIN, str(props),
     ]  # fmt: skip
     with (home / "console.log").open("ab") as console:
@@ -478,6 +485,8 @@ def bring_up(state: State, clusters: Sequence[ClusterPlan], timeout: float) -> N
     start_kafkas(state.dir, clusters, timeout)
     for c in clusters:
         create_topics(c.port, topics_of(c, clusters), GLOBAL_PARTITIONS)
+    # MirrorMaker 2 needs only the topics: its JVM starts while the sidecars do.
+    mm2 = start_mm2(state)
     sidecars = [
         (url, start_sidecar(state, c, i)) for c in clusters for i, url in enumerate(c.sidecar_urls)
     ]
@@ -488,7 +497,6 @@ def bring_up(state: State, clusters: Sequence[ClusterPlan], timeout: float) -> N
             timeout,
             lambda proc=proc: proc.poll() is None,  # type: ignore[misc]
         )
-    mm2 = start_mm2(state)
     wait_until(
         lambda: mm2_replicating(state.dir, clusters),
         "MirrorMaker 2 replicating in every direction",

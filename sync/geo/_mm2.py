@@ -83,6 +83,7 @@ def render_mm2_properties(settings: Mm2Settings) -> str:
     names = [c.name for c in settings.clusters]
     pairs = [(s, t) for s in names for t in names if s != t]
     latency = (
+        ("plugin.discovery", "service_load"),
         ("producer.linger.ms", "0"),
         ("offset.flush.interval.ms", str(settings.offset_flush_interval_ms)),
         ("scheduled.rebalance.max.delay.ms", "0"),
@@ -122,9 +123,11 @@ def render_mm2_properties(settings: Mm2Settings) -> str:
         "sync.topic.configs.enabled = false",
         "sync.topic.acls.enabled = false",
         f"refresh.topics.interval.seconds = {settings.refresh_topics_interval_s}",
-        "# latency: Connect's producer into each target sends at once (Kafka 4 default 5 ms);",
-        "# the worker of the herder targeting each cluster flushes source offsets often and",
-        "# does not wait 300 s for a lost member before reassigning its task",
+        "# start-up and latency, per herder (the one targeting each cluster): find plugins by",
+        "# ServiceLoader only (Kafka's jars list theirs; the default also scans the classpath",
+        "# by reflection, seconds per herder); Connect's producer sends at once (Kafka 4",
+        "# default 5 ms); source offsets are flushed often; a lost member's task is reassigned",
+        "# at once (default after 300 s)",
         *(f"{c.name}.{key} = {value}" for key, value in latency for c in settings.clusters),
     ]
     return "\n".join(lines) + "\n"
