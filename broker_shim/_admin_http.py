@@ -10,6 +10,8 @@ standalone answers them (recorded in ``tests/compat/pulsar-4.0.7.json``)::
     DELETE /admin/v2/tenants/{tenant}                          -> 204 (409 with namespaces)
     GET    /admin/v2/namespaces/{tenant}/{namespace}           Policies (bundles, clusters)
     DELETE /admin/v2/namespaces/{tenant}/{namespace}           -> 204 (409 with topics)
+    GET    /admin/v2/namespaces/{tenant}/{namespace}/replication  its replication clusters
+    POST   /admin/v2/namespaces/{tenant}/{namespace}/replication  ["c1", …] -> 204
     GET    /admin/v2/{domain}/{tenant}/{namespace}             topics and partitions
     GET    /admin/v2/{domain}/{tenant}/{namespace}/partitioned partitioned topics
     PUT    /admin/v2/{domain}/{tenant}/{namespace}/{topic}     non-partitioned -> 204
@@ -158,7 +160,7 @@ def _namespace_policies(
     auth = service.permissions.of(namespace)
     return {
         "auth_policies": auth.to_dict(),
-        "replication_clusters": [service.identity.cluster],
+        "replication_clusters": service.replication.stored(namespace),
         "allowed_clusters": [],
         "bundles": layout.bundles.to_json(),
         "backlog_quota_map": {},
@@ -310,6 +312,27 @@ async def update_partitions(cluster: LiveCluster, request: web.Request) -> web.S
     return web.Response(status=204)
 
 
+async def get_replication(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    """Pulsar ``GET /admin/v2/namespaces/{t}/{ns}/replication``: its replication clusters."""
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
+    service.require_ready()
+    await service.lookups.refresh()
+    return web.json_response(service.replication.of(namespace))
+
+
+async def set_replication(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
+    """Pulsar ``POST /admin/v2/namespaces/{t}/{ns}/replication`` (a JSON list): 204."""
+    service = cluster.service
+    namespace = namespace_of(request)
+    check_admin(service, request, namespace.tenant)
+    clusters = _strings(await json_body(request), "the replication clusters")
+    service.require_ready()
+    await asyncio.to_thread(service.replication.set, namespace, clusters)
+    return web.Response(status=204)
+
+
 # -- clusters and brokers -------------------------------------------------------------------
 async def get_cluster(cluster: LiveCluster, request: web.Request) -> web.StreamResponse:
     """Pulsar ``GET /admin/v2/clusters/{cluster}``: ClusterData of a known cluster."""
@@ -392,6 +415,8 @@ def add_admin_routes(
         ("DELETE", tenant, delete_tenant),
         ("GET", ns, functools.partial(get_namespace, policies=policies)),
         ("DELETE", ns, delete_namespace),
+        ("GET", f"{ns}/replication", get_replication),
+        ("POST", f"{ns}/replication", set_replication),
         ("GET", "/admin/v2/clusters/{cluster}", get_cluster),
         ("PUT", "/admin/v2/clusters/{cluster}", create_cluster),
         ("POST", "/admin/v2/clusters/{cluster}", update_cluster),

@@ -200,6 +200,8 @@ REGISTRY_KEY_SCHEMA: Final = "schema/"
 REGISTRY_KEY_EPOCH: Final = "epoch/"
 #: ``cluster/<name>``: a registered Pulsar cluster's ClusterData (``PUT /admin/v2/clusters``).
 REGISTRY_KEY_CLUSTER: Final = "cluster/"
+#: ``repl/<tenant>/<namespace>``: a namespace's replication clusters (absent: the local one).
+REGISTRY_KEY_REPLICATION: Final = "repl/"
 #: RocketMQ's KV namespace for ordered-topic configs (``brokerName:queueNum;...``).
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: Settings the registry and ownership topics are created with (compaction is required:

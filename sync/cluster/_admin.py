@@ -38,6 +38,7 @@ from sync.transport import TopicSpec, Transport
 
 from ._lookup import LookupService, namespace_missing
 from ._metadata import Change, MetadataStore, MetadataWriter
+from ._ns_replication_record import replication_key
 from ._ownership_model import RequestOp
 from ._ownership_table import OwnershipTable
 from ._permissions import auth_key
@@ -284,6 +285,8 @@ class ClusterAdmin:
             writes: dict[str, bytes | None] = {namespace_key(namespace): None}
             if namespace in store.auth:  # its permissions go with it, as Pulsar's policies
                 writes[auth_key(namespace)] = None
+            if namespace in store.replication:  # and its replication clusters
+                writes[replication_key(namespace)] = None
             return Change(writes, None)
 
         self.writer.update(decide)

@@ -35,6 +35,7 @@ from sync._constants import (
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
     REGISTRY_KEY_PERM,
+    REGISTRY_KEY_REPLICATION,
     REGISTRY_KEY_SCHEMA,
     REGISTRY_KEY_TENANT,
     REGISTRY_KEY_TOPIC,
@@ -47,6 +48,7 @@ from sync.table._fenced_writer import Draft, FenceConfig, FencedWriter
 from sync.transport import TopicSpec, Transport
 
 from ._cluster_record import ClusterRecord
+from ._ns_replication_record import ReplicationClusters
 from ._permissions import AuthPolicies
 from ._records import (
     BrokerRegistration,
@@ -126,6 +128,7 @@ RegistryValue = (
     | SchemaHistory
     | TopicEpoch
     | ClusterRecord
+    | ReplicationClusters
     | str
 )
 
@@ -170,6 +173,9 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
         if record.name != key[len(REGISTRY_KEY_CLUSTER) :]:
             raise CodecError(f"cluster {record.name} under key {key!r}")
         return record
+    if key.startswith(REGISTRY_KEY_REPLICATION):
+        _namespace_in(key, REGISTRY_KEY_REPLICATION)
+        return ReplicationClusters.from_json(raw)
     if key.startswith(REGISTRY_KEY_KV):
         try:
             return raw.decode("utf-8")
@@ -206,6 +212,8 @@ class MetadataStore:
         self.epochs: dict[str, int] = {}
         #: Registered clusters by name (``PUT /admin/v2/clusters/{cluster}``).
         self.clusters: dict[str, ClusterRecord] = {}
+        #: Namespaces' replication clusters (absent: the local cluster only).
+        self.replication: dict[NamespaceName, ReplicationClusters] = {}
         #: Bumped after every change; views derived from the store compare it.
         self.version = 0
         self._watchers: list[Callable[[str], None]] = []
@@ -291,6 +299,11 @@ class MetadataStore:
                 self.epochs[topic] = new.epoch
             else:
                 self.epochs.pop(topic, None)
+        elif key.startswith(REGISTRY_KEY_REPLICATION):
+            if isinstance(new, ReplicationClusters):
+                self.replication[_namespace_in(key, REGISTRY_KEY_REPLICATION)] = new
+            elif isinstance(old, ReplicationClusters):
+                self.replication.pop(_namespace_in(key, REGISTRY_KEY_REPLICATION), None)
         elif key.startswith(REGISTRY_KEY_CLUSTER):
             name = key[len(REGISTRY_KEY_CLUSTER) :]
             if isinstance(new, ClusterRecord):

@@ -34,6 +34,7 @@ from ._clusters_admin import ClustersAdmin
 from ._freshness import PauseWatch, ViewState
 from ._lookup import LookupConfig, LookupService
 from ._metadata import MetadataStore, MetadataWriter, registry_spec
+from ._ns_replication import ReplicationAdmin
 from ._ownership_housekeeping import describe_members
 from ._ownership_member import OwnershipMember
 from ._ownership_model import MemberState, OwnershipConfig
@@ -198,6 +199,7 @@ class ClusterService:
         #: Registered clusters (``/admin/v2/clusters``): tenants' and namespaces' clusters
         #: must be among them.
         self.clusters = ClustersAdmin(self.store, self.writer, local=self.identity.cluster)
+        self.replication = ReplicationAdmin(self.store, self.writer, self.clusters)
         # Pulsar's schema registry; its compatibility strategy is the broker default (FULL)
         # until the topic and namespace policies can set one
         self.schemas = SchemaAdmin(self.store, self.writer, config.schema_policy)

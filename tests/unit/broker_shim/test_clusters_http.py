@@ -84,3 +84,53 @@ def test_register_update_list_and_remove_clusters_like_pulsar() -> None:
         assert await (await a.get("/admin/v2/clusters")).json() == [local]
 
     run(cluster(2), scenario)
+
+
+def test_namespace_replication_clusters_like_pulsar() -> None:
+    async def scenario(clients: list[TestClient[Any, Any]], services: list[ClusterService]) -> None:
+        a, b = clients
+        local = services[0].identity.cluster
+        ns = "/admin/v2/namespaces/geo/ns"
+        repl = f"{ns}/replication"
+        assert (await a.put("/admin/v2/clusters/west", data=json.dumps(EAST))).status == 200
+        assert (await a.put("/admin/v2/clusters/other", data=json.dumps(EAST))).status == 200
+        tenant = json.dumps({"allowedClusters": [local, "west"]})
+        assert (await a.put("/admin/v2/tenants/geo", data=tenant)).status == 204
+        assert (await a.put(ns)).status == 204
+        # Default: the local cluster, as before.
+        assert await (await b.get(repl)).json() == [local]
+        assert (await b.get(ns)).status == 200
+        before = services[0].store.version
+
+        async def refused(body: str, status: int, reason: str) -> None:
+            resp = await a.post(repl, data=body)
+            assert (resp.status, (await resp.json())["reason"]) == (status, reason)
+
+        await refused("[]", 412, "ClusterIds should not be null or empty")
+        await refused("null", 412, "ClusterIds should not be null or empty")
+        await refused(
+            '["global"]', 412, "Cannot specify global in the list of replication clusters"
+        )
+        await refused('["nowhere"]', 403, "Invalid cluster id: nowhere")
+        await refused(
+            '["other"]',
+            403,
+            "Cluster [other] is not in the list of allowed clusters list for tenant [geo]",
+        )
+        assert (
+            await a.post("/admin/v2/namespaces/geo/none/replication", data='["west"]')
+        ).status == 404
+        assert (await a.post(repl, data='"west"')).status == 400
+        assert services[0].store.version == before
+
+        both = json.dumps(["west", local, "west"])
+        assert (await a.post(repl, data=both)).status == 204
+        assert await (await b.get(repl)).json() == sorted([local, "west"])
+        policies = await (await b.get(ns)).json()
+        assert policies["replication_clusters"] == sorted([local, "west"])
+        # It goes with its namespace.
+        assert (await a.delete(ns)).status == 204
+        assert (await a.put(ns)).status == 204
+        assert await (await b.get(repl)).json() == [local]
+
+    run(cluster(2), scenario)
