@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from sync import (
+    AuthorizationError,
     FieldCatalog,
     InvalidInputError,
     InvalidPolicyError,
@@ -211,7 +212,9 @@ class PolicyRoutes:
         if rest.undefined is not None and value == rest.undefined:
             value = None  # Pulsar stores null: the policy is unset
         extra = (
-            (lambda: self._check_replication(value, is_global)) if name == "replication" else None
+            (lambda: self._check_replication(value, is_global, topic))
+            if name == "replication"
+            else None
         )
         patch, refusal = self._decide(rest, value, extra)
         await self._check_topic(request, topic, refusal)
@@ -234,18 +237,46 @@ class PolicyRoutes:
         except InvalidInputError as exc:
             return {}, exc
 
-    def _check_replication(self, value: Any, is_global: bool) -> None:
+    def _check_replication(self, value: Any, is_global: bool, topic: TopicName) -> None:
+        """Pulsar's checks of a topic's replication clusters, on the registry view (no I/O).
+
+        The first two reasons are recorded from Pulsar 4.0.7 (``tests/compat``): a global
+        policy needs namespace-level replication (more than one cluster), and a local one
+        must keep the local cluster. Then, as the namespace's ``…/replication`` checks them
+        (``NamespacesBase``): every cluster registered (403 ``Invalid cluster id: C``) and
+        allowed by the tenant (403).
+        """
+        if not isinstance(value, list):
+            return
+        cluster = self._cluster_of()
+        namespace = topic.namespace_name
         if is_global:
-            raise InvalidPolicyError(
-                "Please do not use the global topic level policy when namespace-level "
-                "replication is not enabled, because the global level policy relies on "
-                "namespace-level replication",
-            )
-        if isinstance(value, list) and self._local_cluster() not in value:
+            spread = [] if cluster is None else cluster.replication.stored(namespace)
+            if len(spread) <= 1:
+                raise InvalidPolicyError(
+                    "Please do not use the global topic level policy when namespace-level "
+                    "replication is not enabled, because the global level policy relies on "
+                    "namespace-level replication",
+                )
+        elif self._local_cluster() not in value:
             raise InvalidPolicyError(
                 "Can not remove local cluster from the local topic-level replication "
                 "clusters policy",
             )
+        for name in value:
+            known = (
+                name == self._local_cluster() if cluster is None else cluster.clusters.exists(name)
+            )
+            if not known:
+                raise AuthorizationError(f"Invalid cluster id: {name}")
+        tenant = None if cluster is None else cluster.store.tenants.get(topic.tenant)
+        if tenant is not None:
+            for name in value:
+                if name not in tenant.allowed_clusters:
+                    raise AuthorizationError(
+                        f"Cluster [{name}] is not in the list of allowed clusters list "
+                        f"for tenant [{topic.tenant}]"
+                    )
 
     def _checked(self, patch: dict[str, Any]) -> dict[str, Any]:
         """``patch`` checked by the policy catalog (no I/O, whatever state the cache is in)."""

@@ -41,11 +41,6 @@ def unsupported_reason(name: str, value: Any) -> str | None:
     """Why ``name: value`` cannot be applied on this cluster (None: it can)."""
     if value is None:
         return None
-    if name == "replicationClusters" and len(value) > 1:
-        return (
-            "replicationClusters: geo-replication is not supported on this cluster "
-            "(one Kafka cluster, no replicator); only the local cluster may be listed"
-        )
     if name == "shadowTopics" and len(value) > 0:
         return "shadowTopics: shadow topics are not supported on this cluster"
     return None

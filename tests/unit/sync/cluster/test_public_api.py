@@ -9,7 +9,7 @@ def test_cluster_exports() -> None:
     assert sorted(sync.cluster.__all__) == sorted(
         [
             "AuthAction", "AuthConfig", "AuthPolicies", "Authorizer", "BrokerIdentity",
-            "BundleState", "ClusterConfig",
+            "BundleState", "ClusterConfig", "ClusterRecord", "ClustersAdmin",
             "ClusterService", "ClusterSettings", "ListenerUrls", "LookupConfig",
             "LookupService", "MemberState", "NO_SCHEMA_VERSION", "OwnershipConfig",
             "OwnershipRecord", "PostSchemaPayload", "RequestOp", "SchemaAdmin",
