@@ -25,7 +25,10 @@ Usage::
 
     {"east": {"bootstrap": "127.0.0.1:P", "sidecars": ["http://127.0.0.1:Q", ...]}, "west": ...}
 
-and prints its path as the last stdout line (progress goes to stderr). ``--free-ports``
+and prints its path as the last stdout line (progress goes to stderr). In every cluster it
+registers both clusters (``PUT /admin/v2/clusters/{c}``), the tenant ``geo`` allowing both
+and the namespace ``geo/ns`` replicating to both, as Pulsar's geo set-up does with
+independent configuration stores. ``--free-ports``
 takes any free loopback ports instead of the fixed ones (tests run beside other tests).
 Process ids are in ``DIR/state.json``; logs in ``DIR/<cluster>/`` and ``DIR/mm2/``.
 
@@ -88,6 +91,9 @@ TOPIC_CONFIG = {
     "segment.ms": "3600000",
 }
 CLUSTERS = ("east", "west")
+#: Created in every cluster by ``up``, replicating to every cluster.
+GEO_TENANT = "geo"
+GEO_NAMESPACE = "geo/ns"
 DEFAULT_KAFKA_PORTS = {"east": 21092, "west": 23092}
 DEFAULT_SIDECAR_PORTS = {"east": (21080, 21081), "west": (23080, 23081)}
 MM2_HEAP = "-Xmx256m"
@@ -350,6 +356,43 @@ def healthy(url: str) -> bool:
         return False
 
 
+def admin_call(url: str, method: str, body: object, timeout: float) -> int:
+    """One admin REST call; 503 (a sidecar still replaying) is retried until ``timeout``.
+    Returns the status; 2xx and 409 (already there: ``up`` may run on old data) are fine."""
+    data = json.dumps(body).encode()
+    deadline = time.monotonic() + timeout
+    while True:
+        request = urllib.request.Request(  # noqa: S310 - loopback URL built here
+            url, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 409:
+                return exc.code
+            if exc.code != 503 or time.monotonic() > deadline:
+                raise GeoctlError(f"{method} {url}: {exc.code} {exc.read()[:300]!r}") from exc
+        time.sleep(kafkactl.POLL_INTERVAL_S)
+
+
+def register(clusters: Sequence[ClusterPlan], timeout: float) -> None:
+    """Pulsar's independent configuration stores (docs/geo-design.md, decision 5): in every
+    cluster, register every cluster, the tenant ``geo`` allowing all of them and the
+    namespace ``geo/ns`` replicating to all of them."""
+    names = [c.name for c in clusters]
+    for c in clusters:
+        admin = f"{c.sidecar_urls[0]}/admin/v2"
+        for other in clusters:
+            data = {"serviceUrl": other.sidecar_urls[0]}
+            admin_call(f"{admin}/clusters/{other.name}", "PUT", data, timeout)
+        tenant = {"adminRoles": [], "allowedClusters": names}
+        admin_call(f"{admin}/tenants/{GEO_TENANT}", "PUT", tenant, timeout)
+        admin_call(f"{admin}/namespaces/{GEO_NAMESPACE}", "PUT", {}, timeout)
+        admin_call(f"{admin}/namespaces/{GEO_NAMESPACE}/replication", "POST", names, timeout)
+        info(f"{c.name}: clusters {names}, tenant {GEO_TENANT}, namespace {GEO_NAMESPACE}")
+
+
 def mm2_dir(state_dir: Path) -> Path:
     return state_dir / "mm2"
 
@@ -497,6 +540,7 @@ def bring_up(state: State, clusters: Sequence[ClusterPlan], timeout: float) -> N
             timeout,
             lambda proc=proc: proc.poll() is None,  # type: ignore[misc]
         )
+    register(clusters, timeout)
     wait_until(
         lambda: mm2_replicating(state.dir, clusters),
         "MirrorMaker 2 replicating in every direction",

@@ -1,9 +1,13 @@
-"""MirrorMaker 2 as geoctl configures it, on real Kafka: each cluster's global topic reaches
-the other as ``<origin>.policy-sync-global-events`` with key, value, headers and partition,
-committed records only; ``__change_events`` never crosses."""
+"""Two clusters as geoctl runs them, on real Kafka and the real MirrorMaker 2: each cluster's
+global topic reaches the other as ``<origin>.policy-sync-global-events`` with key, value,
+headers and partition, committed records only, and ``__change_events`` never crosses; both
+clusters are registered in each other as Pulsar registers them, and refusals write nothing."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 import uuid
 from typing import Any
 
@@ -86,3 +90,61 @@ def test_only_the_global_topic_and_its_mirror_exist_across(geo: dict[str, Any]) 
             t for t in topics if t.startswith(f"{peer}.") and t != f"{peer}.{GLOBAL_EVENTS_TOPIC}"
         }
         assert len(geo[name]["sidecars"]) == 2
+
+
+def _http(method: str, url: str, body: object = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(  # noqa: S310 - a loopback test URL
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
+            raw = resp.read()
+            return int(resp.status), json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        return exc.code, json.loads(raw) if raw else None
+
+
+def test_both_clusters_are_registered_everywhere_as_pulsar_does(geo: dict[str, Any]) -> None:
+    """geoctl registered both clusters, tenant geo and namespace geo/ns in each cluster
+    (independent configuration stores); every sidecar of the cluster sees them."""
+    for name in ("east", "west"):
+        for url in geo[name]["sidecars"]:
+            admin = f"{url}/admin/v2"
+
+            def listed(admin: str = admin) -> bool:
+                return _http("GET", f"{admin}/clusters") == (200, ["east", "west"])
+
+            wait_for(listed, f"{admin} lists east and west", timeout_s=30)
+            assert _http("GET", f"{admin}/tenants/geo")[1]["allowedClusters"] == ["east", "west"]
+            replication = _http("GET", f"{admin}/namespaces/geo/ns/replication")
+            assert replication == (200, ["east", "west"])
+
+
+def test_refusals_write_nothing_on_real_kafka(geo: dict[str, Any]) -> None:
+    admin = f"{geo['east']['sidecars'][0]}/admin/v2"
+    assert _http("PUT", f"{admin}/clusters/bad%20name", {}) == (
+        412,
+        {"reason": "Cluster name is not valid"},
+    )
+    assert _http("POST", f"{admin}/namespaces/geo/ns/replication", ["east", "nowhere"]) == (
+        403,
+        {"reason": "Invalid cluster id: nowhere"},
+    )
+    assert _http("DELETE", f"{admin}/clusters/west") == (412, {"reason": "Cluster not empty"})
+    other = f"{geo['east']['sidecars'][1]}/admin/v2"
+    assert _http("GET", f"{other}/clusters") == (200, ["east", "west"])
+    assert _http("GET", f"{other}/namespaces/geo/ns/replication") == (200, ["east", "west"])
+    # A topic of geo/ns may now name both clusters, locally and globally.
+    topic = f"{admin}/persistent/geo/ns/t-{uuid.uuid4().hex[:6]}"
+    assert _http("PUT", topic)[0] == 204
+    assert _http("POST", f"{topic}/replication", ["east", "west"])[0] == 204
+    assert _http("POST", f"{topic}/replication?isGlobal=true", ["east", "west"])[0] == 204
+    wait_for(
+        lambda: (
+            _http("GET", f"{topic.replace(admin, other)}/replication") == (200, ["east", "west"])
+        ),
+        "the other east sidecar sees the topic's replication clusters",
+        timeout_s=30,
+    )
