@@ -1,9 +1,26 @@
 """Geo-replication of global policies between Kafka clusters (docs/geo-design.md).
 
 MirrorMaker 2 copies each cluster's ``policy-sync-global-events`` into the others as
-``<origin>.policy-sync-global-events``; this package renders its configuration.
+``<origin>.policy-sync-global-events`` (this package renders its configuration); every
+reader merges its own global topic and the mirrors by one rule, last writer wins by hybrid
+logical clock, ties by cluster then event id.
 """
 
+from ._hlc import LOGICAL_BITS, HybridClock, next_hlc, pack_hlc, unpack_hlc
+from ._lww import LwwTable, Stamp, Version, wins
 from ._mm2 import Mm2Cluster, Mm2Settings, render_mm2_properties
 
-__all__ = ["Mm2Cluster", "Mm2Settings", "render_mm2_properties"]
+__all__ = [
+    "LOGICAL_BITS",
+    "HybridClock",
+    "LwwTable",
+    "Mm2Cluster",
+    "Mm2Settings",
+    "Stamp",
+    "Version",
+    "next_hlc",
+    "pack_hlc",
+    "render_mm2_properties",
+    "unpack_hlc",
+    "wins",
+]
