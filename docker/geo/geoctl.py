@@ -276,10 +276,10 @@ def create_topics(port: int, names: Sequence[str], partitions: int) -> None:
         reader = kafkactl._request(sock, _API_CREATE_TOPICS, _CREATE_TOPICS_VERSION, body)  # noqa: SLF001
     reader.int32()  # throttle_time_ms
     for _ in range(reader.int32()):
-        name, code, message = reader.string(), reader.int16(), reader.string()
+        topic, code, message = reader.string(), reader.int16(), reader.string()
         if code not in (0, _TOPIC_ALREADY_EXISTS):
-            raise GeoctlError(f"creating {name} on port {port}: error {code} {message or ''}")
-        info(f"topic {name} on port {port}: {'created' if code == 0 else 'exists'}")
+            raise GeoctlError(f"creating {topic} on port {port}: error {code} {message or ''}")
+        info(f"topic {topic} on port {port}: {'created' if code == 0 else 'exists'}")
 
 
 def topics_of(cluster: ClusterPlan, clusters: Sequence[ClusterPlan]) -> list[str]:
