@@ -47,6 +47,11 @@ HEADER_AUTHOR: Final = "policy-sync.author"
 HEADER_EVENT_ID: Final = "policy-sync.event-id"
 HEADER_TIMESTAMP: Final = "policy-sync.timestamp-ms"
 HEADER_ORIGIN: Final = "policy-sync.origin"
+#: Headers of every global record (docs/geo-design.md §3): its hybrid logical clock (a
+#: decimal packed long) and the cluster that wrote it; with ``policy-sync.event-id`` they are
+#: the record's place in the one last-writer-wins order.
+HEADER_HLC: Final = "policy-sync.hlc"
+HEADER_CLUSTER: Final = "policy-sync.cluster"
 TOMBSTONE_METADATA_HEADERS: Final = (
     HEADER_AUTHOR,
     HEADER_EVENT_ID,

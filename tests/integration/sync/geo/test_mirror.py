@@ -9,12 +9,21 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sync.constants import CHANGE_EVENTS_TOPIC, GLOBAL_EVENTS_TOPIC
+from sync.constants import (
+    CHANGE_EVENTS_TOPIC,
+    GLOBAL_EVENTS_TOPIC,
+    HEADER_CLUSTER,
+    HEADER_EVENT_ID,
+    HEADER_HLC,
+)
+from sync.geo import GlobalTable, Stamp, pack_hlc
+from sync.transport import KafkaConfig, KafkaTransport
 from tests.support.waits import wait_for
 
 
@@ -148,3 +157,84 @@ def test_refusals_write_nothing_on_real_kafka(geo: dict[str, Any]) -> None:
         "the other east sidecar sees the topic's replication clusters",
         timeout_s=30,
     )
+
+
+def _stamped(
+    bootstrap: str, records: Sequence[tuple[str, str | None, Stamp]], *, commit: bool
+) -> None:
+    """``records`` in one transaction of the cluster's global topic, stamped in headers."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"geo-{uuid.uuid4()}"})
+    producer.init_transactions()
+    producer.begin_transaction()
+    for key, value, stamp in records:
+        producer.produce(
+            GLOBAL_EVENTS_TOPIC,
+            key=key.encode(),
+            value=None if value is None else value.encode(),
+            headers=[
+                (HEADER_HLC, str(stamp.hlc).encode()),
+                (HEADER_CLUSTER, stamp.cluster.encode()),
+                (HEADER_EVENT_ID, stamp.event_id.encode()),
+            ],
+        )
+    producer.flush()
+    if commit:
+        producer.commit_transaction()
+    else:
+        producer.abort_transaction()
+
+
+def test_both_clusters_merge_global_records_to_one_state(geo: dict[str, Any]) -> None:
+    """Each cluster's merged global table (own topic + the MM2 mirror, last writer wins)
+    ends equal in both clusters: same key written on both sides, ties, deletes, an aborted
+    transaction (never wins) and a forged stamp (quarantined)."""
+    tag = uuid.uuid4().hex[:6]
+    now = pack_hlc(1_800_000_000_000, 0)
+    east = [
+        (f"{tag}-shared", "east-1", Stamp(now, "east", "a1")),
+        (f"{tag}-tie", "east-tie", Stamp(now + 5, "east", "a2")),
+        (f"{tag}-east-only", "e", Stamp(now + 1, "east", "a3")),
+        (f"{tag}-deleted", "will-go", Stamp(now, "east", "a4")),
+    ]
+    west = [
+        (f"{tag}-shared", "west-later", Stamp(now + 2, "west", "b1")),
+        (f"{tag}-tie", "west-tie", Stamp(now + 5, "west", "b2")),  # tie: "west" > "east"
+        (f"{tag}-deleted", None, Stamp(now + 3, "west", "b3")),
+        (f"{tag}-forged", "x", Stamp(now + 9, "east", "b4")),  # stamped by the wrong cluster
+    ]
+    _stamped(geo["east"]["bootstrap"], east, commit=True)
+    _stamped(geo["west"]["bootstrap"], west, commit=True)
+    _stamped(
+        geo["east"]["bootstrap"],
+        [(f"{tag}-shared", "aborted", Stamp(now + 99, "east", "z"))],
+        commit=False,
+    )
+    expected = {
+        f"{tag}-shared": "west-later",
+        f"{tag}-tie": "west-tie",
+        f"{tag}-east-only": "e",
+        f"{tag}-deleted": None,
+        f"{tag}-forged": None,
+    }
+
+    def decode(raw: bytes | None) -> str | None:
+        return None if raw is None else raw.decode()
+
+    tables = [
+        GlobalTable(KafkaTransport(KafkaConfig(geo[n]["bootstrap"])), n, [p], decode).start()
+        for n, p in (("east", "west"), ("west", "east"))
+    ]
+    try:
+        for table in tables:
+            table.wait_ready(60)
+
+        def converged() -> bool:
+            seen = [{k: t.get(k) for k in expected} for t in tables]
+            mine = [{k: v for k, v in t.table.items() if k.startswith(tag)} for t in tables]
+            return all(s == expected for s in seen) and mine[0] == mine[1]
+
+        wait_for(converged, "east's and west's merged tables equal the last writers", 60)
+        assert all(t.poison >= 1 for t in tables)  # the forged record, in both clusters
+    finally:
+        for table in tables:
+            table.close()

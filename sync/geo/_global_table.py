@@ -1,0 +1,189 @@
+"""The merged global table of one cluster: its own ``policy-sync-global-events`` and every
+mirror ``<peer>.policy-sync-global-events``, folded into one last-writer-wins table.
+
+Each topic is read by the one compacted-table reader (:class:`sync.table.TableReader`:
+replay to the captured end offsets, READY, tail, one quarantine), all into one
+:class:`~sync.geo._lww.LwwTable`. A record's stamp comes from its headers
+(``policy-sync.hlc``, ``policy-sync.cluster``, ``policy-sync.event-id``; MirrorMaker 2 copies
+headers as they are). A record without a readable stamp, or whose cluster is not the
+topic's origin (own topic: this cluster; mirror ``R.…``: R), is quarantined and does not
+compete: it never wedges the reader and never wins. The order records arrive in, duplicates
+and replays do not change the table (see :mod:`._lww`), so every cluster's table is the
+same once each has read every origin's records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from sync._constants import (
+    CHANGE_EVENTS_CREATE_CONFIG,
+    GLOBAL_EVENTS_TOPIC,
+    HEADER_CLUSTER,
+    HEADER_EVENT_ID,
+    HEADER_HLC,
+)
+from sync.table import PoisonKind, TableReader
+from sync.transport import Message, TopicSpec, Transport
+
+from ._lww import LwwTable, Stamp, Version
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GlobalTable", "mirror_topic", "stamp_of"]
+
+V = TypeVar("V")
+#: A record's value as the table keeps it (None: deleted); raises on an unreadable value.
+Decode = Callable[[bytes | None], V | None]
+#: Partitions of the global topic and its mirrors (MM2 keeps partition numbers).
+GLOBAL_PARTITIONS = 4
+
+
+def mirror_topic(origin: str) -> str:
+    """The name MirrorMaker 2 (DefaultReplicationPolicy) gives ``origin``'s global topic."""
+    return f"{origin}.{GLOBAL_EVENTS_TOPIC}"
+
+
+def stamp_of(message: Message) -> Stamp | None:
+    """The record's stamp from its headers, or None if it has no readable one."""
+    found: dict[str, bytes] = {}
+    for name, raw in message.headers() or ():
+        if name in (HEADER_HLC, HEADER_CLUSTER, HEADER_EVENT_ID) and raw is not None:
+            found[name] = bytes(raw)
+    try:
+        hlc = int(found[HEADER_HLC].decode("ascii"))
+        cluster = found[HEADER_CLUSTER].decode("utf-8")
+        event_id = found[HEADER_EVENT_ID].decode("utf-8")
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None
+    return Stamp(hlc, cluster, event_id) if hlc >= 0 and cluster and event_id else None
+
+
+class _GlobalTopicReader(TableReader, Generic[V]):
+    """One global topic (own or a mirror) folded into the shared table."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        topic: str,
+        origin: str,
+        table: LwwTable[V],
+        decode: Decode[V],
+        *,
+        bootstrap_timeout_s: float,
+    ) -> None:
+        spec = TopicSpec(topic, GLOBAL_PARTITIONS, config=dict(CHANGE_EVENTS_CREATE_CONFIG))
+        super().__init__(
+            transport,
+            spec,
+            what=f"global table {topic}",
+            bootstrap_timeout_s=bootstrap_timeout_s,
+            thread_name=f"global-{topic}",
+        )
+        self.origin = origin
+        self._table = table
+        self._decode = decode
+        self.records = 0
+
+    def start(self) -> _GlobalTopicReader[V]:
+        """Check (or create) the topic and begin replay in a background thread."""
+        self._start_reader()
+        return self
+
+    def _apply_replay(self, batch: Sequence[Message]) -> None:
+        for msg in batch:
+            self.records += 1
+            source = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+            key, raw = msg.key(), msg.value()
+            if key is None:
+                self.quarantine.record(None, raw, PoisonKind.NO_KEY.value, "no key", source)
+                continue
+            stamp = stamp_of(msg)
+            if stamp is None or stamp.cluster != self.origin:
+                detail = (
+                    "no readable stamp headers"
+                    if stamp is None
+                    else f"stamped by {stamp.cluster!r} in {self.origin!r}'s topic"
+                )
+                self.quarantine.record(key, raw, PoisonKind.UNDECODABLE.value, detail, source)
+                continue
+            try:
+                value = self._decode(raw)
+            except Exception as exc:  # noqa: BLE001 - no record may stop the reader
+                self.quarantine.record(
+                    key, raw, PoisonKind.UNDECODABLE.value, f"undecodable: {exc}", source
+                )
+                continue
+            if self._table.offer(key.decode("utf-8", "replace"), stamp, value):
+                logger.debug("global %r won at %s (%s)", key, source, stamp)
+
+
+class GlobalTable(Generic[V]):
+    """Cluster ``cluster``'s view of every global policy: its own topic and the mirrors of
+    ``peers``, merged by last writer wins."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        cluster: str,
+        peers: Sequence[str],
+        decode: Decode[V],
+        *,
+        bootstrap_timeout_s: float = 120.0,
+    ) -> None:
+        self.cluster = cluster
+        self.table: LwwTable[V] = LwwTable()
+        topics = [(GLOBAL_EVENTS_TOPIC, cluster)] + [(mirror_topic(p), p) for p in peers]
+        self.readers = [
+            _GlobalTopicReader(
+                transport, t, o, self.table, decode, bootstrap_timeout_s=bootstrap_timeout_s
+            )
+            for t, o in topics
+        ]
+
+    def start(self) -> GlobalTable[V]:
+        """Begin replaying every topic (see :meth:`wait_ready`)."""
+        for reader in self.readers:
+            reader.start()
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Block until every topic was replayed to its end offsets at start."""
+        for reader in self.readers:
+            reader.wait_ready(timeout_s)
+
+    def close(self) -> None:
+        """Stop every reader."""
+        for reader in self.readers:
+            reader.close()
+
+    def get(self, key: str) -> V | None:
+        """The key's effective value (None: never written, or deleted)."""
+        return self.table.get(key)
+
+    def version(self, key: str) -> Version[V] | None:
+        """The key's winning record (stamp and value), ghosts included."""
+        return self.table.version(key)
+
+    def digest(self, encode: Callable[[V], bytes]) -> str:
+        """SHA-256 over every key's winner (key, stamp, value's hash or ``absent``): equal
+        in every cluster once they have read the same origins' records."""
+        h = hashlib.sha256()
+        for key, version in self.table.items():
+            s = version.stamp
+            value = (
+                b"absent"
+                if version.value is None
+                else hashlib.sha256(encode(version.value)).digest()
+            )
+            h.update(f"{key}\0{s.hlc}\0{s.cluster}\0{s.event_id}\0".encode())
+            h.update(value + b"\n")
+        return h.hexdigest()
+
+    @property
+    def poison(self) -> int:
+        """Records quarantined by every reader."""
+        return sum(r.quarantine.total for r in self.readers)
