@@ -32,6 +32,7 @@ from sync import (
     InvalidInputError,
     InvalidPolicyError,
     NotFoundError,
+    PolicyScope,
     PolicyService,
     PolicySyncError,
     PolicyTarget,
@@ -111,6 +112,11 @@ class WriteForwarder:
     async def set(self, svc: PolicyService, target: PolicyTarget, fields: dict[str, Any]) -> None:
         """Merge ``fields`` (a validated-by-us JSON patch) into ``target``, wherever the
         fence is; returns once this sidecar's cache shows the write."""
+        if target.scope is PolicyScope.GLOBAL and svc.global_policies is not None:
+            # Geo: global policies have their own fenced writer, on the global topic.
+            self.written_here += 1
+            await self.blocking(svc.set, target, fields)
+            return
         await self._await_election()
         address = self._holder_elsewhere()
         if address is not None:

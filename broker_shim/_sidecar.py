@@ -36,6 +36,7 @@ from sync.cluster import (
     SchemaCompatibilityStrategy,
     SchemaPolicy,
 )
+from sync.geo import GlobalPolicies
 from sync.messaging import AutoTopicCreation, MessagingConfig, MessagingEngine, TopicOwnership
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
@@ -94,6 +95,10 @@ class SidecarConfig:
     #: record per message; ``entry``, the client's batch as one record, as sent
     #: (docs/entry-design.md).
     entry_format: str = "message"
+    #: Peer clusters whose global policies this cluster merges with its own (``--geo-peers``:
+    #: their MirrorMaker 2 mirrors ``<peer>.policy-sync-global-events``); empty: global
+    #: policies stay ``__G__`` keys of ``__change_events`` (docs/geo-design.md).
+    geo_peers: tuple[str, ...] = ()
 
     @property
     def advertised_broker_url(self) -> str:
@@ -278,7 +283,18 @@ class Sidecar:
                 on_apply=self.metrics.apply_latency.observe,
                 on_ready=release_free_heap,
             )
-            svc = PolicyService(self.transport, config, codec=codec, cache=cache)
+            geo = None
+            if self.config.geo_peers:
+                geo = GlobalPolicies(
+                    self.transport,
+                    codec,
+                    cluster=self.config.cluster,
+                    peers=self.config.geo_peers,
+                    bootstrap_timeout_s=self.config.bootstrap_timeout_s,
+                )
+            svc = PolicyService(
+                self.transport, config, codec=codec, cache=cache, global_policies=geo
+            )
             svc.start(wait=False)
             self._service = svc
 

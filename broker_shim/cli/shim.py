@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -109,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse TLS clients without a certificate --tls-trust-cert-file trusts",
     )
     run.add_argument("--cluster", default="standalone")
+    run.add_argument(
+        "--geo-peers",
+        default="",
+        help="comma-separated peer clusters whose global policies MirrorMaker 2 mirrors "
+        "here (<peer>.policy-sync-global-events); global policies then live in "
+        "policy-sync-global-events, merged by last writer wins (docs/geo-design.md)",
+    )
     run.add_argument("--host", default="127.0.0.1", help="address advertised to clients")
     run.add_argument("--listen-host", default=None, help="address to bind (default: --host)")
     run.add_argument("--topic", default="__change_events")
@@ -244,6 +252,29 @@ def tls_settings(args: argparse.Namespace) -> TlsSettings | None:
     return settings
 
 
+_GEO_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def geo_peers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--geo-peers`` names, checked: MirrorMaker 2 aliases (no ``.``), not this cluster.
+
+    Raises:
+        ConfigurationError: a bad name, or this cluster among its peers.
+    """
+    peers = tuple(p.strip() for p in str(args.geo_peers).split(",") if p.strip())
+    if not peers:
+        return ()
+    for name in (str(args.cluster), *peers):
+        if not _GEO_NAME.match(name):
+            raise ConfigurationError(
+                f"--geo-peers: cluster {name!r} must use only letters, digits, '_' and '-' "
+                "(MirrorMaker 2 reads a '.' as a cluster prefix)"
+            )
+    if args.cluster in peers or len(set(peers)) != len(peers):
+        raise ConfigurationError("--geo-peers must name other clusters than --cluster, once each")
+    return peers
+
+
 def _state_dir(args: argparse.Namespace) -> Path:
     if args.state_dir:
         return Path(str(args.state_dir))
@@ -296,6 +327,7 @@ def _run(args: argparse.Namespace) -> int:
         holder_session_timeout_ms=int(args.holder_session_timeout_ms),
         auto_topic_creation=auto_topic_creation(args),
         entry_format=str(args.entry_format),
+        geo_peers=geo_peers(args),
     )
     sidecar = Sidecar(config)
     logger.info(

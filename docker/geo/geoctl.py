@@ -328,7 +328,9 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def start_sidecar(state: State, cluster: ClusterPlan, index: int) -> subprocess.Popen[bytes]:
+def start_sidecar(
+    state: State, cluster: ClusterPlan, index: int, peers: Sequence[str]
+) -> subprocess.Popen[bytes]:
     broker_id = cluster.sidecar_id(index)
     home = state.dir / cluster.name / broker_id
     home.mkdir(parents=True, exist_ok=True)
@@ -336,7 +338,7 @@ def start_sidecar(state: State, cluster: ClusterPlan, index: int) -> subprocess.
         sys.executable, "-m", "broker_shim.cli.shim", "run", "--cluster", cluster.name,
         "--broker-id", broker_id, "--http-port", str(cluster.sidecar_ports[index]),
         "--broker-port", "0", "--bootstrap-servers", cluster.bootstrap,
-        "--state-dir", str(home / "state"),
+        "--state-dir", str(home / "state"), "--geo-peers", ",".join(peers),
     ]  # fmt: skip
     with (home / "sidecar.log").open("ab") as log:
         proc = subprocess.Popen(  # noqa: S603 - argv built from our own settings
@@ -531,7 +533,9 @@ def bring_up(state: State, clusters: Sequence[ClusterPlan], timeout: float) -> N
     # MirrorMaker 2 needs only the topics: its JVM starts while the sidecars do.
     mm2 = start_mm2(state)
     sidecars = [
-        (url, start_sidecar(state, c, i)) for c in clusters for i, url in enumerate(c.sidecar_urls)
+        (url, start_sidecar(state, c, i, [p.name for p in clusters if p.name != c.name]))
+        for c in clusters
+        for i, url in enumerate(c.sidecar_urls)
     ]
     for url, proc in sidecars:
         wait_until(

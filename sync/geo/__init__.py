@@ -6,13 +6,17 @@ reader merges its own global topic and the mirrors by one rule, last writer wins
 logical clock, ties by cluster then event id.
 """
 
+from ._global_policies import GlobalPolicies
 from ._global_table import GlobalTable, mirror_topic, stamp_of
+from ._global_writer import GlobalPolicyWriter, policy_decoder
 from ._hlc import LOGICAL_BITS, HybridClock, next_hlc, pack_hlc, unpack_hlc
 from ._lww import LwwTable, Stamp, Version, wins
 from ._mm2 import Mm2Cluster, Mm2Settings, render_mm2_properties
 
 __all__ = [
     "LOGICAL_BITS",
+    "GlobalPolicies",
+    "GlobalPolicyWriter",
     "GlobalTable",
     "HybridClock",
     "LwwTable",
@@ -23,6 +27,7 @@ __all__ = [
     "mirror_topic",
     "next_hlc",
     "pack_hlc",
+    "policy_decoder",
     "render_mm2_properties",
     "stamp_of",
     "unpack_hlc",

@@ -36,8 +36,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["GlobalTable", "mirror_topic", "stamp_of"]
 
 V = TypeVar("V")
-#: A record's value as the table keeps it (None: deleted); raises on an unreadable value.
-Decode = Callable[[bytes | None], V | None]
+#: A record's value as the table keeps it, from its key and value (None: deleted); raises on
+#: a value it cannot read (the record is then quarantined and does not compete).
+Decode = Callable[[bytes, bytes | None], V | None]
 #: Partitions of the global topic and its mirrors (MM2 keeps partition numbers).
 GLOBAL_PARTITIONS = 4
 
@@ -88,6 +89,11 @@ class _GlobalTopicReader(TableReader, Generic[V]):
         self._decode = decode
         self.records = 0
 
+    def sync(self, timeout_s: float) -> None:
+        """Wait until everything committed to the topic before this call is applied."""
+        self.wait_ready(timeout_s)
+        self.wait_for(self.end_offsets(), timeout_s)
+
     def start(self) -> _GlobalTopicReader[V]:
         """Check (or create) the topic and begin replay in a background thread."""
         self._start_reader()
@@ -111,7 +117,7 @@ class _GlobalTopicReader(TableReader, Generic[V]):
                 self.quarantine.record(key, raw, PoisonKind.UNDECODABLE.value, detail, source)
                 continue
             try:
-                value = self._decode(raw)
+                value = self._decode(key, raw)
             except Exception as exc:  # noqa: BLE001 - no record may stop the reader
                 self.quarantine.record(
                     key, raw, PoisonKind.UNDECODABLE.value, f"undecodable: {exc}", source

@@ -26,7 +26,7 @@ from ._policies import (
     parse_policy_json,
 )
 from ._policy_cache import CacheConfig, CacheState, CacheStats, Listener, PolicyCache
-from ._policy_service import PolicyService, ServiceConfig
+from ._policy_service import GlobalPolicySource, PolicyService, ServiceConfig
 from ._policy_writer import PolicyWriter, WriterConfig, WriteResult
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "CacheState",
     "CacheStats",
     "Codec",
+    "GlobalPolicySource",
     "FieldCatalog",
     "Listener",
     "Policies",

@@ -6,21 +6,34 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from sync._errors import InvalidPolicyError, NotFoundError, PolicySyncError
 from sync.naming._names import NamespaceName, TopicName
 from sync.transport import Transport
 
 from ._codec import Codec
-from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget
+from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget, effective_policies
 from ._policy_cache import CacheConfig, PolicyCache
 from ._policy_rules import check_policy_rules
 from ._policy_writer import PolicyWriter, WriterConfig, WriteResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PolicyService", "ServiceConfig"]
+__all__ = ["GlobalPolicySource", "PolicyService", "ServiceConfig"]
+
+
+class GlobalPolicySource(Protocol):
+    """Where global (``isGlobal``) policies live when the cluster is geo-replicated:
+    ``sync.geo.GlobalPolicies`` (its own global topic and the mirrors, merged)."""
+
+    def start(self) -> object: ...
+    def wait_ready(self, timeout_s: float | None = None) -> None: ...
+    def close(self) -> None: ...
+    def get(self, key: str) -> Policies | None: ...
+    def update(
+        self, target: PolicyTarget, fn: Callable[[Policies | None], Policies | None]
+    ) -> WriteResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +59,38 @@ class PolicyService:
         *,
         codec: Codec | None = None,
         cache: PolicyCache | None = None,
+        global_policies: GlobalPolicySource | None = None,
     ) -> None:
+        """``global_policies``: where global policies are read and written instead of
+        ``__change_events``' ``__G__`` keys (a geo-replicated cluster)."""
         self.config = config or ServiceConfig()
         self.codec = codec or Codec()
         self.catalog = FieldCatalog.from_change_event_schema(self.codec.current.parsed)
         self.defaults = Policies(self.catalog.validate_patch(dict(self.config.defaults)))
         self.cache = cache or PolicyCache(transport, config=self.config.cache, codec=self.codec)
         self.writer = PolicyWriter(transport, self.cache, self.config.writer)
+        self.global_policies = global_policies
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self, *, wait: bool = True, timeout_s: float | None = None) -> PolicyService:
         self.cache.start()
+        if self.global_policies is not None:
+            self.global_policies.start()
         if wait:
             self.cache.wait_ready(timeout_s)
+            if self.global_policies is not None:
+                self.global_policies.wait_ready(timeout_s)
         return self
 
     def close(self) -> None:
         self.writer.close()
+        if self.global_policies is not None:
+            self.global_policies.close()
         self.cache.close()
+
+    def _global(self, target: PolicyTarget) -> GlobalPolicySource | None:
+        """The geo store that holds ``target``, if it is global and the cluster is geo."""
+        return self.global_policies if target.scope is PolicyScope.GLOBAL else None
 
     def __enter__(self) -> PolicyService:
         return self
@@ -79,11 +106,20 @@ class PolicyService:
     # -- reads -----------------------------------------------------------------------
     def get(self, target: PolicyTarget) -> Policies | None:
         """Policies set at exactly this level, or None."""
-        return self.cache.get_target(target)
+        geo = self._global(target)
+        return self.cache.get_target(target) if geo is None else geo.get(target.key)
 
     def applied(self, topic: TopicName) -> Policies:
         """Effective policies of a topic after precedence (local > global > ns > defaults)."""
-        return self.cache.effective(topic, self.defaults)
+        if self.global_policies is None:
+            return self.cache.effective(topic, self.defaults)
+        local = PolicyTarget.for_topic(topic)
+        return effective_policies(
+            self.cache.get(local.key),
+            self.global_policies.get(PolicyTarget.for_topic(topic, is_global=True).key),
+            self.cache.get(local.namespace_key),
+            self.defaults,
+        )
 
     def list_namespace(self, namespace: NamespaceName) -> dict[str, Policies]:
         """Every policy record of one namespace, by key."""
@@ -117,6 +153,9 @@ class PolicyService:
     def set(self, target: PolicyTarget, patch: Any) -> WriteResult:
         """Merge a validated partial document into one target (``null`` removes a field)."""
         fields = self.catalog.validate_patch(patch)
+        geo = self._global(target)
+        if geo is not None:
+            return geo.update(target, _merge_with(fields))
         return self.writer.update(target, _merge_with(fields))
 
     def delete(self, target: PolicyTarget) -> WriteResult:
@@ -130,7 +169,8 @@ class PolicyService:
                 raise NotFoundError(f"no policies are set for {target.key}")
             return None
 
-        return self.writer.update(target, remove)
+        geo = self._global(target)
+        return self.writer.update(target, remove) if geo is None else geo.update(target, remove)
 
     def set_many(
         self, items: Iterable[tuple[PolicyTarget, Any]], *, validated: bool = False

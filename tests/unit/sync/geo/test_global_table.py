@@ -13,7 +13,7 @@ from sync.transport import MemoryTransport, TopicSpec
 from tests.support.waits import wait_for
 
 
-def _decode(raw: bytes | None) -> str | None:
+def _decode(_key: bytes, raw: bytes | None) -> str | None:
     return None if raw is None else raw.decode()
 
 
