@@ -290,8 +290,24 @@ class PolicyRoutes:
         self, request: web.Request, topic: TopicName, is_global: bool, patch: dict[str, Any]
     ) -> None:
         svc = self._service_of()
+        if is_global:
+            self._check_local_replicates(topic)
         target = PolicyTarget.for_topic(topic, is_global=is_global)
         await self._write_fn(svc, target, self._checked(patch))
+
+    def _check_local_replicates(self, topic: TopicName) -> None:
+        """A global policy is written in a cluster of the namespace's replication clusters
+        (Pulsar's ``PulsarWebResource.checkLocalOrGetPeerReplicationCluster``: 412)."""
+        cluster = self._cluster_of()
+        if cluster is None:
+            return
+        local = cluster.identity.cluster
+        clusters = cluster.replication.stored(topic.namespace_name)
+        if local not in clusters:
+            raise InvalidInputError(
+                "Namespace missing local cluster name in clusters list: "
+                f"local_cluster={local} ns={topic.namespace_name} clusters=[{', '.join(clusters)}]"
+            )
 
     def _quota_type(self, request: web.Request) -> str:
         kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]

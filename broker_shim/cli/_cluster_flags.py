@@ -10,7 +10,7 @@ from sync.cluster import AuthConfig, ClusterSettings, ListenerUrls, LookupConfig
 from sync.constants import DEFAULT_OWNERSHIP_SLOTS
 from sync.errors import ConfigurationError
 
-__all__ = ["add_lookup_flags", "lookup_settings"]
+__all__ = ["add_lookup_flags", "geo_peers", "lookup_settings"]
 
 # The cluster name becomes part of Kafka topic names and a consumer group id.
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
@@ -110,3 +110,26 @@ def lookup_settings(args: argparse.Namespace) -> ClusterSettings | None:
         advertised_listeners=listeners,
         auth=None if args.auth_config is None else AuthConfig.from_file(Path(args.auth_config)),
     )
+
+
+_GEO_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def geo_peers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--geo-peers`` names, checked: MirrorMaker 2 aliases (no ``.``), not this cluster.
+
+    Raises:
+        ConfigurationError: a bad name, or this cluster among its peers.
+    """
+    peers = tuple(p.strip() for p in str(args.geo_peers).split(",") if p.strip())
+    if not peers:
+        return ()
+    for name in (str(args.cluster), *peers):
+        if not _GEO_NAME.match(name):
+            raise ConfigurationError(
+                f"--geo-peers: cluster {name!r} must use only letters, digits, '_' and '-' "
+                "(MirrorMaker 2 reads a '.' as a cluster prefix)"
+            )
+    if args.cluster in peers or len(set(peers)) != len(peers):
+        raise ConfigurationError("--geo-peers must name other clusters than --cluster, once each")
+    return peers

@@ -33,8 +33,10 @@ from sync import (
     parse_policy_json,
 )
 from sync.constants import CHANGE_EVENTS_TOPIC
+from sync.geo import GlobalPolicies
 from sync.transport import KafkaConfig, KafkaTransport, Transport
 
+from ._cluster_flags import geo_peers
 from ._common import EXIT_OK, add_bootstrap_flag, configure_logging, run_main
 from ._via_holder import set_via_holder
 
@@ -52,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--author", default=None, help="principal recorded in the audit metadata")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for Kafka")
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--cluster", default="standalone", help="this cluster (the origin of global writes)"
+    )
+    parser.add_argument(
+        "--geo-peers",
+        default="",
+        help="geo: peer clusters mirrored here; --global then reads and writes "
+        "policy-sync-global-events, merged with the mirrors (as broker-shim run --geo-peers)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("set", help="merge policy fields into a topic or namespace")
@@ -101,7 +112,17 @@ def _service(args: argparse.Namespace, transport: Transport) -> PolicyService:
             author=author, origin=f"policyctl@{socket.gethostname()}", timeout_s=args.timeout
         ),
     )
-    return PolicyService(transport, config).start(timeout_s=args.timeout + 5)
+    peers = geo_peers(args)
+    geo = None
+    if peers:
+        geo = GlobalPolicies(
+            transport,
+            Codec(),
+            cluster=str(args.cluster),
+            peers=peers,
+            bootstrap_timeout_s=args.timeout,
+        )
+    return PolicyService(transport, config, global_policies=geo).start(timeout_s=args.timeout + 5)
 
 
 def _print(obj: Any) -> None:
@@ -218,7 +239,8 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_OK
         assert target is not None  # noqa: S101 - every other command names a target
         if cmd == "set":
-            if set_via_holder(svc, transport, target, fields, args.timeout):
+            geo_global = svc.global_policies is not None and target.scope is PolicyScope.GLOBAL
+            if not geo_global and set_via_holder(svc, transport, target, fields, args.timeout):
                 _print((svc.get(target) or Policies()).to_json_obj())
             else:
                 result = svc.set(target, fields)

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import logging
 import os
-import re
 import socket
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from .._serve import run as serve
 from .._shutdown import DEFAULT_SHUTDOWN_TIMEOUT_S, ShutdownGuard
 from .._sidecar import Sidecar, SidecarConfig
 from .._tls import TlsSettings
-from ._cluster_flags import add_lookup_flags, lookup_settings
+from ._cluster_flags import add_lookup_flags, geo_peers, lookup_settings
 from ._common import add_bootstrap_flag, configure_logging, run_main
 
 __all__ = ["main"]
@@ -250,29 +249,6 @@ def tls_settings(args: argparse.Namespace) -> TlsSettings | None:
     )
     settings.server_context()  # refused now, before any port is bound
     return settings
-
-
-_GEO_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def geo_peers(args: argparse.Namespace) -> tuple[str, ...]:
-    """The ``--geo-peers`` names, checked: MirrorMaker 2 aliases (no ``.``), not this cluster.
-
-    Raises:
-        ConfigurationError: a bad name, or this cluster among its peers.
-    """
-    peers = tuple(p.strip() for p in str(args.geo_peers).split(",") if p.strip())
-    if not peers:
-        return ()
-    for name in (str(args.cluster), *peers):
-        if not _GEO_NAME.match(name):
-            raise ConfigurationError(
-                f"--geo-peers: cluster {name!r} must use only letters, digits, '_' and '-' "
-                "(MirrorMaker 2 reads a '.' as a cluster prefix)"
-            )
-    if args.cluster in peers or len(set(peers)) != len(peers):
-        raise ConfigurationError("--geo-peers must name other clusters than --cluster, once each")
-    return peers
 
 
 def _state_dir(args: argparse.Namespace) -> Path:

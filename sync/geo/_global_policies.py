@@ -50,6 +50,10 @@ class GlobalPolicies:
         self.writer.close()
         self.table.close()
 
+    def add_listener(self, listener: Callable[[str, Policies | None], None]) -> Callable[[], None]:
+        """Call ``listener(key, policies)`` whenever a global key gets a new winner."""
+        return self.table.add_listener(listener)
+
     def get(self, key: str) -> Policies | None:
         """A global target's merged policies (None: unset or deleted)."""
         return self.table.get(key)

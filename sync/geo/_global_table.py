@@ -73,6 +73,7 @@ class _GlobalTopicReader(TableReader, Generic[V]):
         origin: str,
         table: LwwTable[V],
         decode: Decode[V],
+        on_win: Callable[[str, V | None], None],
         *,
         bootstrap_timeout_s: float,
     ) -> None:
@@ -87,6 +88,7 @@ class _GlobalTopicReader(TableReader, Generic[V]):
         self.origin = origin
         self._table = table
         self._decode = decode
+        self._on_win = on_win
         self.records = 0
 
     def sync(self, timeout_s: float) -> None:
@@ -123,8 +125,10 @@ class _GlobalTopicReader(TableReader, Generic[V]):
                     key, raw, PoisonKind.UNDECODABLE.value, f"undecodable: {exc}", source
                 )
                 continue
-            if self._table.offer(key.decode("utf-8", "replace"), stamp, value):
+            text = key.decode("utf-8", "replace")
+            if self._table.offer(text, stamp, value):
                 logger.debug("global %r won at %s (%s)", key, source, stamp)
+                self._on_win(text, value)
 
 
 class GlobalTable(Generic[V]):
@@ -143,12 +147,32 @@ class GlobalTable(Generic[V]):
         self.cluster = cluster
         self.table: LwwTable[V] = LwwTable()
         topics = [(GLOBAL_EVENTS_TOPIC, cluster)] + [(mirror_topic(p), p) for p in peers]
+        self._listeners: list[Callable[[str, V | None], None]] = []
         self.readers = [
             _GlobalTopicReader(
-                transport, t, o, self.table, decode, bootstrap_timeout_s=bootstrap_timeout_s
+                transport,
+                t,
+                o,
+                self.table,
+                decode,
+                self._changed,
+                bootstrap_timeout_s=bootstrap_timeout_s,
             )
             for t, o in topics
         ]
+
+    def add_listener(self, listener: Callable[[str, V | None], None]) -> Callable[[], None]:
+        """Call ``listener(key, value)`` (on a reader thread) whenever a key gets a new
+        winner; returns the function that removes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _changed(self, key: str, value: V | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(key, value)
+            except Exception:
+                logger.exception("global table listener failed for %r", key)
 
     def start(self) -> GlobalTable[V]:
         """Begin replaying every topic (see :meth:`wait_ready`)."""

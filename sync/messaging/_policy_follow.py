@@ -128,7 +128,7 @@ class PolicyFollower:
         self.stop()
         self._service = svc
         if svc is not None:
-            self._remove_listener = svc.cache.add_listener(self._listener)
+            self._remove_listener = svc.add_listener(self._listener)
         await self.refresh_all()
 
     def stop(self) -> None:

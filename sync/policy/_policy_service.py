@@ -31,6 +31,9 @@ class GlobalPolicySource(Protocol):
     def wait_ready(self, timeout_s: float | None = None) -> None: ...
     def close(self) -> None: ...
     def get(self, key: str) -> Policies | None: ...
+    def add_listener(
+        self, listener: Callable[[str, Policies | None], None]
+    ) -> Callable[[], None]: ...
     def update(
         self, target: PolicyTarget, fn: Callable[[Policies | None], Policies | None]
     ) -> WriteResult: ...
@@ -102,6 +105,19 @@ class PolicyService:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def add_listener(self, listener: Callable[[str, Policies | None], None]) -> Callable[[], None]:
+        """Call ``listener(key, policies)`` after every change of a key, global ones of a
+        geo cluster included; returns the function that removes it."""
+        removers = [self.cache.add_listener(listener)]
+        if self.global_policies is not None:
+            removers.append(self.global_policies.add_listener(listener))
+
+        def remove() -> None:
+            for remover in removers:
+                remover()
+
+        return remove
 
     # -- reads -----------------------------------------------------------------------
     def get(self, target: PolicyTarget) -> Policies | None:

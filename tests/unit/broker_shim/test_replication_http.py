@@ -59,3 +59,25 @@ def test_topic_replication_clusters_are_checked_against_the_registry() -> None:
         assert sorted(got) == sorted([local, "west"])
 
     _serve(scenario)
+
+
+def test_a_global_write_where_the_namespace_does_not_replicate_is_refused() -> None:
+    async def scenario(client: TestClient[Any, Any], _app: web.Application) -> None:
+        local = (await (await client.get("/admin/v2/clusters")).json())[0]
+        assert (await client.put(TOPIC)).status == 204
+        assert (await client.put("/admin/v2/clusters/west", data=json.dumps(WEST))).status == 200
+        tenant = json.dumps({"allowedClusters": [local, "west"]})
+        assert (await client.post("/admin/v2/tenants/public", data=tenant)).status == 204
+        ns_repl = "/admin/v2/namespaces/public/default/replication"
+        assert (await client.post(ns_repl, data='["west"]')).status == 204
+        resp = await client.post(f"{TOPIC}/maxConsumers?isGlobal=true", data="5")
+        assert (resp.status, (await resp.json())["reason"]) == (
+            412,
+            "Namespace missing local cluster name in clusters list: "
+            f"local_cluster={local} ns=public/default clusters=[west]",
+        )
+        got = await client.get(f"{TOPIC}/maxConsumers?isGlobal=true")
+        assert (await got.read()) in (b"", b"null")  # nothing was written
+        assert (await client.post(f"{TOPIC}/maxConsumers", data="5")).status == 204  # local: fine
+
+    _serve(scenario)

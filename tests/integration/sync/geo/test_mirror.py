@@ -25,6 +25,7 @@ from sync.constants import (
 )
 from sync.geo import GlobalTable, Stamp, pack_hlc
 from sync.transport import KafkaConfig, KafkaTransport
+from tests.support.sidecars import run_cli
 from tests.support.waits import wait_for
 
 
@@ -306,3 +307,24 @@ def test_the_same_key_written_on_both_sides_converges_everywhere(geo: dict[str, 
         return len(seen) == 1 and seen <= {"111", "222"}
 
     wait_for(one_value, "all four sidecars show one of the two writes", timeout_s=60)
+
+
+def test_policyctl_global_writes_through_the_global_topic(geo: dict[str, Any]) -> None:
+    path = _topic_in_both(geo)
+    topic = "persistent://geo/ns/" + path.rsplit("/", 1)[1]
+    done = run_cli(
+        "policyctl",
+        "--cluster",
+        "west",
+        "--geo-peers",
+        "east",
+        "set",
+        topic,
+        "--global",
+        "--json",
+        '{"maxConsumerPerTopic": 4}',
+        bootstrap=geo["west"]["bootstrap"],
+    )
+    assert done.returncode == 0, done.stderr
+    every = [u for n in ("east", "west") for u in geo[n]["sidecars"]]
+    _await_everywhere(every, f"{path}/maxConsumers?isGlobal=true", 4, "policyctl's global write")
