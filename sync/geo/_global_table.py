@@ -96,6 +96,10 @@ class _GlobalTopicReader(TableReader, Generic[V]):
         self.wait_ready(timeout_s)
         self.wait_for(self.end_offsets(), timeout_s)
 
+    def check_ready(self) -> None:
+        """Raises CacheStateError unless the topic is READY."""
+        self._check_ready()
+
     def start(self) -> _GlobalTopicReader[V]:
         """Check (or create) the topic and begin replay in a background thread."""
         self._start_reader()
@@ -190,12 +194,28 @@ class GlobalTable(Generic[V]):
         for reader in self.readers:
             reader.close()
 
+    def check_ready(self) -> None:
+        """Raises CacheStateError (503) until every topic has been replayed: before that the
+        table may miss a winner, as the policy cache refuses reads before READY."""
+        for reader in self.readers:
+            reader.check_ready()
+
     def get(self, key: str) -> V | None:
-        """The key's effective value (None: never written, or deleted)."""
+        """The key's effective value (None: never written, or deleted).
+
+        Raises:
+            CacheStateError: a topic is not replayed yet.
+        """
+        self.check_ready()
         return self.table.get(key)
 
     def version(self, key: str) -> Version[V] | None:
-        """The key's winning record (stamp and value), ghosts included."""
+        """The key's winning record (stamp and value), ghosts included.
+
+        Raises:
+            CacheStateError: a topic is not replayed yet.
+        """
+        self.check_ready()
         return self.table.version(key)
 
     def digest(self, encode: Callable[[V], bytes]) -> str:
