@@ -29,8 +29,8 @@ from sync._constants import (
     METADATA_TRANSACTIONAL_ID,
     REGISTRY_KEY_AUTH,
     REGISTRY_KEY_BROKER,
-    REGISTRY_KEY_EPOCH,
     REGISTRY_KEY_CLUSTER,
+    REGISTRY_KEY_EPOCH,
     REGISTRY_KEY_KV,
     REGISTRY_KEY_MEMBERS,
     REGISTRY_KEY_NAMESPACE,
@@ -169,10 +169,10 @@ def _decode(key: str, raw: bytes) -> RegistryValue:
             raise CodecError(f"topic epoch of {record.topic} under key {key!r}")
         return record
     if key.startswith(REGISTRY_KEY_CLUSTER):
-        record = ClusterRecord.from_json(raw)
-        if record.name != key[len(REGISTRY_KEY_CLUSTER) :]:
-            raise CodecError(f"cluster {record.name} under key {key!r}")
-        return record
+        cluster = ClusterRecord.from_json(raw)
+        if cluster.name != key[len(REGISTRY_KEY_CLUSTER) :]:
+            raise CodecError(f"cluster {cluster.name} under key {key!r}")
+        return cluster
     if key.startswith(REGISTRY_KEY_REPLICATION):
         _namespace_in(key, REGISTRY_KEY_REPLICATION)
         return ReplicationClusters.from_json(raw)
