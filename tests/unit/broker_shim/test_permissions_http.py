@@ -25,6 +25,7 @@ from sync.cluster import (
 )
 from sync.cluster._permissions import wildcard_matches
 from sync.errors import AuthorizationError, BadRequestError, CodecError, ConfigurationError
+from tests.support.waits import eventually
 from tests.unit.broker_shim.test_lookup_http import AUTH, _bearer, cluster, run
 
 NS = "/admin/v2/namespaces/acme/app"
@@ -340,11 +341,29 @@ def test_a_deleted_topic_takes_its_grants_and_schema_with_it() -> None:
         schema = {"type": "STRING", "schema": "", "properties": {}}
         resp = await a.post("/admin/v2/schemas/acme/app/orders/schema", json=schema, headers=admin)
         assert resp.status == 200
-        got = await (await b.get(f"{TOPIC}-partition-1/permissions", headers=admin)).json()
-        assert got == {"bob": ["consume"], "carol": ["produce"]}
+
+        async def b_sees_the_grants() -> bool:
+            resp = await b.get(f"{TOPIC}-partition-1/permissions", headers=admin)
+            return bool(await resp.json() == {"bob": ["consume"], "carol": ["produce"]})
+
+        # b's view follows the registry on its reader thread: wait for a's writes there
+        await eventually(b_sees_the_grants, "b sees the grants written through a", 20)
+        await eventually(
+            lambda: "persistent://acme/app/orders" in services[1].store.schemas,
+            "b sees the schema written through a",
+            20,
+        )
         assert (await b.delete(f"{TOPIC}/partitions", headers=admin)).status == 204
         namespace = NamespaceName("acme", "app")
         store = services[0].store
+        await eventually(
+            lambda: (
+                not store.auth[namespace].destination_auth
+                and "persistent://acme/app/orders" not in store.schemas
+            ),
+            "a sees the delete made through b",
+            20,
+        )
         assert store.auth[namespace].destination_auth == {}
         assert store.auth[namespace].namespace_auth == {"bob": frozenset({AuthAction.CONSUME})}
         assert "persistent://acme/app/orders" not in store.schemas
