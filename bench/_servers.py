@@ -95,7 +95,7 @@ def source_label(name: str, source: Path | None) -> str:
 @contextlib.contextmanager
 def sidecar(
     bootstrap: str,
-    entry_format: str = "message",
+    entry_format: str = "entry",
     name: str = "sidecar",
     source: Path | None = None,
 ) -> Iterator[Broker]:

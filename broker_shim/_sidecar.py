@@ -94,7 +94,7 @@ class SidecarConfig:
     #: How the binary protocol stores a SEND (``--entry-format``): ``message``, one Kafka
     #: record per message; ``entry``, the client's batch as one record, as sent
     #: (docs/entry-design.md).
-    entry_format: str = "message"
+    entry_format: str = "entry"
     #: Peer clusters whose global policies this cluster merges with its own (``--geo-peers``:
     #: their MirrorMaker 2 mirrors ``<peer>.policy-sync-global-events``); empty: global
     #: policies stay ``__G__`` keys of ``__change_events`` (docs/geo-design.md).

@@ -175,10 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--entry-format",
         choices=("message", "entry"),
-        default="message",
-        help="how a Pulsar client's SEND is stored in Kafka: message, one record per "
-        "message (the default), or entry, the client's batch as one record, as sent "
-        "(docs/entry-design.md)",
+        default="entry",
+        help="how a Pulsar client's SEND is stored in Kafka: entry, the client's batch as "
+        "one record, as sent (the default, as Pulsar stores an entry), or message, one "
+        "record per message (the layout before 2026-11-28; docs/messaging.md)",
     )
     add_lookup_flags(run)  # registry, bundle ownership, lookup (issue 4)
     return parser

@@ -247,7 +247,7 @@ class BinarySidecar(ThreadSidecar):
         *,
         tls: TlsSettings | None = None,
         lookup: ClusterSettings | None = None,
-        entry_format: str = "message",
+        entry_format: str = "entry",
         cluster: str | None = None,
     ) -> None:
         """``advertised_url``: what lookups answer (default: the listener itself);

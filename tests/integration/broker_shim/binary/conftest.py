@@ -23,6 +23,18 @@ def sidecar(
         yield s
 
 
+@pytest.fixture(scope="module")
+def message_sidecar(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BinarySidecar]:
+    """A sidecar storing one Kafka record per message (``--entry-format message``), for
+    the tests of that layout (the default stores a SEND as sent)."""
+    with BinarySidecar(
+        kafka_bootstrap, tmp_path_factory.mktemp("binary-message"), entry_format="message"
+    ) as s:
+        yield s
+
+
 @pytest.fixture
 def client(sidecar: BinarySidecar) -> Iterator[pulsar.Client]:
     c = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)

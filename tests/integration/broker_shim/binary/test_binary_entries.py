@@ -479,6 +479,8 @@ def test_the_java_client_on_compacted_batches_and_positions_inside_one(
         "inclusive m4",
         "seek m3",
     ]
+
+
 # ------------------------------------------------------------------ batch-index acks
 
 

@@ -108,11 +108,17 @@ def test_every_field_comes_back_to_consumers_and_readers(
     reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
     read = _receive(reader, len(_SENT))
     _check(read, producer.producer_name(), before)
-    # One publish time for both, the one Kafka keeps: the record's timestamp.
+    # One publish time for both: the producer's, stored as it sent it (as in Pulsar, where
+    # the client sets MessageMetadata.publish_time).
     assert [m.publish_timestamp() for m in read] == [m.publish_timestamp() for m in got]
-    assert _records(kafka_bootstrap, topic) == {0: len(_SENT)}  # one record per message
-    stored = _kafka_publish_times(kafka_bootstrap, topic)
-    assert stored == [m.publish_timestamp() for m in got]
+    # Stored as sent (--entry-format entry, the default): one Kafka record per SEND, whose
+    # timestamp is when the sidecar stored it, never before the client published it.
+    sends = sorted({m.message_id().entry_id() for m in got})
+    assert (len(sends) < len(_SENT)) == batched
+    assert _records(kafka_bootstrap, topic) == {0: len(sends)}
+    stored = dict(zip(sends, _kafka_publish_times(kafka_bootstrap, topic), strict=True))
+    for m in got:
+        assert stored[m.message_id().entry_id()] >= m.publish_timestamp()
 
 
 @pytest.mark.parametrize("compression", [pulsar.CompressionType.NONE, pulsar.CompressionType.LZ4])
@@ -196,44 +202,56 @@ def test_encrypted_messages_are_stored_as_sent_and_decrypted_by_consumers(
         again.receive(timeout_millis=2_000)
 
 
+@pytest.mark.parametrize("entry_format", ["entry", "message"])
 def test_a_partial_ack_of_an_encrypted_batch_loses_none_of_it(
-    kafka_bootstrap: str, client: pulsar.Client, keys: pulsar.CryptoKeyReader
+    kafka_bootstrap: str,
+    keys: pulsar.CryptoKeyReader,
+    request: pytest.FixtureRequest,
+    entry_format: str,
 ) -> None:
-    """A consumer with batch-index acknowledgements acks one message of an encrypted batch
-    (stored as one record, which the sidecar cannot split): the batch stays unacknowledged
-    until all of it is, so after a reconnect none of the other two is lost (the whole
-    batch comes again, marked as redelivered)."""
-    topic = make_topic(kafka_bootstrap, 1)
-    consumer = client.subscribe(
-        str(topic),
-        "sub",
-        initial_position=pulsar.InitialPosition.Earliest,
-        crypto_key_reader=keys,
-        batch_index_ack_enabled=True,
-    )
-    producer = client.create_producer(
-        str(topic), batching_enabled=True, encryption_key="app-key", crypto_key_reader=keys
-    )
-    bodies = [b"part %d" % i for i in range(3)]
-    for body in bodies:
-        producer.send_async(body, None)
-    producer.flush()
-    first = consumer.receive(timeout_millis=20_000)
-    assert first.data() == bodies[0]
-    consumer.acknowledge(first)
-    consumer.close()  # flushes the pending acknowledgement
-    again = client.subscribe(
-        str(topic), "sub", crypto_key_reader=keys, batch_index_ack_enabled=True
-    )
-    got = [again.receive(timeout_millis=20_000) for _ in range(3)]
-    assert [m.data() for m in got] == bodies
-    assert all(m.redelivery_count() >= 1 for m in got)
-    for m in got:  # all of it now: the entry is acknowledged
-        again.acknowledge(m)
-    again.close()
-    last = client.subscribe(str(topic), "sub", crypto_key_reader=keys)
-    with pytest.raises(pulsar.Timeout):
-        last.receive(timeout_millis=2_000)
+    """A consumer with batch-index acknowledgements acks one message of an encrypted batch.
+    Stored as sent (``entry``, the default), the sidecar keeps the acknowledged index, as
+    Pulsar does: after a reconnect the other two come again, marked as redelivered. In the
+    ``message`` layout the encrypted batch is one record the sidecar cannot split: it stays
+    unacknowledged until all of it is, so the whole batch comes again. Either way none of
+    it is lost."""
+    sidecar = request.getfixturevalue("sidecar" if entry_format == "entry" else "message_sidecar")
+    client = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
+    try:
+        topic = make_topic(kafka_bootstrap, 1)
+        consumer = client.subscribe(
+            str(topic),
+            "sub",
+            initial_position=pulsar.InitialPosition.Earliest,
+            crypto_key_reader=keys,
+            batch_index_ack_enabled=True,
+        )
+        producer = client.create_producer(
+            str(topic), batching_enabled=True, encryption_key="app-key", crypto_key_reader=keys
+        )
+        bodies = [b"part %d" % i for i in range(3)]
+        for body in bodies:
+            producer.send_async(body, None)
+        producer.flush()
+        first = consumer.receive(timeout_millis=20_000)
+        assert first.data() == bodies[0]
+        consumer.acknowledge(first)
+        consumer.close()  # flushes the pending acknowledgement
+        again = client.subscribe(
+            str(topic), "sub", crypto_key_reader=keys, batch_index_ack_enabled=True
+        )
+        expected = bodies[1:] if entry_format == "entry" else bodies
+        got = [again.receive(timeout_millis=20_000) for _ in expected]
+        assert [m.data() for m in got] == expected
+        assert all(m.redelivery_count() >= 1 for m in got)
+        for m in got:  # all of it now: the entry is acknowledged
+            again.acknowledge(m)
+        again.close()
+        last = client.subscribe(str(topic), "sub", crypto_key_reader=keys)
+        with pytest.raises(pulsar.Timeout):
+            last.receive(timeout_millis=2_000)
+    finally:
+        client.close()
 
 
 def test_fields_survive_a_sidecar_restart(

@@ -152,13 +152,25 @@ def test_a_disabled_subscription_type_is_refused_and_closes_live_consumers(
 
 
 def test_producer_name_sequence_id_and_publish_time_reach_consumers(
-    sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
+    message_sidecar: BinarySidecar, kafka_bootstrap: str
 ) -> None:
-    """Every record keeps who sent it (``__pulsar.producer`` / ``__pulsar.seq`` headers)
-    and when it was stored (the Kafka timestamp); binary consumers get them back as
+    """With ``--entry-format message`` every record keeps who sent it
+    (``__pulsar.producer`` / ``__pulsar.seq`` headers) and when it was stored (the Kafka
+    timestamp); binary consumers get them back as
     ``MessageMetadata.producer_name`` / ``sequence_id`` / ``publish_time``. Records of
     plain Kafka producers (and of unnamed producers) read as producer ``policy-sync`` with
     their offset as sequence id."""
+    sidecar = message_sidecar
+    client = pulsar.Client(sidecar.broker_url, operation_timeout_seconds=20)
+    try:
+        _records_keep_their_origin(sidecar, client, kafka_bootstrap)
+    finally:
+        client.close()
+
+
+def _records_keep_their_origin(
+    sidecar: BinarySidecar, client: pulsar.Client, kafka_bootstrap: str
+) -> None:
     topic = make_topic(kafka_bootstrap, 1)
     alice = client.create_producer(str(topic), producer_name="alice", batching_enabled=False)
     for i in range(3):
