@@ -8,6 +8,7 @@ in ``tests/integration/broker_shim/test_lookup_http.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -74,6 +75,27 @@ def _service(
     )
 
 
+def _synced(live: LiveCluster) -> Any:
+    """A middleware that lets a request in once the live service's registry view holds every
+    write committed before it: each sidecar's view follows the registry on its reader
+    thread, so a request right after another sidecar's write could see the view before
+    it (eventual, by design; propagation is measured and tested on real Kafka). The
+    scenarios here check Pulsar's answers, as a client that waits for propagation sees
+    them. A view that cannot sync (not ready, closed) lets the request through: the
+    handler answers for that state."""
+
+    def sync() -> None:
+        with contextlib.suppress(Exception):
+            live.service.store.table.sync(20)
+
+    @web.middleware
+    async def synced(request: web.Request, handler: Any) -> web.StreamResponse:
+        await asyncio.to_thread(sync)
+        return await handler(request)  # type: ignore[no-any-return]
+
+    return synced
+
+
 def run(services: list[ClusterService], scenario: Scenario) -> None:
     """Serve each service from its own aiohttp app and run ``scenario`` against them."""
 
@@ -83,6 +105,7 @@ def run(services: list[ClusterService], scenario: Scenario) -> None:
             for service in services:
                 app = http_app()
                 live = LiveCluster(service)
+                app.middlewares.append(_synced(live))
                 live.serve_with(app, restart_backoff_s=0.1)
                 add_permission_routes(app, live)
                 add_schema_routes(app, live)
