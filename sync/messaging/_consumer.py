@@ -101,6 +101,8 @@ class Consumer:
         self.negative_ack_delay_s = negative_ack_delay_s
         #: Delivered to this consumer and not acknowledged by it, by (partition, offset).
         self.delivered: dict[tuple[int, int], Entry] = {}
+        #: Per held key, the messages :attr:`held_messages` was charged for it.
+        self._charged: dict[tuple[int, int], int] = {}
         #: The messages those entries hold (a stored entry holds its batch): what
         #: ``receiverQueueSize`` and ``maxUnacked*`` count.
         self.held_messages = 0
@@ -127,30 +129,35 @@ class Consumer:
         return self.held_messages < self.receiver_queue_size
 
     def hold(self, key: tuple[int, int], entry: Entry) -> None:
-        """``entry`` (at ``(partition, offset)``) is out with this consumer."""
-        old = self.delivered.get(key)
-        if old is not None:
-            self.held_messages -= old.unacked
+        """``entry`` (at ``(partition, offset)``) is out with this consumer: it holds the
+        entry's unacknowledged messages (what it was charged is kept per key, so a copy
+        whose indexes were acknowledged while another consumer held it is given back at
+        the charge, never leaking into :attr:`held_messages`)."""
+        self.held_messages -= self._charged.pop(key, 0)
         self.delivered[key] = entry
+        self._charged[key] = entry.unacked
         self.held_messages += entry.unacked
 
     def unhold(self, key: tuple[int, int]) -> Entry | None:
         """The entry at ``key`` is back (acked or returned): it, or None if not held."""
         entry = self.delivered.pop(key, None)
-        if entry is not None:
-            self.held_messages -= entry.unacked
+        self.held_messages -= self._charged.pop(key, 0)
         return entry
 
     def indexes_acked(self, key: tuple[int, int], entry: Entry, count: int) -> None:
         """``count`` more messages of ``entry`` (at ``key``) were acknowledged by batch
         index: if it is out with this consumer, it holds that many fewer."""
         if self.delivered.get(key) is entry:
-            self.held_messages -= count
+            charged = self._charged.get(key, 0)
+            less = min(count, charged)
+            self._charged[key] = charged - less
+            self.held_messages -= less
 
     def unhold_all(self) -> list[Entry]:
         """Every entry this consumer holds, given back."""
         held = list(self.delivered.values())
         self.delivered.clear()
+        self._charged.clear()
         self.held_messages = 0
         return held
 

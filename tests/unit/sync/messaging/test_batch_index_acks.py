@@ -7,7 +7,7 @@ indexes are."""
 from __future__ import annotations
 
 from sync import TopicName
-from sync.messaging import Consumer, Delivery, MessageId
+from sync.messaging import Consumer, Delivery, MessageId, SubscriptionType
 from sync.messaging.headers import HEADER_ENTRY, HEADER_ENTRY_COUNT
 from sync.naming._kafka_names import kafka_topic_of
 from sync.transport import MemoryTransport
@@ -201,5 +201,32 @@ def test_an_unload_commits_the_acked_indexes_before_consumers_are_told() -> None
         finally:
             await engine.close()
             svc.close()
+
+    run(scenario())
+
+
+def test_a_consumer_that_lost_failover_gives_back_what_it_was_charged() -> None:
+    """The old active consumer of a Failover subscription still holds its copy of an entry
+    the new one got again; indexes its client acknowledges then leave neither consumer
+    holding messages (a count that leaked would keep it blocked under maxUnacked)."""
+
+    async def scenario() -> None:
+        async with Env() as env:
+            topic = env.topic("failover-charge")
+            failover = SubscriptionType.Failover
+            z = await env.subscribe(
+                topic, sub_type=failover, consumer_name="z", initial_position=Earliest
+            )
+            _publish_entries(env, topic, [4])
+            (first,) = await take(z, 1)
+            assert z.held_messages == 4
+            m = await env.subscribe(
+                topic, sub_type=failover, consumer_name="m", initial_position=Earliest
+            )
+            await take(m, 1)  # the entry goes again to the new active consumer
+            z.ack(first.message_id, _all_but(4, 0))
+            z.ack(first.message_id, _all_but(4, 0, 1, 2, 3))
+            assert (z.held_messages, m.held_messages) == (0, 0)
+            assert z.subscription.backlog() == 0
 
     run(scenario())
