@@ -141,7 +141,7 @@ class LastMessageIds:
         if cached is not None:
             return cached
 
-        def read() -> int:
+        def read() -> int | None:
             with self._lock:
                 if self._consumer is None:
                     self._consumer = self._transport.consumer()
@@ -150,9 +150,17 @@ class LastMessageIds:
                     for record in self._consumer.consume(1, 1.0):
                         if record.offset() == offset:
                             return entry_count_of(record.headers())
-                return 0
+                return None
 
         count = await asyncio.to_thread(read)
+        if count is None:  # not read in time (a loaded broker, or gone): asked again later
+            logger.warning(
+                "%s[%d]@%d: not read in 5 s; its batch size is unknown this time",
+                kafka_topic,
+                partition,
+                offset,
+            )
+            return 0
         if len(self._counts) >= 4096:
             self._counts.clear()
         self._counts[key] = count
