@@ -72,7 +72,10 @@ class KafkaConsumer:
         self._consumer = created(name, lambda: _RdConsumer(conf))
 
     def assign(self, topic: str, offsets: Mapping[int, int]) -> None:
-        self._consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+        try:
+            self._consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+        except (KafkaException, RuntimeError) as exc:  # RuntimeError: the consumer is closed
+            raise _consume_error(exc, f"assign {topic}") from exc
 
     def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]:
         """Wait up to ``timeout_s`` for the first record, then take what is already fetched.
@@ -80,14 +83,17 @@ class KafkaConsumer:
         librdkafka's batch consume waits for the whole timeout unless the batch fills,
         which would add the timeout to every tailing read; poll() returns on arrival.
         """
-        batch = self._consumer.consume(num_messages=max_messages, timeout=0)
-        if not batch:
-            first = self._consumer.poll(timeout_s)
-            if first is None:
-                return []
-            batch = [first]
-            if max_messages > 1:
-                batch.extend(self._consumer.consume(num_messages=max_messages - 1, timeout=0))
+        try:
+            batch = self._consumer.consume(num_messages=max_messages, timeout=0)
+            if not batch:
+                first = self._consumer.poll(timeout_s)
+                if first is None:
+                    return []
+                batch = [first]
+                if max_messages > 1:
+                    batch.extend(self._consumer.consume(num_messages=max_messages - 1, timeout=0))
+        except (KafkaException, RuntimeError) as exc:  # RuntimeError: the consumer is closed
+            raise _consume_error(exc, "consume") from exc
         for msg in batch:
             if msg.error() is not None:
                 return self._drop_errors(batch)
@@ -198,3 +204,11 @@ class KafkaConsumer:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _consume_error(exc: Exception, what: str) -> TransportError:
+    """A librdkafka error of a consumer call as the seam's error (callers catch
+    :class:`TransportError`, never confluent-kafka's own exceptions)."""
+    if isinstance(exc, KafkaException):
+        return translate(exc, what)
+    return TransportError(f"{what}: {exc}")
