@@ -15,6 +15,7 @@ from typing import Any
 
 from broker_shim.binary import EntryError, decode_entry, entry_count_of
 from sync.messaging import Delivery, MessageId
+from sync.messaging.headers import HEADER_COMPACTED_KEPT
 
 from ._frames import iso, json_dumps
 
@@ -39,12 +40,21 @@ class EntryAcks:
             raise EntryError("stored entry of an unknown format version")
         metadata, messages = decode_entry(delivery.entry.payload)
         mid = delivery.message_id
-        size = len(messages)
-        # An encrypted batch or a chunk is one message here: nothing of it is left out.
-        acked = delivery.acked_bits if size == delivery.entry.count else 0
+        count = delivery.entry.count
+        kept = _kept_of(delivery.entry.headers)
+        if kept is not None and kept.bit_count() == len(messages):
+            # A batch rebuilt by the compacted view: the messages left are those of the
+            # kept batch indexes (compacted_out ones are not unpacked).
+            indexes = [i for i in range(count) if kept >> i & 1]
+            size, acked = count, delivery.acked_bits
+        elif len(messages) == count:
+            indexes, size, acked = list(range(count)), count, delivery.acked_bits
+        else:
+            # An encrypted batch or a chunk is one message here: nothing of it is left out.
+            indexes, size, acked = list(range(len(messages))), len(messages), 0
         publish = iso(metadata.publish_time or max(0, delivery.entry.publish_ms))
         out: list[str] = []
-        for index, msg in enumerate(messages):
+        for index, msg in zip(indexes, messages, strict=True):
             if acked >> index & 1:
                 continue  # acknowledged by batch index before this delivery
             text_id = mid.batch_base64(index, size)
@@ -87,3 +97,14 @@ class EntryAcks:
 
     def __len__(self) -> int:
         return len(self._sent)
+
+
+def _kept_of(headers: list[tuple[str, bytes]] | None) -> int | None:
+    """The kept batch indexes (a bit mask) of a batch the compacted view rebuilt."""
+    for name, raw in headers or ():
+        if name == HEADER_COMPACTED_KEPT:
+            try:
+                return int(raw, 16)
+            except ValueError:
+                return None
+    return None

@@ -177,6 +177,28 @@ def test_websocket_acks_are_batch_index_acks_of_the_entry() -> None:
     assert acks.ack(again[0]["messageId"]) is None
 
 
+def test_websocket_acks_of_a_compacted_batch_name_their_real_batch_indexes() -> None:
+    """A batch rebuilt by the compacted view keeps indexes 1 and 3 of 4: its WebSocket
+    frames carry those indexes, and acknowledging index 3 leaves index 1 unacknowledged
+    (the entry is not acknowledged whole)."""
+    import json
+
+    from broker_shim.binary._entry_compaction import EntryCompaction
+
+    codec = EntryCompaction()
+    value = _entry_of(_meta(num_messages_in_batch=4), _batch(_MESSAGES + [(b"d", "k4", {})]))
+    rebuilt = codec.rebatch({1: codec.single(value, 1), 3: codec.single(value, 3)}, 4)
+    delivery = _delivery(rebuilt, count=4, acked_bits=0b0101)
+    delivery.entry.headers = [*(delivery.entry.headers or []), ("__pulsar.compacted.kept", b"a")]
+    acks = EntryAcks()
+    frames = [json.loads(f) for f in acks.frames(delivery)]
+    assert [f.get("key") for f in frames] == [None, "k4"]  # index 1 has no key, 3 is k4
+    assert len(frames) == 2
+    mid, unacked = acks.ack(frames[1]["messageId"]) or (None, 0)
+    assert (mid, unacked) == (MessageId(-1, 5), 0b0111)  # only index 3 acknowledged
+    assert (0b0101 | (0b1111 & ~unacked)) != 0b1111  # index 1 is still to come
+
+
 def test_the_decoder_reads_all_three_kinds_of_record() -> None:
     from broker_shim.binary import decode_record
     from sync.messaging.headers import (
