@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -39,10 +40,27 @@ CLUSTER_LOCK = Path("/tmp/ps-cluster.lock")  # noqa: S108 - shared by every clon
 CLUSTER_LOCK_WAIT_S = 45 * 60.0
 
 
+#: Where :func:`free_port` looks: below Linux's ephemeral range (32768-60999) and below
+#: the 3-broker cluster's fixed ports (19092+). A port the kernel hands out with bind(0)
+#: lies inside the ephemeral range, where any outgoing connection (a Kafka client's, the
+#: JVM's) may take it as its source port before the process it was picked for binds it:
+#: on a loaded machine a sidecar then failed with "Address already in use".
+FREE_PORT_RANGE = (10_000, 19_000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback TCP port nothing listens on now, outside the ephemeral range (see
+    :data:`FREE_PORT_RANGE`); random, so that concurrent runs rarely pick the same one."""
+    low, high = FREE_PORT_RANGE
+    for _ in range(200):
+        port = random.randrange(low, high)  # noqa: S311 - not a secret
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {low}-{high} after 200 tries")
 
 
 def http_status(url: str, timeout: float = 2.0) -> tuple[int, bytes]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from chaos.procs import free_port as free_port  # one picker for tests and the soak
 from sync import TopicName, kafka_topic_of
 from sync.messaging import decode_ack_ranges, subscription_group
 from sync.transport import Consumer, KafkaConfig, KafkaTransport, Message, TopicSpec
@@ -27,12 +27,6 @@ from tests.support.waits import wait_for
 ROOT = Path(__file__).resolve().parents[2]
 KAFKACTL = ROOT / "docker" / "kafka" / "kafkactl.py"
 KAFKA_IMAGE = "apache/kafka:4.1.1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def docker_engine_available() -> bool:
