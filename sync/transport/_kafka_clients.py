@@ -28,13 +28,13 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging, not straight to stderr.
 RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
 
-__all__ = ["client_id", "client_threads", "created"]
+__all__ = ["client_id", "client_threads", "created", "fetched"]
 
 _T = TypeVar("_T")
 _TASKS = "/proc/self/task"
@@ -103,3 +103,21 @@ def client_threads() -> dict[int, str]:
     """tid -> client id of the librdkafka threads recorded at client creation."""
     with _lock:
         return dict(_threads)
+
+
+def fetched(consumer: Any, max_messages: int, timeout_s: float) -> list[Any]:
+    """What a librdkafka consumer has fetched, up to ``max_messages``: at once if any is
+    ready, else the first record within ``timeout_s`` plus what came with it (librdkafka's
+    batch consume waits for the whole timeout unless the batch fills, which would add the
+    timeout to every tailing read; poll() returns on arrival). Raises what librdkafka
+    raises: the caller translates it."""
+    batch: list[Any] = consumer.consume(num_messages=max_messages, timeout=0)
+    if batch:
+        return batch
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    batch = [first]
+    if max_messages > 1:
+        batch.extend(consumer.consume(num_messages=max_messages - 1, timeout=0))
+    return batch

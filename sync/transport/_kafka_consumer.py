@@ -25,7 +25,7 @@ from ._base import (
     KafkaConfig,
     Message,
 )
-from ._kafka_clients import RDKAFKA_LOG, client_id, created
+from ._kafka_clients import RDKAFKA_LOG, client_id, created, fetched
 from ._kafka_failures import (
     transient,
     translate,
@@ -78,20 +78,9 @@ class KafkaConsumer:
             raise _consume_error(exc, f"assign {topic}") from exc
 
     def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]:
-        """Wait up to ``timeout_s`` for the first record, then take what is already fetched.
-
-        librdkafka's batch consume waits for the whole timeout unless the batch fills,
-        which would add the timeout to every tailing read; poll() returns on arrival.
-        """
+        """Wait up to ``timeout_s`` for the first record, then take what is already fetched."""
         try:
-            batch = self._consumer.consume(num_messages=max_messages, timeout=0)
-            if not batch:
-                first = self._consumer.poll(timeout_s)
-                if first is None:
-                    return []
-                batch = [first]
-                if max_messages > 1:
-                    batch.extend(self._consumer.consume(num_messages=max_messages - 1, timeout=0))
+            batch = fetched(self._consumer, max_messages, timeout_s)
         except (KafkaException, RuntimeError) as exc:  # RuntimeError: the consumer is closed
             raise _consume_error(exc, "consume") from exc
         for msg in batch:

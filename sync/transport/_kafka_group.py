@@ -39,7 +39,7 @@ from ._base import (
     RebalanceListener,
 )
 from ._kafka_clients import client_id as _client_id
-from ._kafka_clients import created
+from ._kafka_clients import created, fetched
 from ._kafka_failures import GROUP_FENCED_CODES, has_code, kafka_error_of
 
 logger = logging.getLogger(__name__)
@@ -156,14 +156,7 @@ class KafkaGroupConsumer:
     def consume(self, max_messages: int, timeout_s: float) -> Sequence[Message]:
         """Wait up to ``timeout_s`` for the first record, then take what is already fetched."""
         try:
-            batch = self._consumer.consume(num_messages=max_messages, timeout=0)
-            if not batch:
-                first = self._consumer.poll(timeout_s)
-                if first is None:
-                    return []
-                batch = [first]
-                if max_messages > 1:
-                    batch.extend(self._consumer.consume(num_messages=max_messages - 1, timeout=0))
+            batch = fetched(self._consumer, max_messages, timeout_s)
         except KafkaException as exc:
             raise _group_error(exc, f"consume in group {self._group_id!r}") from exc
         kept: list[Message] = []
