@@ -1,8 +1,10 @@
 // Every field the Java client sets on batched messages, produced then consumed with the
 // official Pulsar Java client: key, ordering key, properties, event time, a null value
 // (getData() gives null), sequence id. Prints one line per message as consumed; the test
-// compares them.
-// Usage: java -cp <classpath> BatchFields.java pulsar://HOST:PORT TOPIC
+// compares them. With a third argument, only one half runs: "produce" (the subscription is
+// made first, so the messages wait for it) or "consume" (e.g. on another sidecar, after the
+// first one stopped).
+// Usage: java -cp <classpath> BatchFields.java pulsar://HOST:PORT TOPIC [produce|consume]
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,12 +20,14 @@ import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 
 public class BatchFields {
     public static void main(String[] args) throws Exception {
+        String half = args.length > 2 ? args[2] : "both";
         try (PulsarClient client = PulsarClient.builder().serviceUrl(args[0])
                 .operationTimeout(30, TimeUnit.SECONDS).build();
              Consumer<byte[]> consumer = client.newConsumer().topic(args[1])
                     .subscriptionName("fields")
                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                     .subscribe()) {
+            if (!half.equals("consume")) {
             try (Producer<byte[]> producer = client.newProducer().topic(args[1])
                     .producerName("java-batch").enableBatching(true)
                     // one batch of the three, sent when full: a 100-ms delay split it in
@@ -40,6 +44,10 @@ public class BatchFields {
                 for (CompletableFuture<MessageId> f : sent) {
                     f.get(30, TimeUnit.SECONDS);
                 }
+            }
+            }
+            if (half.equals("produce")) {
+                return;
             }
             for (int i = 0; i < 3; i++) {
                 Message<byte[]> msg = consumer.receive(30, TimeUnit.SECONDS);

@@ -78,14 +78,22 @@ def test_java_client_gets_back_every_field_of_a_batch(
     kafka_bootstrap: str, tmp_path: Path, classpath: str, entry_format: str
 ) -> None:
     """The Java client's batch (key, ordering key, properties, event time, a null value,
-    an empty one, explicit sequence ids) comes back field by field, stored either way."""
+    an empty one, explicit sequence ids) comes back field by field, stored either way, from
+    a sidecar started after the one that stored it."""
     topic = make_topic(kafka_bootstrap, 1)
-    with BinarySidecar(kafka_bootstrap, tmp_path, entry_format=entry_format) as sidecar:
-        run = subprocess.run(
+
+    def batch_fields(sidecar: BinarySidecar, half: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             ["java", "-cp", classpath, str(JAVA / "BatchFields.java"), sidecar.broker_url,
-             str(topic)],
+             str(topic), half],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
+
+    with BinarySidecar(kafka_bootstrap, tmp_path / "first", entry_format=entry_format) as first:
+        produced = batch_fields(first, "produce")
+    assert produced.returncode == 0, produced.stderr[-4000:]
+    with BinarySidecar(kafka_bootstrap, tmp_path / "second") as second:
+        run = batch_fields(second, "consume")
     assert run.returncode == 0, run.stderr[-4000:]
     got = [line for line in run.stdout.splitlines() if line.startswith("msg ")]
     tail = " producer=java-batch"
