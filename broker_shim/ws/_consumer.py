@@ -247,6 +247,16 @@ class _ConsumerSession:
                     return True
                 message_id = self._sent_ids.pop(text_id, None) if isinstance(text_id, str) else None
                 if message_id is None:
+                    # Not out with this session (sent before a reconnect, or forgotten):
+                    # a message of an entry still acknowledges only its own index.
+                    batch = MessageId.batch_from_base64(str(text_id))
+                    if batch is not None:
+                        entry_id, index, size = batch
+                        if kind == "negativeAcknowledge":
+                            consumer.nack(entry_id)
+                        else:
+                            consumer.ack(entry_id, ((1 << size) - 1) & ~(1 << index))
+                        return True
                     message_id = MessageId.from_base64(str(text_id))
                 if kind == "negativeAcknowledge":
                     consumer.nack(message_id)

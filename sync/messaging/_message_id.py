@@ -15,10 +15,14 @@ from ._varint import get_varint, put_varint
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MessageId"]
+__all__ = ["MAX_BATCH_SIZE", "MessageId"]
 
 
 _INT64_MAX = (1 << 63) - 1
+
+#: The largest ``batch_size`` a batch message id may carry (an entry of a 5 MB frame holds
+#: fewer messages: each takes at least a few bytes of metadata).
+MAX_BATCH_SIZE = 1 << 20
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -67,15 +71,22 @@ class MessageId:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> MessageId:
-        """Parse a serialized ``MessageIdData`` written by :meth:`to_bytes`.
+        """Parse a serialized ``MessageIdData`` written by :meth:`to_bytes` (or by
+        :meth:`batch_base64`: the entry's id).
 
         Raises:
             InvalidMessageIdError: not a protobuf ``MessageIdData``, or a ledger id other
                 than 0 (the id does not come from policy-sync).
         """
+        return cls._parse(data)[0]
+
+    @classmethod
+    def _parse(cls, data: bytes) -> tuple[MessageId, int | None, int | None]:
+        """The id, and its ``batch_index`` and ``batch_size`` (fields 4 and 6) if set."""
         ledger: int | None = None
         entry: int | None = None
         partition = -1
+        batch: dict[int, int] = {}
         pos = 0
         while pos < len(data):
             tag, pos = _read_varint(data, pos)
@@ -89,6 +100,8 @@ class MessageId:
                 elif field == 3:
                     partition = value - (1 << 64) if value >= 1 << 63 else value
                     partition = ((partition + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+                elif field in (4, 6):
+                    batch[field] = value
             elif wire == 2:
                 length, pos = _read_varint(data, pos)
                 pos += length
@@ -106,7 +119,7 @@ class MessageId:
             raise InvalidMessageIdError(
                 f"message id has ledgerId {ledger}; ids from policy-sync always have 0"
             )
-        return cls(partition, entry)
+        return cls(partition, entry), batch.get(4), batch.get(6)
 
     def to_base64(self) -> str:
         """Standard base64 of :meth:`to_bytes` (the ``messageId`` of JSON frames)."""
@@ -136,6 +149,28 @@ class MessageId:
         except (binascii.Error, ValueError, TypeError) as exc:
             raise InvalidMessageIdError(f"message id {text!r} is not base64") from exc
         return cls.from_bytes(raw)
+
+    @classmethod
+    def batch_from_base64(cls, text: str) -> tuple[MessageId, int, int] | None:
+        """The entry, batch index and batch size of a :meth:`batch_base64` id; None for an
+        id without a batch index (a whole record).
+
+        Raises:
+            InvalidMessageIdError: not base64, not a policy-sync message id, or a batch
+                index outside its batch size (at most :data:`MAX_BATCH_SIZE`).
+        """
+        try:
+            raw = binascii.a2b_base64(text, strict_mode=True)
+        except (binascii.Error, ValueError, TypeError) as exc:
+            raise InvalidMessageIdError(f"message id {text!r} is not base64") from exc
+        mid, index, size = cls._parse(raw)
+        if index is None:
+            return None
+        if size is None or not 0 <= index < size <= MAX_BATCH_SIZE:
+            raise InvalidMessageIdError(
+                f"message id {text!r}: batch index {index} of a batch of {size} messages"
+            )
+        return mid, index, size
 
     def __str__(self) -> str:
         return f"0:{self.offset}:{self.partition}"

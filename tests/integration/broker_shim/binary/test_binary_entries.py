@@ -8,6 +8,7 @@ inside a batch."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import time
@@ -238,6 +239,37 @@ def test_websocket_consumers_get_an_entry_message_by_message(
             assert await silent(ws, 0.5) == []
         async with connect(consumer_url(sidecar, topic, "ws")) as ws:
             assert await silent(ws, 1.5) == []
+
+    run(scenario())
+
+
+def test_a_websocket_ack_of_an_id_the_session_never_sent_acks_only_its_index(
+    kafka_bootstrap: str, sidecar: BinarySidecar, client: pulsar.Client
+) -> None:
+    """A message id of an entry acknowledged on a session that did not send it (another
+    consumer of a Shared subscription, or one after a reconnect) acknowledges that
+    message's batch index only, never the whole entry."""
+    topic = make_topic(kafka_bootstrap, 1)
+    producer = client.create_producer(
+        str(topic), batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    for i in range(3):
+        producer.send_async(b"u%d" % i, None)
+    producer.flush()
+    url = consumer_url(sidecar, topic, "shared", subscriptionType="Shared")
+
+    async def scenario() -> None:
+        async with connect(url) as holder:
+            got = await receive(holder, 3)
+            async with connect(url) as other:  # the entry is out with ``holder``
+                await ack(other, got[:1])
+            await ack(holder, got[1:2])
+        async with connect(url) as ws:
+            again = await receive(ws, 1)  # index 2 alone: 0 and 1 were acknowledged
+            assert [base64.b64decode(m["payload"]) for m in again] == [b"u2"]
+            assert again[0]["messageId"] == got[2]["messageId"]
+            await ack(ws, again)
+            assert await silent(ws, 1.0) == []
 
     run(scenario())
 
