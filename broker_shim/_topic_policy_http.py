@@ -22,7 +22,6 @@ from typing import Any
 from aiohttp import web
 
 from sync import (
-    AuthorizationError,
     FieldCatalog,
     InvalidInputError,
     InvalidPolicyError,
@@ -33,7 +32,7 @@ from sync import (
     PolicyTarget,
     TopicName,
 )
-from sync.cluster import ClusterService
+from sync.cluster import ClusterService, check_global_write, check_topic_replication
 from sync.errors import BadRequestError
 
 from ._http_errors import error_page
@@ -238,45 +237,16 @@ class PolicyRoutes:
             return {}, exc
 
     def _check_replication(self, value: Any, is_global: bool, topic: TopicName) -> None:
-        """Pulsar's checks of a topic's replication clusters, on the registry view (no I/O).
-
-        The first two reasons are recorded from Pulsar 4.0.7 (``tests/compat``): a global
-        policy needs namespace-level replication (more than one cluster), and a local one
-        must keep the local cluster. Then, as the namespace's ``…/replication`` checks them
-        (``NamespacesBase``): every cluster registered (403 ``Invalid cluster id: C``) and
-        allowed by the tenant (403).
-        """
-        if not isinstance(value, list):
-            return
+        """Pulsar's checks of a topic's replication clusters, on the registry view (no I/O;
+        the one implementation, shared with ``policyctl``: ``check_topic_replication``)."""
         cluster = self._cluster_of()
-        namespace = topic.namespace_name
-        if is_global:
-            spread = [] if cluster is None else cluster.replication.stored(namespace)
-            if len(spread) <= 1:
-                raise InvalidPolicyError(
-                    "Please do not use the global topic level policy when namespace-level "
-                    "replication is not enabled, because the global level policy relies on "
-                    "namespace-level replication",
-                )
-        elif self._local_cluster() not in value:
-            raise InvalidPolicyError(
-                "Can not remove local cluster from the local topic-level replication "
-                "clusters policy",
-            )
-        for name in value:
-            known = (
-                name == self._local_cluster() if cluster is None else cluster.clusters.exists(name)
-            )
-            if not known:
-                raise AuthorizationError(f"Invalid cluster id: {name}")
-        tenant = None if cluster is None else cluster.store.tenants.get(topic.tenant)
-        if tenant is not None:
-            for name in value:
-                if name not in tenant.allowed_clusters:
-                    raise AuthorizationError(
-                        f"Cluster [{name}] is not in the list of allowed clusters list "
-                        f"for tenant [{topic.tenant}]"
-                    )
+        check_topic_replication(
+            None if cluster is None else cluster.store,
+            self._local_cluster(),
+            topic.namespace_name,
+            value,
+            is_global=is_global,
+        )
 
     def _checked(self, patch: dict[str, Any]) -> dict[str, Any]:
         """``patch`` checked by the policy catalog (no I/O, whatever state the cache is in)."""
@@ -299,15 +269,8 @@ class PolicyRoutes:
         """A global policy is written in a cluster of the namespace's replication clusters
         (Pulsar's ``PulsarWebResource.checkLocalOrGetPeerReplicationCluster``: 412)."""
         cluster = self._cluster_of()
-        if cluster is None:
-            return
-        local = cluster.identity.cluster
-        clusters = cluster.replication.stored(topic.namespace_name)
-        if local not in clusters:
-            raise InvalidInputError(
-                "Namespace missing local cluster name in clusters list: "
-                f"local_cluster={local} ns={topic.namespace_name} clusters=[{', '.join(clusters)}]"
-            )
+        if cluster is not None:
+            check_global_write(cluster.store, cluster.identity.cluster, topic.namespace_name)
 
     def _quota_type(self, request: web.Request) -> str:
         kind = request.query.get("backlogQuotaType") or BACKLOG_QUOTA_TYPES[0]

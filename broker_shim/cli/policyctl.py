@@ -38,6 +38,7 @@ from sync.transport import KafkaConfig, KafkaTransport, Transport
 
 from ._cluster_flags import geo_peers
 from ._common import EXIT_OK, add_bootstrap_flag, configure_logging, run_main
+from ._registry_checks import check_writes
 from ._via_holder import set_via_holder
 
 __all__ = ["build_parser", "main"]
@@ -90,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="print every policy record of a namespace")
     p.add_argument("namespace", help="tenant/namespace")
 
-    p = sub.add_parser("import", help="bulk-apply NDJSON lines {target, policies[, global]}")
+    p = sub.add_parser(
+        "import",
+        help="bulk-apply NDJSON lines {target, policies[, global]} (with --geo-peers, "
+        "global lines are written after the others, in their own transactions)",
+    )
     p.add_argument("file", help="NDJSON file, or - for standard input")
 
     p = sub.add_parser("export", help="write every policy record as NDJSON")
@@ -186,13 +191,23 @@ def _load_import(path: str, catalog: FieldCatalog) -> list[tuple[PolicyTarget, d
 
 
 def _import(svc: PolicyService, items: list[tuple[PolicyTarget, dict[str, Any]]]) -> int:
+    """Apply ``items`` in transactions of the writer's batch size. On a geo cluster the
+    global lines go to their own topic by their own writer: they are written after the
+    others, in their own transactions (one transaction cannot hold both)."""
+    geo = svc.global_policies is not None
+    in_geo = [geo and t.scope is PolicyScope.GLOBAL for t, _ in items]
+    groups = [
+        [item for item, g in zip(items, in_geo, strict=True) if not g],
+        [item for item, g in zip(items, in_geo, strict=True) if g],
+    ]
     chunk = svc.config.writer.transaction_batch
     changed = 0
     with tqdm(total=len(items), unit="policy", desc="import", file=sys.stderr, disable=None) as bar:
-        for start in range(0, len(items), chunk):
-            part = items[start : start + chunk]
-            changed += sum(r.changed for r in svc.set_many(part, validated=True))
-            bar.update(len(part))
+        for group in groups:
+            for start in range(0, len(group), chunk):
+                part = group[start : start + chunk]
+                changed += sum(r.changed for r in svc.set_many(part, validated=True))
+                bar.update(len(part))
     _print({"read": len(items), "changed": changed})
     return EXIT_OK
 
@@ -229,6 +244,19 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidInputError("--applied needs a topic, not a namespace")
 
     transport = _transport(args)
+    # Checks against the registry (replication clusters, a geo global write's namespace):
+    # read, never written, before the service starts writing anything.
+    writes = list(items)
+    if target is not None and cmd in ("set", "delete"):
+        writes = [(target, fields)]
+    check_writes(
+        transport,
+        writes,
+        local=str(args.cluster),
+        geo=bool(geo_peers(args)),
+        timeout_s=args.timeout,
+        name_each=cmd == "import",
+    )
     with _service(args, transport) as svc:
         if cmd == "import":
             return _import(svc, items)

@@ -25,6 +25,8 @@ three Kafka topics; the modules, each owning one behaviour:
   validated and compared by ``_schema_compat``, read and written by ``_schema_admin``;
 * ``_topic_epochs`` Pulsar's topic epochs of exclusive producers (a registry record per
   topic name), read and written by ``_topic_epoch_store``;
+* ``_topic_replication`` Pulsar's checks of a topic's replication clusters and of a
+  global write (the REST API and ``policyctl`` call the same functions);
 * ``_service``   start-up, shutdown and status of all of the above;
 
 HTTP routes live in :mod:`broker_shim._lookup_http`; the ``broker-shim run`` flags in
@@ -36,6 +38,7 @@ from ._cluster_record import ClusterRecord
 from ._clusters_admin import ClustersAdmin
 from ._freshness import ViewState
 from ._lookup import LookupConfig, LookupService
+from ._metadata import MetadataStore
 from ._ownership_model import MemberState, OwnershipConfig, RequestOp, slot_of
 from ._permissions import (
     AuthAction,
@@ -59,6 +62,7 @@ from ._schemas import (
     parse_schema_payload,
 )
 from ._service import ClusterConfig, ClusterService, ClusterSettings, ServiceState
+from ._topic_replication import check_global_write, check_topic_replication
 
 __all__ = [
     "AuthAction",
@@ -76,6 +80,7 @@ __all__ = [
     "LookupConfig",
     "LookupService",
     "MemberState",
+    "MetadataStore",
     "NO_SCHEMA_VERSION",
     "OwnershipConfig",
     "OwnershipRecord",
@@ -93,6 +98,8 @@ __all__ = [
     "TopicOperation",
     "ViewState",
     "allowed_transitions",
+    "check_global_write",
+    "check_topic_replication",
     "parse_actions",
     "parse_roles",
     "parse_schema_payload",

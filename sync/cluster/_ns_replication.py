@@ -22,6 +22,7 @@ from sync.naming._names import NamespaceName
 from ._clusters_admin import ClustersAdmin
 from ._metadata import Change, MetadataStore, MetadataWriter
 from ._ns_replication_record import ReplicationClusters, replication_key
+from ._topic_replication import replication_of
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,7 @@ class ReplicationAdmin:
 
     def stored(self, namespace: NamespaceName) -> list[str]:
         """The namespace's replication clusters, whether the namespace exists or not."""
-        record = self.store.replication.get(namespace)
-        return list(record.clusters) if record is not None else [self.clusters.local]
+        return replication_of(self.store, self.clusters.local, namespace)
 
     def set(self, namespace: NamespaceName, cluster_ids: Sequence[str] | None) -> list[str]:
         """Pulsar ``POST /admin/v2/namespaces/{t}/{ns}/replication``.

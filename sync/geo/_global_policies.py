@@ -63,3 +63,9 @@ class GlobalPolicies:
     ) -> WriteResult:
         """Write ``target``'s policies as ``fn(merged current)`` decides."""
         return self.writer.update(target, fn)
+
+    def update_many(
+        self, updates: Sequence[tuple[PolicyTarget, Callable[[Policies | None], Policies | None]]]
+    ) -> list[WriteResult]:
+        """Write every update in one transaction (all or nothing), in order."""
+        return self.writer.update_many(updates)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sync._constants import (
@@ -93,34 +93,44 @@ class GlobalPolicyWriter:
     def update(self, target: PolicyTarget, fn: Update) -> WriteResult:
         """Decide ``target``'s new policies with ``fn(current merged value)`` and append
         them stamped; returns once this cluster's table applied the write."""
+        return self._fence.write(lambda draft: self._decide(draft, target, fn))
+
+    def update_many(self, updates: Sequence[tuple[PolicyTarget, Update]]) -> list[WriteResult]:
+        """Decide every update in order, all in one transaction (a later update of a key
+        sees the earlier one: the draft chains them); if one is refused, nothing is
+        written. Returns once this cluster's table applied them."""
+        items = list(updates)
+        if not items:
+            return []
+        return self._fence.write(lambda draft: [self._decide(draft, t, fn) for t, fn in items])
+
+    def _decide(
+        self, draft: Draft[Version[Policies]], target: PolicyTarget, fn: Update
+    ) -> WriteResult:
         key = target.key
-
-        def decide(draft: Draft[Version[Policies]]) -> WriteResult:
-            held, merged = draft.get(key), self._table.version(key)
-            base = merged if held is None or (merged and wins(merged.stamp, held.stamp)) else held
-            current = None if base is None else base.value
-            new = fn(current)
-            if new is not None and len(new) == 0:
-                new = None
-            if new == current:
-                return WriteResult(target, current, None)
-            now_ms = int(time.time() * 1000)
-            seen = 0 if base is None else base.stamp.hlc
-            stamp = Stamp(self._clock.tick(seen), self.cluster, str(uuid.uuid4()))
-            action = "DELETE" if new is None else "UPDATE"
-            value = self._codec.encode(self._event(target, new, action, now_ms, stamp.event_id))
-            headers = [
-                (HEADER_HLC, str(stamp.hlc).encode()),
-                (HEADER_CLUSTER, self.cluster.encode()),
-                (HEADER_EVENT_ID, stamp.event_id.encode()),
-                (HEADER_AUTHOR, self._author.encode()),
-                (HEADER_TIMESTAMP, str(now_ms).encode()),
-                (HEADER_ORIGIN, self._origin.encode()),
-            ]
-            draft.put(key, Version(stamp, new), value, key_bytes=target.key_bytes, headers=headers)
-            return WriteResult(target, new, action)
-
-        return self._fence.write(decide)
+        held, merged = draft.get(key), self._table.version(key)
+        base = merged if held is None or (merged and wins(merged.stamp, held.stamp)) else held
+        current = None if base is None else base.value
+        new = fn(current)
+        if new is not None and len(new) == 0:
+            new = None
+        if new == current:
+            return WriteResult(target, current, None)
+        now_ms = int(time.time() * 1000)
+        seen = 0 if base is None else base.stamp.hlc
+        stamp = Stamp(self._clock.tick(seen), self.cluster, str(uuid.uuid4()))
+        action = "DELETE" if new is None else "UPDATE"
+        value = self._codec.encode(self._event(target, new, action, now_ms, stamp.event_id))
+        headers = [
+            (HEADER_HLC, str(stamp.hlc).encode()),
+            (HEADER_CLUSTER, self.cluster.encode()),
+            (HEADER_EVENT_ID, stamp.event_id.encode()),
+            (HEADER_AUTHOR, self._author.encode()),
+            (HEADER_TIMESTAMP, str(now_ms).encode()),
+            (HEADER_ORIGIN, self._origin.encode()),
+        ]
+        draft.put(key, Version(stamp, new), value, key_bytes=target.key_bytes, headers=headers)
+        return WriteResult(target, new, action)
 
     def close(self) -> None:
         """Stop the writer thread (queued writes fail)."""

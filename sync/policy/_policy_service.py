@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
-from sync._errors import InvalidPolicyError, NotFoundError, PolicySyncError
+from sync._errors import InvalidInputError, InvalidPolicyError, NotFoundError, PolicySyncError
 from sync.naming._names import NamespaceName, TopicName
 from sync.transport import Transport
 
@@ -20,7 +20,16 @@ from ._policy_writer import PolicyWriter, WriterConfig, WriteResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GlobalPolicySource", "PolicyService", "ServiceConfig"]
+__all__ = ["MIXED_BATCH", "GlobalPolicySource", "PolicyService", "ServiceConfig"]
+
+#: Why :meth:`PolicyService.set_many` refuses a batch of global and other targets in a geo
+#: cluster: it is all or nothing, and the two live in different topics, each written by its
+#: own fenced writer (its own transactions).
+MIXED_BATCH = (
+    "a batch may not mix global policies with local or namespace ones on a geo-replicated "
+    "cluster: global policies are written to policy-sync-global-events by their own writer, "
+    "so the two cannot be committed together; write them in separate batches"
+)
 
 
 class GlobalPolicySource(Protocol):
@@ -37,6 +46,9 @@ class GlobalPolicySource(Protocol):
     def update(
         self, target: PolicyTarget, fn: Callable[[Policies | None], Policies | None]
     ) -> WriteResult: ...
+    def update_many(
+        self, updates: Sequence[tuple[PolicyTarget, Callable[[Policies | None], Policies | None]]]
+    ) -> list[WriteResult]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +207,24 @@ class PolicyService:
 
         ``validated=True`` skips validation for patches that already went through
         ``self.catalog.validate_patch`` (as ``policyctl import`` does while reading).
+        On a geo cluster a batch of global targets is one transaction of the global
+        writer; a batch mixing them with others is refused (:data:`MIXED_BATCH`), nothing
+        written.
         """
         if validated:
             checked = list(items)
         else:
             checked = [(t, self.catalog.validate_patch(p)) for t, p in items]
+        geo = [self._global(t) is not None for t, _ in checked]
+        if self.global_policies is not None and any(geo):
+            if not all(geo):
+                raise InvalidInputError(MIXED_BATCH)
+            updates = [(t, _merge_with(fields)) for t, fields in checked]
+            size = max(1, self.config.writer.transaction_batch)
+            results: list[WriteResult] = []
+            for start in range(0, len(updates), size):
+                results += self.global_policies.update_many(updates[start : start + size])
+            return results
         return self.writer.update_many((t, _merge_with(fields)) for t, fields in checked)
 
     def set_each(
@@ -208,20 +233,30 @@ class PolicyService:
         """Independent merges (as :meth:`set` each, sharing group commits): per item, its
         result or the error that refused it (invalid patch, failed rule, Kafka).
         ``applied=False``: return once committed, before this cache applied them (the
-        caller waits for the results' positions in its own cache)."""
-        refused: dict[int, PolicySyncError] = {}
-        checked: list[tuple[PolicyTarget, Mapping[str, Any]]] = []
+        caller waits for the results' positions in its own cache). On a geo cluster the
+        global targets are written by the global writer, each on its own, and return once
+        this cluster's global table applied them (their results carry no positions:
+        sidecars never forward global writes, each writes them itself)."""
+        out: dict[int, WriteResult | PolicySyncError] = {}
+        local: list[tuple[int, PolicyTarget, Mapping[str, Any]]] = []
         for i, (target, patch) in enumerate(items):
             try:
-                checked.append((target, self.catalog.validate_patch(patch)))
+                fields = self.catalog.validate_patch(patch)
             except PolicySyncError as exc:
-                refused[i] = exc
-        done = iter(
-            self.writer.update_each(((t, _merge_with(f)) for t, f in checked), applied=applied)
-        )
-        return [
-            refused[i] if i in refused else next(done) for i in range(len(checked) + len(refused))
-        ]
+                out[i] = exc
+                continue
+            geo = self._global(target)
+            if geo is None:
+                local.append((i, target, fields))
+                continue
+            try:
+                out[i] = geo.update(target, _merge_with(fields))
+            except PolicySyncError as exc:
+                out[i] = exc
+        done = self.writer.update_each(((t, _merge_with(f)) for _, t, f in local), applied=applied)
+        for (i, _, _), result in zip(local, done, strict=True):
+            out[i] = result
+        return [out[i] for i in range(len(out))]
 
 
 def _merge_with(fields: Mapping[str, Any]) -> Callable[[Policies | None], Policies | None]:
