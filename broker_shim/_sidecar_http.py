@@ -1,5 +1,6 @@
 """The sidecar's own HTTP routes: /health, /metrics, the policy table's digest and entries
-(for reconciliation), and the fence holder's endpoint for forwarded policy writes."""
+and a geo sidecar's global table (for reconciliation), and the fence holder's endpoint for
+forwarded policy writes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sync import CacheState, CacheStateError, NotFoundError, PolicyService
 from sync.cluster import MemberState, ViewState
-from sync.constants import SIDECAR_DIGEST_PATH, SIDECAR_ENTRIES_PATH, SIDECAR_WRITE_PATH
+from sync.constants import (
+    SIDECAR_DIGEST_PATH,
+    SIDECAR_ENTRIES_PATH,
+    SIDECAR_GLOBAL_ENTRIES_PATH,
+    SIDECAR_WRITE_PATH,
+)
+from sync.geo import GlobalPolicies
 
 from ._forward import FORWARDED_HEADER, WriteForwarder, receive_write
 from ._sidecar import Sidecar
@@ -33,6 +40,7 @@ class SidecarRoutes:
             web.get("/metrics", self.metrics),
             web.get(SIDECAR_DIGEST_PATH, self.digest),
             web.get(SIDECAR_ENTRIES_PATH, self.entries),
+            web.get(SIDECAR_GLOBAL_ENTRIES_PATH, self.global_entries),
             web.post(SIDECAR_WRITE_PATH, self.forwarded_write),
         ]
 
@@ -121,6 +129,28 @@ class SidecarRoutes:
             }
 
         return web.json_response({"entries": await asyncio.to_thread(collect)})
+
+    async def global_entries(self, request: web.Request) -> web.Response:
+        """A geo sidecar's merged global table: every key's winning stamp and whether it
+        is a delete (for reconciliation across clusters); 404 on a sidecar without one."""
+        svc = self.ready_service()
+        geo = svc.global_policies
+        if not isinstance(geo, GlobalPolicies):
+            raise NotFoundError("this sidecar has no global table (it runs without --geo-peers)")
+
+        def collect() -> dict[str, dict[str, Any]]:
+            return {
+                key: {
+                    "hlc": v.stamp.hlc,
+                    "cluster": v.stamp.cluster,
+                    "eventId": v.stamp.event_id,
+                    "deleted": v.value is None,
+                }
+                for key, v in geo.winners()
+            }
+
+        entries = await asyncio.to_thread(collect)
+        return web.json_response({"cluster": geo.table.cluster, "entries": entries})
 
     async def forwarded_write(self, request: web.Request) -> web.Response:
         """A policy write another sidecar forwarded to this one (the fence holder)."""

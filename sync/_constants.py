@@ -73,6 +73,9 @@ WRITER_ELECTION_CLIENT_PREFIX: Final = "policy-sync.holder|"
 #: Sidecar endpoints that other tools (policy-audit reconcile) depend on.
 SIDECAR_DIGEST_PATH: Final = "/policy-sync/v1/digest"
 SIDECAR_ENTRIES_PATH: Final = "/policy-sync/v1/entries"
+#: A geo sidecar's merged global table: every key's winning stamp (policy-audit reconcile
+#: across clusters).
+SIDECAR_GLOBAL_ENTRIES_PATH: Final = "/policy-sync/v1/global-entries"
 #: Where the fence holder accepts policy writes forwarded by other sidecars.
 SIDECAR_WRITE_PATH: Final = "/policy-sync/v1/write"
 

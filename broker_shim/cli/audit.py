@@ -5,6 +5,8 @@ Usage::
     policy-audit [--bootstrap-servers B] [--topic T] --output DIR [--master local[2]]
     policy-audit archive --checkpoint DIR --output DIR [...]
     policy-audit reconcile --sidecar URL [--sidecar URL ...] [...]
+    policy-audit geo --cluster NAME=BOOTSTRAP [--cluster NAME=BOOTSTRAP ...] [--output DIR]
+    policy-audit reconcile --cluster NAME=BOOTSTRAP [...] --sidecar URL [...]
     policy-audit jars
 
 The first form reads the whole log once and writes ``DIR/history`` and ``DIR/anomalies``
@@ -15,6 +17,12 @@ report; a cluster without that topic (no cluster service) has no schema history.
 ``--checkpoint``) and reports on the whole archive, so it keeps versions compaction later
 removes; run it more often than the topic's compaction lag. ``reconcile`` compares each
 sidecar's cache with the log.
+``geo`` reads every named cluster's ``policy-sync-global-events`` and lists, per global key,
+every write (origin cluster, hybrid timestamp, event id), which one won and why (later
+hybrid timestamp; on a tie, the higher cluster id), by the sidecars' own merge rule; with
+``--output`` also as Parquet (``DIR/geo``). ``reconcile --cluster …`` compares each geo
+sidecar's global table with the state those topics imply, and says whether the sidecars of
+every cluster hold the same table.
 ``jars`` prints the connector jars for ``spark-submit --jars``.
 
 On a cluster: ``--master spark://HOST:7077`` (this process is the driver), or
@@ -52,10 +60,15 @@ from sync.audit import (
     SparkConfig,
     SparkProgress,
     check_source,
+    cross_cluster_lines,
+    geo_cluster,
+    geo_lines,
     reconcile,
+    reconcile_geo,
     resolve_spark_jars,
     run_archive,
     run_audit,
+    run_geo_audit,
     spark_session,
     validate_master,
     validate_sidecar_url,
@@ -66,7 +79,7 @@ __all__ = ["build_parser", "main"]
 
 logger = logging.getLogger("policy-audit")
 
-_SUBCOMMANDS = ("archive", "reconcile", "jars")
+_SUBCOMMANDS = ("archive", "reconcile", "geo", "jars")
 _DEFAULTS = AnomalyRules()
 
 
@@ -97,6 +110,22 @@ def _positive_int(text: str) -> int:
 def _common(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_flag(parser)
     parser.add_argument("--topic", default=CHANGE_EVENTS_TOPIC, help="change-events topic")
+    _spark_flags(parser)
+
+
+def _geo_flag(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        required=required,
+        default=[],
+        metavar="NAME=BOOTSTRAP",
+        help="a geo cluster and its Kafka bootstrap servers, e.g. east=127.0.0.1:21092; "
+        "repeat for every cluster (its policy-sync-global-events is read)",
+    )
+
+
+def _spark_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master",
         type=_master,
@@ -165,7 +194,7 @@ def _report_flags(parser: argparse.ArgumentParser) -> None:
 def build_parser(command: str = "audit") -> argparse.ArgumentParser:
     """The parser of one command ("audit" is the default, batch form)."""
     epilog = (
-        "Subcommands: policy-audit archive|reconcile|jars --help. Exit codes: 0 done, 1 "
+        "Subcommands: policy-audit archive|reconcile|geo|jars --help. Exit codes: 0 done, 1 "
         "failure or divergence, 2 bad input, 3 topic not found."
     )
     if command == "audit":
@@ -208,6 +237,29 @@ def build_parser(command: str = "audit") -> argparse.ArgumentParser:
         )
         parser.add_argument(
             "--timeout", type=float, default=30.0, help="HTTP timeout per sidecar request (s)"
+        )
+        _geo_flag(parser, required=False)
+        parser.add_argument(
+            "--settle",
+            type=float,
+            default=10.0,
+            help="with --cluster: seconds a diverging sidecar is read again while writes "
+            "cross between clusters (default 10)",
+        )
+    elif command == "geo":
+        parser = argparse.ArgumentParser(
+            prog="policy-audit geo",
+            description="Audit global policies across geo clusters: every write of every "
+            "global key, which one won and why.",
+            epilog=epilog,
+        )
+        _spark_flags(parser)
+        _geo_flag(parser, required=True)
+        parser.add_argument(
+            "--output", type=Path, default=None, help="also write DIR/geo (Parquet)"
+        )
+        parser.add_argument(
+            "--max-keys", type=_positive_int, default=50, help="global keys printed (default 50)"
         )
     elif command == "jars":
         parser = argparse.ArgumentParser(
@@ -263,6 +315,8 @@ def _run(command: str, args: argparse.Namespace) -> int:
     if command == "jars":
         print(",".join(str(p) for p in resolve_spark_jars()))
         return EXIT_OK
+    if command == "geo" or (command == "reconcile" and args.cluster):
+        return _run_geo(command, args)
     try:
         # Everything the user typed is validated here, before Spark starts.
         source = _source(args)
@@ -317,6 +371,50 @@ def _run(command: str, args: argparse.Namespace) -> int:
         diverged = sum(1 for r in results if r.diverged)
         print(
             f"{len(results) - diverged} of {len(results)} sidecars in sync with {source.describe()}"
+        )
+        return EXIT_FAILURE if diverged else EXIT_OK
+
+    return _with_spark(args, check)
+
+
+def _run_geo(command: str, args: argparse.Namespace) -> int:
+    """``geo``, and ``reconcile --cluster``: the global topics of every named cluster."""
+    try:
+        clusters = [geo_cluster(c, dict(args.kafka_option)) for c in args.cluster]
+        names = [c.name for c in clusters]
+        if len(set(names)) != len(names):
+            raise InvalidInputError(f"--cluster names repeat: {', '.join(names)}")
+        sidecars = [validate_sidecar_url(u) for u in args.sidecar] if command == "reconcile" else []
+    except ConfigurationError as exc:
+        raise InvalidInputError(str(exc)) from exc
+    for cluster in clusters:
+        check_source(cluster.source)  # a missing topic fails before Spark starts
+
+    if command == "geo":
+
+        def audit(spark: SparkSession) -> int:
+            writes = run_geo_audit(spark, clusters, output=args.output)
+            print("\n".join(geo_lines(writes, names, args.max_keys)), flush=True)
+            return EXIT_OK
+
+        return _with_spark(args, audit)
+
+    def check(spark: SparkSession) -> int:
+        results = reconcile_geo(
+            spark,
+            clusters,
+            sidecars,
+            max_examples=args.max_keys,
+            timeout_s=args.timeout,
+            settle_s=args.settle,
+        )
+        for result in results:
+            print("\n".join(result.lines()))
+        print("\n".join(cross_cluster_lines(results)))
+        diverged = sum(1 for r in results if r.diverged)
+        print(
+            f"{len(results) - diverged} of {len(results)} sidecars in sync with the global "
+            f"topics of {', '.join(names)}"
         )
         return EXIT_FAILURE if diverged else EXIT_OK
 

@@ -38,13 +38,30 @@ schema (``topic``, ``version``, ``type``, ``timestamp``, ``deleted`` for a soft 
 marker, ``user``), per forced delete (``forced``) and per unreadable record, with where it
 was first seen; the report lists them (``sync/audit/_schema_versions.py``).
 
-Spark runs SQL expressions and the JVM Avro decoder only; no Python runs on executors.
+Across geo clusters (``sync/audit/_geo.py``, ``_geo_reconcile.py``): :func:`run_geo_audit`
+lists every write of every global key from each cluster's ``policy-sync-global-events``,
+which won and why (the merge rule of :mod:`sync.geo`, run in Spark's Python workers), and
+:func:`reconcile_geo` compares every geo sidecar's global table with that state.
+
+The batch audit runs SQL expressions and the JVM Avro decoder only; reconciliation and the
+geo audit run the caches' own rules in Spark's Python workers.
 The connector jars (spark-sql-kafka, spark-avro, pinned in ``sync/audit/connectors.pom.xml``) are
 fetched by Maven on first use and cached (:func:`resolve_spark_jars`).
 """
 
 from ._decode import ARCHIVE_COLUMNS, KafkaSource, check_source, decode_records, read_log
 from ._errors import AuditError, SidecarError, SparkSetupError
+from ._geo import (
+    GEO_WRITE_COLUMNS,
+    GeoCluster,
+    GeoWrite,
+    geo_cluster,
+    geo_lines,
+    geo_writes,
+    global_winners,
+    run_geo_audit,
+)
+from ._geo_reconcile import GlobalDivergence, cross_cluster_lines, reconcile_geo
 from ._history import ANOMALY_COLUMNS, HISTORY_COLUMNS
 from ._jars import resolve_spark_jars
 from ._job import AuditOutputs, AuditSummary, run_archive, run_audit, write_parquet
@@ -66,6 +83,17 @@ from ._session import DEFAULT_MASTER, SparkConfig, spark_session, validate_maste
 
 __all__ = [
     "ANOMALY_COLUMNS",
+    "GEO_WRITE_COLUMNS",
+    "GeoCluster",
+    "GeoWrite",
+    "GlobalDivergence",
+    "cross_cluster_lines",
+    "geo_cluster",
+    "geo_lines",
+    "geo_writes",
+    "global_winners",
+    "reconcile_geo",
+    "run_geo_audit",
     "ARCHIVE_COLUMNS",
     "DEFAULT_MASTER",
     "HISTORY_COLUMNS",

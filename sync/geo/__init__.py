@@ -7,14 +7,25 @@ logical clock, ties by cluster then event id.
 """
 
 from ._global_policies import GlobalPolicies
-from ._global_table import GlobalTable, mirror_topic, stamp_of
+from ._global_table import (
+    GlobalRecord,
+    GlobalTable,
+    judge_global,
+    mirror_topic,
+    stamp_from_headers,
+    stamp_of,
+)
 from ._global_writer import GlobalPolicyWriter, policy_decoder
 from ._hlc import LOGICAL_BITS, HybridClock, next_hlc, pack_hlc, unpack_hlc
-from ._lww import LwwTable, Stamp, Version, wins
+from ._lww import LATER_HLC, TIE_CLUSTER, TIE_EVENT_ID, LwwTable, Stamp, Version, why, wins
 from ._mm2 import Mm2Cluster, Mm2Settings, render_mm2_properties
 
 __all__ = [
+    "LATER_HLC",
     "LOGICAL_BITS",
+    "TIE_CLUSTER",
+    "TIE_EVENT_ID",
+    "GlobalRecord",
     "GlobalPolicies",
     "GlobalPolicyWriter",
     "GlobalTable",
@@ -24,12 +35,15 @@ __all__ = [
     "Mm2Settings",
     "Stamp",
     "Version",
+    "judge_global",
     "mirror_topic",
     "next_hlc",
     "pack_hlc",
     "policy_decoder",
     "render_mm2_properties",
+    "stamp_from_headers",
     "stamp_of",
     "unpack_hlc",
+    "why",
     "wins",
 ]

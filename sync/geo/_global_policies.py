@@ -11,6 +11,7 @@ from sync.transport import Transport
 
 from ._global_table import GlobalTable
 from ._global_writer import GlobalPolicyWriter, policy_decoder
+from ._lww import Version
 
 __all__ = ["GlobalPolicies"]
 
@@ -53,6 +54,10 @@ class GlobalPolicies:
     def add_listener(self, listener: Callable[[str, Policies | None], None]) -> Callable[[], None]:
         """Call ``listener(key, policies)`` whenever a global key gets a new winner."""
         return self.table.add_listener(listener)
+
+    def winners(self) -> list[tuple[str, Version[Policies]]]:
+        """Every global key's winning record, ghosts of deletes included, by key."""
+        return self.table.winners()
 
     def get(self, key: str) -> Policies | None:
         """A global target's merged policies (None: unset or deleted)."""

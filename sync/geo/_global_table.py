@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from sync._constants import (
@@ -33,7 +34,14 @@ from ._lww import LwwTable, Stamp, Version
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GlobalTable", "mirror_topic", "stamp_of"]
+__all__ = [
+    "GlobalRecord",
+    "GlobalTable",
+    "judge_global",
+    "mirror_topic",
+    "stamp_from_headers",
+    "stamp_of",
+]
 
 V = TypeVar("V")
 #: A record's value as the table keeps it, from its key and value (None: deleted); raises on
@@ -50,8 +58,14 @@ def mirror_topic(origin: str) -> str:
 
 def stamp_of(message: Message) -> Stamp | None:
     """The record's stamp from its headers, or None if it has no readable one."""
+    return stamp_from_headers(message.headers() or ())
+
+
+def stamp_from_headers(headers: Iterable[tuple[str, bytes | None]]) -> Stamp | None:
+    """The stamp carried by ``headers`` (a record's, as Kafka gives them: the last of each
+    name counts), or None if they hold no readable one."""
     found: dict[str, bytes] = {}
-    for name, raw in message.headers() or ():
+    for name, raw in headers:
         if name in (HEADER_HLC, HEADER_CLUSTER, HEADER_EVENT_ID) and raw is not None:
             found[name] = bytes(raw)
     try:
@@ -61,6 +75,42 @@ def stamp_of(message: Message) -> Stamp | None:
     except (KeyError, ValueError, UnicodeDecodeError):
         return None
     return Stamp(hlc, cluster, event_id) if hlc >= 0 and cluster and event_id else None
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalRecord(Generic[V]):
+    """What a global topic's record is to the merge: its stamp and value if it competes,
+    else why not (``refused``: the record is quarantined and never wins)."""
+
+    stamp: Stamp | None
+    value: V | None
+    refused: tuple[PoisonKind, str] | None = None
+
+
+def judge_global(
+    origin: str,
+    key: bytes | None,
+    raw: bytes | None,
+    headers: Iterable[tuple[str, bytes | None]],
+    decode: Decode[V],
+) -> GlobalRecord[V]:
+    """The one rule for a record of ``origin``'s global topic (or its mirror): it competes
+    with its stamp and decoded value, unless it has no key, no readable stamp, a stamp of
+    another cluster than ``origin``, or a value ``decode`` refuses. The readers apply it,
+    and so does ``policy-audit geo``."""
+    if key is None:
+        return GlobalRecord(None, None, (PoisonKind.NO_KEY, "no key"))
+    stamp = stamp_from_headers(headers)
+    if stamp is None:
+        return GlobalRecord(None, None, (PoisonKind.UNDECODABLE, "no readable stamp headers"))
+    if stamp.cluster != origin:
+        detail = f"stamped by {stamp.cluster!r} in {origin!r}'s topic"
+        return GlobalRecord(stamp, None, (PoisonKind.UNDECODABLE, detail))
+    try:
+        value = decode(key, raw)
+    except Exception as exc:  # noqa: BLE001 - no record may stop the reader
+        return GlobalRecord(stamp, None, (PoisonKind.UNDECODABLE, f"undecodable: {exc}"))
+    return GlobalRecord(stamp, value)
 
 
 class _GlobalTopicReader(TableReader, Generic[V]):
@@ -110,29 +160,15 @@ class _GlobalTopicReader(TableReader, Generic[V]):
             self.records += 1
             source = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
             key, raw = msg.key(), msg.value()
-            if key is None:
-                self.quarantine.record(None, raw, PoisonKind.NO_KEY.value, "no key", source)
-                continue
-            stamp = stamp_of(msg)
-            if stamp is None or stamp.cluster != self.origin:
-                detail = (
-                    "no readable stamp headers"
-                    if stamp is None
-                    else f"stamped by {stamp.cluster!r} in {self.origin!r}'s topic"
-                )
-                self.quarantine.record(key, raw, PoisonKind.UNDECODABLE.value, detail, source)
-                continue
-            try:
-                value = self._decode(key, raw)
-            except Exception as exc:  # noqa: BLE001 - no record may stop the reader
-                self.quarantine.record(
-                    key, raw, PoisonKind.UNDECODABLE.value, f"undecodable: {exc}", source
-                )
+            record = judge_global(self.origin, key, raw, msg.headers() or (), self._decode)
+            if record.refused is not None or record.stamp is None or key is None:
+                kind, detail = record.refused or (PoisonKind.UNDECODABLE, "no stamp")
+                self.quarantine.record(key, raw, kind.value, detail, source)
                 continue
             text = key.decode("utf-8", "replace")
-            if self._table.offer(text, stamp, value):
-                logger.debug("global %r won at %s (%s)", key, source, stamp)
-                self._on_win(text, value)
+            if self._table.offer(text, record.stamp, record.value):
+                logger.debug("global %r won at %s (%s)", key, source, record.stamp)
+                self._on_win(text, record.value)
 
 
 class GlobalTable(Generic[V]):
@@ -217,6 +253,15 @@ class GlobalTable(Generic[V]):
         """
         self.check_ready()
         return self.table.version(key)
+
+    def winners(self) -> list[tuple[str, Version[V]]]:
+        """Every key's winning record (stamp and value; ghosts of deletes included), by key.
+
+        Raises:
+            CacheStateError: a topic is not replayed yet.
+        """
+        self.check_ready()
+        return list(self.table.items())
 
     def digest(self, encode: Callable[[V], bytes]) -> str:
         """SHA-256 over every key's winner (key, stamp, value's hash or ``absent``): equal

@@ -19,7 +19,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["LwwTable", "Stamp", "Version", "wins"]
+__all__ = [
+    "LATER_HLC",
+    "TIE_CLUSTER",
+    "TIE_EVENT_ID",
+    "LwwTable",
+    "Stamp",
+    "Version",
+    "why",
+    "wins",
+]
 
 V = TypeVar("V")
 
@@ -40,6 +49,27 @@ class Stamp:
 def wins(candidate: Stamp, held: Stamp | None) -> bool:
     """Whether a record stamped ``candidate`` replaces the one stamped ``held``."""
     return held is None or candidate.order_key() > held.order_key()
+
+
+#: Why one record beats another (:func:`why`), as ``policy-audit geo`` reports it.
+LATER_HLC = "later hybrid timestamp"
+TIE_CLUSTER = "tie, higher cluster id"
+TIE_EVENT_ID = "tie, same cluster, higher event id"
+
+
+def why(winner: Stamp, loser: Stamp) -> str:
+    """Which part of the order makes ``winner`` beat ``loser``.
+
+    Raises:
+        ValueError: ``winner`` does not win over ``loser``.
+    """
+    if not wins(winner, loser):
+        raise ValueError(f"{winner} does not win over {loser}")
+    if winner.hlc != loser.hlc:
+        return LATER_HLC
+    if winner.cluster != loser.cluster:
+        return TIE_CLUSTER
+    return TIE_EVENT_ID
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Integration fixtures: a real Kafka broker for the whole session, and transports."""
+"""Integration fixtures: a real Kafka broker for the whole session, transports, and one
+local Spark for the whole session (started by the first test that asks for it)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql import SparkSession
 
 from chaos.procs import NODE_IDS, KafkaCluster
+from sync.audit import SparkConfig, spark_session
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, Transport
 from tests.support.kafka import kafka_for_tests
+from tests.support.spark import SPARK_TEST_CONF
 from tests.support.waits import wait_for
 
 
@@ -99,3 +103,11 @@ def transport(request: pytest.FixtureRequest) -> Transport:
         return MemoryTransport()
     bootstrap: str = request.getfixturevalue("kafka_bootstrap")
     return KafkaTransport(KafkaConfig(bootstrap))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One real local Spark for the whole run (never skipped: no Java/Spark is a failure)."""
+    session = spark_session(SparkConfig(master="local[2]", conf=SPARK_TEST_CONF))
+    yield session
+    session.stop()

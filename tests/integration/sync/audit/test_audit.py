@@ -3,8 +3,8 @@
 Every expectation is computed independently of Spark: the log is read back with a plain
 consumer and decoded with the Python codec (fastavro), and diffs, transitions, duplicates,
 ordering and bursts are recomputed here in Python; so are the schema registry's versions
-(decoded by the registry's own :class:`~sync.cluster.SchemaHistory`). One SparkSession
-serves every test in this module (starting Spark costs seconds; CI has two cores).
+(decoded by the registry's own :class:`~sync.cluster.SchemaHistory`). One SparkSession (the
+session's ``spark`` fixture) serves every test (starting Spark costs seconds; CI has two cores).
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from sync.audit import (
     AnomalyRules,
     AuditSummary,
     KafkaSource,
-    SparkConfig,
     SparkProgress,
     SparkSchemas,
     _job,
@@ -58,7 +57,6 @@ from sync.audit import (
     reconcile,
     run_archive,
     run_audit,
-    spark_session,
     transition_anomaly,
 )
 from sync.audit._rules import find_bursts
@@ -68,26 +66,10 @@ from tests.support.events import change_event
 from tests.support.http import http
 from tests.support.kafka import free_port
 from tests.support.sidecars import Sidecar, run_cli
+from tests.support.spark import SPARK_TEST_CONF
 
 _POLICY_EVENTS = ("TOPIC_POLICY", "NAMESPACE_POLICY")
 _CHANGES = {Action.INSERT.value, Action.UPDATE.value, Action.DELETE.value}
-
-
-#: Spark's JVMs here run a few seconds on tiny logs: HotSpot's C1 compiler alone starts
-#: them and runs their first jobs about twice as fast (no C2 compiles of Spark's huge
-#: generated methods, which only pay off on large logs); what they compute is the same.
-SPARK_TEST_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-}
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One real local Spark for the whole run (never skipped: no Java/Spark is a failure)."""
-    session = spark_session(SparkConfig(master="local[2]", conf=SPARK_TEST_CONF))
-    yield session
-    session.stop()
 
 
 # ----------------------------------------------------------------------- writing the log

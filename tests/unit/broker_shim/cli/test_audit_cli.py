@@ -24,6 +24,7 @@ def _exit_code(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int
         (["--master", "local[2]"], "--output"),
         (["archive", "--output", "/tmp/x"], "--checkpoint"),
         (["reconcile"], "--sidecar"),
+        (["geo"], "--cluster"),
     ],
 )
 def test_bad_flags_exit_2(
@@ -44,6 +45,13 @@ def test_bad_flags_exit_2(
         ),
         (["--output", "/tmp/x", "--out-of-order-tolerance-ms", "-5"], "must be >= 0"),
         (["reconcile", "--sidecar", "ftp://h:1"], "not an http(s)://HOST:PORT URL"),
+        (["geo", "--cluster", "east"], "expected NAME=BOOTSTRAP_SERVERS"),
+        (["geo", "--cluster", "east=no-port"], "is not host:port"),
+        (["geo", "--cluster", "e=h:1", "--cluster", "e=h:2"], "--cluster names repeat: e, e"),
+        (
+            ["reconcile", "--cluster", "e=h:1", "--sidecar", "ftp://h:1"],
+            "not an http(s)://HOST:PORT URL",
+        ),
     ],
 )
 def test_bad_values_exit_2_with_the_reason(

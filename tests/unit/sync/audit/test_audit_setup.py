@@ -28,6 +28,17 @@ def test_public_names_are_pinned() -> None:
     assert sorted(sync.audit.__all__) == sorted(
         [
             "ANOMALY_COLUMNS",
+            "GEO_WRITE_COLUMNS",
+            "GeoCluster",
+            "GeoWrite",
+            "GlobalDivergence",
+            "cross_cluster_lines",
+            "geo_cluster",
+            "geo_lines",
+            "geo_writes",
+            "global_winners",
+            "reconcile_geo",
+            "run_geo_audit",
             "decode_records",
             "read_log",
             "write_parquet",

@@ -17,6 +17,10 @@ def test_audit_exports() -> None:
             "reconcile", "render_report", "resolve_spark_jars", "run_archive", "run_audit",
             "spark_session", "transition_anomaly", "validate_master", "validate_sidecar_url",
             "write_parquet",
+            # geo: the audit across clusters
+            "GEO_WRITE_COLUMNS", "GeoCluster", "GeoWrite", "GlobalDivergence",
+            "cross_cluster_lines", "geo_cluster", "geo_lines", "geo_writes",
+            "global_winners", "reconcile_geo", "run_geo_audit",
         ]
     )  # fmt: skip
     for name in sync.audit.__all__:
