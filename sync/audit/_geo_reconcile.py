@@ -10,7 +10,7 @@ beats: it lags, e.g. MirrorMaker 2 has not copied the winner yet) or ``newer`` (
 stamp beating the expected one: a write that landed after the topics were read). A stamp
 names exactly one record (cluster and event id), so equal stamps mean equal values.
 
-Writes keep crossing while we look: a sidecar that diverges is read again until
+Writes keep crossing while we look: a sidecar that answers and diverges is read again until
 ``settle_s`` has passed; if one holds a newer write, the expected state is computed again
 (at most once per round). What still differs then is reported, and the cross-cluster line
 says whether all sidecars hold one and the same table.
@@ -225,7 +225,10 @@ def reconcile_geo(
                 results.append(GlobalDivergence.failed(url, exc.reason))
                 continue
             results.append(compare_global(url, cluster, expected, held, max_examples))
-        if not any(r.diverged for r in results) or time.monotonic() > deadline:
+        # Only a sidecar that answered and differs may still converge; one that cannot be
+        # read is reported as it is.
+        waiting = [r for r in results if r.diverged and r.error is None]
+        if not waiting or time.monotonic() > deadline:
             return results
         if any(r.newer for r in results):
             logger.info("a sidecar holds writes newer than the topics read: reading them again")

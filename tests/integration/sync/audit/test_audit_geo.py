@@ -8,9 +8,12 @@ MirrorMaker 2: ``tests/integration/sync/geo/test_geo_audit.py``.)"""
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,11 +30,20 @@ from sync.audit import (
     reconcile_geo,
     run_geo_audit,
 )
-from sync.constants import HEADER_CLUSTER, HEADER_EVENT_ID, HEADER_HLC
+from sync.constants import (
+    CHANGE_EVENTS_CREATE_CONFIG,
+    GLOBAL_EVENTS_TOPIC,
+    HEADER_CLUSTER,
+    HEADER_EVENT_ID,
+    HEADER_HLC,
+    SIDECAR_GLOBAL_ENTRIES_PATH,
+)
 from sync.geo import LATER_HLC, TIE_CLUSTER, LwwTable, Stamp, judge_global, pack_hlc
 from sync.geo import policy_decoder as decoder_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.support.events import change_event
+from tests.support.sidecars import run_cli
+from tests.support.spark import spark_cli_flags
 
 
 @dataclass(frozen=True)
@@ -192,3 +204,59 @@ def test_reconcile_across_clusters_finds_a_lagging_sidecar(
     assert [kind for _, kind, _, _ in bad.examples] == ["older", "missing"]
     lines = cross_cluster_lines(results)
     assert lines[0] == "3 sidecars of east, west hold 2 different tables:"
+
+
+class _FakeGeoSidecar:
+    """Serves ``/policy-sync/v1/global-entries`` with the table we choose."""
+
+    def __init__(self, cluster: str, entries: dict[str, dict[str, Any]]) -> None:
+        payload = json.dumps({"cluster": cluster, "entries": entries}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                found = self.path == SIDECAR_GLOBAL_ENTRIES_PATH
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(payload if found else b"{}")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_cli_reconcile_across_clusters_exits_1_on_divergence(kafka_bootstrap: str) -> None:
+    """The command line end to end: ``--cluster NAME=BOOTSTRAP`` reads that cluster's own
+    ``policy-sync-global-events`` (here the session broker's, where other tests may have
+    written too: only this test's key is looked at)."""
+    KafkaTransport(KafkaConfig(kafka_bootstrap)).admin().ensure_topic(
+        TopicSpec(GLOBAL_EVENTS_TOPIC, 4, config=dict(CHANGE_EVENTS_CREATE_CONFIG))
+    )
+    write = Write("east", _key(f"cli-{uuid.uuid4().hex[:8]}"), 5_000, 3, "east", "e-cli",
+                  {"maxConsumerPerTopic": 9})  # fmt: skip
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(GLOBAL_EVENTS_TOPIC, key=write.key.encode(), value=_value(Codec(), write),
+                     headers=_headers(write))  # fmt: skip
+    assert producer.flush(30) == 0
+    stale = {"hlc": pack_hlc(4_000, 0), "cluster": "east", "eventId": "e-old", "deleted": False}
+    fake = _FakeGeoSidecar("east", {write.key: stale})
+    try:
+        done = run_cli(
+            "policy-audit", "reconcile", "--cluster", f"east={kafka_bootstrap}",
+            "--sidecar", fake.url, "--settle", "0", "--max-keys", "100000", *spark_cli_flags(),
+            bootstrap=kafka_bootstrap, timeout=280,
+        )  # fmt: skip
+    finally:
+        fake.close()
+    assert done.returncode == 1, done.stderr
+    assert f"{fake.url} (east): DIVERGED" in done.stdout, done.stdout
+    mine = [line.split() for line in done.stdout.splitlines() if write.key in line]
+    assert [(words[0], words[1]) for words in mine] == [("older", write.key)], done.stdout
+    assert "0 of 1 sidecars in sync with the global topics of east" in done.stdout
