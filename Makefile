@@ -15,7 +15,7 @@ PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 # Two clusters (east, west) and MirrorMaker 2; needs the virtualenv for the sidecars.
 GEOCTL := $(PY) docker/geo/geoctl.py
 
-.PHONY: help setup kafka-up kafka-down cluster-up cluster-down geo-up geo-down pulsar-up pulsar-down compat lint \
+.PHONY: help setup kafka-up kafka-down cluster-up cluster-down geo-up geo-down geo-demo pulsar-up pulsar-down compat lint \
         types unit integration test demo bench chaos chaos-short clean wheel-check proto
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo "make cluster-up / cluster-down - three local brokers (19092/29092/31092)"
 	@echo "make geo-up / geo-down - clusters east (21092) and west (23092), two sidecars each," \
 	      "MirrorMaker 2 both ways; writes build/geo/endpoints.json"
+	@echo "make geo-demo - global policies across two clusters (starts and stops them itself)"
 	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
 	@echo "make pulsar-up / pulsar-down - the real Apache Pulsar standalone on" \
 	      "\$$PULSAR_WEB_PORT/\$$PULSAR_BROKER_PORT"
@@ -58,6 +59,9 @@ geo-up: setup
 
 geo-down: setup
 	@$(GEOCTL) down
+
+geo-demo: setup
+	$(PY) -m examples.geo_demo
 
 pulsar-up:
 	@$(PULSARCTL) up --web-port $(PULSAR_WEB_PORT) --broker-port $(PULSAR_BROKER_PORT)

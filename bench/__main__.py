@@ -21,6 +21,7 @@ OPTIONAL = (
     "bench.audit",
     "bench.writes",
     "bench.perf",
+    "bench.geo",
 )
 
 
@@ -30,7 +31,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default=None,
-        help="policy|lookup|messaging|binary|policy_effect|audit|writes|perf",
+        help="policy|lookup|messaging|binary|policy_effect|audit|writes|perf|geo",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
