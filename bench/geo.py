@@ -10,11 +10,13 @@ east sidecar and both west sidecars are polled until they show the value; per wr
 * ``local``: write sent → visible on the other east sidecar (its own global topic);
 * ``geo``: write sent → visible on *every* west sidecar (MM2 copy + their mirror's tail).
 
-Reported: p50/p99/max of both, errors, the MirrorMaker 2 settings in use (its rendered
-``mm2.properties``, the keys that set latency) and the load average before and after (the
-machine may be shared: a figure from a busy machine is not a measurement of record).
+Reported: p50/p99/max of both and of what crossing added to each write (geo − local: the
+machine's own delays, which hit both, cancel out), errors, the MirrorMaker 2 settings in use
+(its rendered ``mm2.properties``: the keys that set latency, and any ``--mm2-set``) and the
+load average before and after (the machine may be shared: a figure from a busy machine is
+not a measurement of record).
 
-    python -m bench.geo [--writes 200] [--rate 20] [--poll-ms 2]
+    python -m bench.geo [--writes 200] [--rate 20] [--poll-ms 2] [--mm2-set KEY=VALUE ...]
     python -m bench --only geo
 """
 
@@ -32,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +62,13 @@ def _http(method: str, url: str, body: object = None) -> int:
 
 
 @contextlib.contextmanager
-def geo_clusters(state: Path) -> Iterator[dict[str, Any]]:
-    """``geoctl up --free-ports`` into ``state``; ``down --purge`` on the way out."""
+def geo_clusters(state: Path, mm2_set: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+    """``geoctl up --free-ports`` into ``state`` (``mm2_set``: more ``KEY=VALUE`` lines for
+    ``mm2.properties``); ``down --purge`` on the way out."""
     base = [sys.executable, str(GEOCTL)]
+    extra = [f for kv in mm2_set for f in ("--mm2-set", kv)]
     up = subprocess.run(  # noqa: S603 - our own launcher
-        [*base, "up", "--free-ports", "--state-dir", str(state)],
+        [*base, "up", "--free-ports", "--state-dir", str(state), *extra],
         capture_output=True,
         text=True,
         check=False,
@@ -85,11 +89,13 @@ def mm2_settings(state: Path) -> dict[str, str]:
     """The latency-relevant keys of the ``mm2.properties`` MirrorMaker 2 runs with."""
     found: dict[str, str] = {}
     path = state / "mm2" / "mm2.properties"
+    extra = False
     for line in path.read_text().splitlines():
+        extra = extra or line.startswith("# extra settings")
         key, sep, value = line.partition("=")
         if line.startswith("#") or not sep:
             continue
-        if any(k in key for k in _LATENCY_KEYS):
+        if extra or any(k in key for k in _LATENCY_KEYS):
             found[key.strip()] = value.strip()
     return found
 
@@ -153,7 +159,7 @@ def _stats(values: list[float]) -> dict[str, float | None]:
 
 
 def run(bootstrap: str | None = None, *, writes: int = 200, rate: float = 20.0,
-        poll_ms: float = 2.0) -> dict[str, Any]:  # fmt: skip
+        poll_ms: float = 2.0, mm2_set: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
     """The benchmark (``bootstrap`` is ``make bench``'s broker: unused, geo runs its own)."""
     del bootstrap
     if not 0 < rate <= MAX_RATE:
@@ -162,7 +168,7 @@ def run(bootstrap: str | None = None, *, writes: int = 200, rate: float = 20.0,
         state = Path(tmp)
         load_before = os.getloadavg()
         started = time.monotonic()
-        with geo_clusters(state) as endpoints:
+        with geo_clusters(state, mm2_set) as endpoints:
             up_s = time.monotonic() - started
             topic = f"/admin/v2/persistent/geo/ns/bench-{uuid.uuid4().hex[:8]}"
             for name in ("east", "west"):
@@ -179,6 +185,10 @@ def run(bootstrap: str | None = None, *, writes: int = 200, rate: float = 20.0,
         "poll_ms": poll_ms,
         "local_visible": _stats(measured["local"]),
         "geo_visible_all_west": _stats(measured["geo"]),
+        # per write, what crossing added to the same write's local visibility
+        "crossing_added": _stats(
+            [g - lo for g, lo in zip(measured["geo"], measured["local"], strict=True)]
+        ),
         "errors": len(measured["errors"]),
         "first_errors": measured["errors"][:3],
         "mm2_settings": settings,
@@ -196,10 +206,17 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--rate", type=float, default=20.0, help=f"writes/s, at most {MAX_RATE:g}")
     parser.add_argument("--poll-ms", type=float, default=2.0, help="pause between visibility polls")
-    args = parser.parse_args()
-    print(
-        json.dumps({"geo": run(writes=args.writes, rate=args.rate, poll_ms=args.poll_ms)}, indent=2)
+    parser.add_argument(
+        "--mm2-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more mm2.properties line (geoctl --mm2-set), e.g. "
+        "east.consumer.fetch.max.wait.ms=10",
     )
+    args = parser.parse_args()
+    result = run(writes=args.writes, rate=args.rate, poll_ms=args.poll_ms, mm2_set=args.mm2_set)
+    print(json.dumps({"geo": result}, indent=2))
 
 
 if __name__ == "__main__":

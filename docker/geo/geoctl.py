@@ -16,9 +16,9 @@ Usage::
 
     geoctl.py up [--state-dir DIR] [--east-port 21092] [--west-port 23092]
                  [--east-sidecar-ports 21080,21081] [--west-sidecar-ports 23080,23081]
-                 [--free-ports] [--timeout S]
+                 [--free-ports] [--timeout S] [--mm2-set KEY=VALUE ...]
     geoctl.py down [--state-dir DIR] [--purge]
-    geoctl.py mm2-stop | mm2-kill | mm2-start [--state-dir DIR]
+    geoctl.py mm2-stop | mm2-kill | mm2-start [--state-dir DIR] [--mm2-set KEY=VALUE ...]
     geoctl.py status [--state-dir DIR]
 
 ``up`` writes ``DIR/endpoints.json`` (default ``build/geo/endpoints.json``)::
@@ -419,9 +419,11 @@ def start_mm2(state: State) -> subprocess.Popen[bytes]:
     """Render mm2.properties from the recorded plan and start MirrorMaker 2 detached."""
     clusters = load_plan(state)
     mm2 = load_mm2()
+    extra = state.data.get("mm2_extra") or []
     settings = mm2.Mm2Settings(
         clusters=tuple(mm2.Mm2Cluster(c.name, c.bootstrap) for c in clusters),
         topic=GLOBAL_EVENTS_TOPIC,
+        extra=tuple((str(k), str(v)) for k, v in extra),
     )
     home = mm2_dir(state.dir)
     home.mkdir(parents=True, exist_ok=True)
@@ -511,6 +513,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 for c in clusters
             ],
             "processes": {},
+            "mm2_extra": [list(kv) for kv in args.mm2_set],
         }  # fmt: skip
         state.save()
         try:
@@ -585,6 +588,9 @@ def cmd_mm2(args: argparse.Namespace) -> int:
         state = State(state_dir)
         clusters = load_plan(state)
         if args.command == "mm2-start":
+            if getattr(args, "mm2_set", None):
+                state.data["mm2_extra"] = [list(kv) for kv in args.mm2_set]
+                state.save()
             if state.live_pid("mm2") is not None:
                 info("MirrorMaker 2 already runs")
                 return 0
@@ -623,6 +629,25 @@ def _ports(text: str) -> tuple[int, ...]:
     return ports
 
 
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _mm2_set_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mm2-set",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more mm2.properties line, after the rest (repeatable), e.g. "
+        "east.consumer.fetch.max.wait.ms=10",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geoctl.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -642,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--west-sidecar-ports", type=_ports, default=DEFAULT_SIDECAR_PORTS["west"])
     up.add_argument("--free-ports", action="store_true", help="any free ports (tests)")
     up.add_argument("--timeout", type=float, default=READY_TIMEOUT_S, help="seconds per step")
+    _mm2_set_flag(up)
     down = command("down", "stop everything `up` started", cmd_down)
     down.add_argument("--purge", action="store_true", help="also delete data and logs")
     for name, text in (
@@ -651,6 +677,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = command(name, text, cmd_mm2)
         p.add_argument("--timeout", type=float, default=READY_TIMEOUT_S)
+        if name == "mm2-start":
+            _mm2_set_flag(p)
     command("status", "what runs", cmd_status)
     return parser
 

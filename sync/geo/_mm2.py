@@ -29,6 +29,7 @@ __all__ = ["Mm2Cluster", "Mm2Settings", "render_mm2_properties"]
 # DefaultReplicationPolicy.topicSource(): no "." inside it.
 _ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")
 _DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+_EXTRA_KEY = re.compile(r"^[A-Za-z0-9_.>-]+$")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class Mm2Settings:
     refresh_topics_interval_s: int = 30
     #: How often Connect flushes source offsets: what a kill -9 re-copies (default 60 s).
     offset_flush_interval_ms: int = 5000
+    #: More ``key = value`` lines, after every other (``geoctl --mm2-set``; a later key
+    #: overrides an earlier one): to try a setting, e.g. ``east.consumer.fetch.max.wait.ms``.
+    extra: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.clusters]
@@ -76,6 +80,9 @@ class Mm2Settings:
             raise ValueError("tasks_max and refresh_topics_interval_s must be at least 1")
         if self.offset_flush_interval_ms < 1:
             raise ValueError("offset_flush_interval_ms must be at least 1")
+        for key, value in self.extra:
+            if not _EXTRA_KEY.match(key) or "\n" in value or "\r" in value:
+                raise ValueError(f"extra setting {key!r} = {value!r}: not one properties line")
 
 
 def render_mm2_properties(settings: Mm2Settings) -> str:
@@ -130,4 +137,7 @@ def render_mm2_properties(settings: Mm2Settings) -> str:
         "# at once (default after 300 s)",
         *(f"{c.name}.{key} = {value}" for key, value in latency for c in settings.clusters),
     ]
+    if settings.extra:
+        lines.append("# extra settings (geoctl --mm2-set), after the rest: they win")
+        lines += [f"{key} = {value}" for key, value in settings.extra]
     return "\n".join(lines) + "\n"

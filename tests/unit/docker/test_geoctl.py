@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from sync._constants import CHANGE_EVENTS_CREATE_CONFIG, GLOBAL_EVENTS_TOPIC
 from sync.geo import Mm2Cluster, Mm2Settings, render_mm2_properties
 
@@ -69,3 +71,12 @@ def test_fixed_ports_are_below_the_ephemeral_range_and_distinct() -> None:
     ]
     assert len(set(ports)) == len(ports)
     assert all(p < 32768 for p in ports)
+
+
+def test_mm2_set_lines_are_parsed_for_up_and_mm2_start() -> None:
+    parser = _geoctl().build_parser()
+    args = parser.parse_args(["up", "--mm2-set", "east.consumer.fetch.max.wait.ms=10"])
+    assert args.mm2_set == [("east.consumer.fetch.max.wait.ms", "10")]
+    assert parser.parse_args(["mm2-start", "--mm2-set", "k = v"]).mm2_set == [("k", "v")]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["up", "--mm2-set", "novalue"])

@@ -66,3 +66,19 @@ def test_refused_settings(clusters: tuple[tuple[str, str], ...], topic: str) -> 
 def test_refused_cluster_alias(name: str) -> None:
     with pytest.raises(ValueError):
         Mm2Cluster(name, "127.0.0.1:1")
+
+
+def test_extra_settings_come_last_and_must_be_one_line_each() -> None:
+    clusters = (Mm2Cluster("east", "127.0.0.1:1"), Mm2Cluster("west", "127.0.0.1:2"))
+    extra = (
+        ("east.consumer.fetch.max.wait.ms", "10"),
+        ("east->west.consumer.poll.timeout.ms", "5"),
+    )
+    text = render_mm2_properties(Mm2Settings(clusters, "policy-sync-global-events", extra=extra))
+    assert text.splitlines()[-2:] == [
+        "east.consumer.fetch.max.wait.ms = 10",
+        "east->west.consumer.poll.timeout.ms = 5",
+    ]
+    for bad in ((" ", "1"), ("a=b", "1"), ("k", "1\nevil = 2")):
+        with pytest.raises(ValueError, match="not one properties line"):
+            Mm2Settings(clusters, "policy-sync-global-events", extra=(bad,))
