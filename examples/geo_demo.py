@@ -27,10 +27,12 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sync.constants import SIDECAR_GLOBAL_ENTRIES_PATH
+from sync.geo import unpack_hlc
 
 ROOT = Path(__file__).resolve().parent.parent
 GEOCTL = ROOT / "docker" / "geo" / "geoctl.py"
@@ -92,14 +94,16 @@ def tour(endpoints: dict[str, Any], out: Callable[[str], None] = print) -> dict[
         return http("GET", f"{url}{path}/{policy}")[1]
 
     say("1. A global policy written in east shows in west")
+    written = time.monotonic()
     http("POST", f"{east[0]}{path}/maxConsumers?isGlobal=true", 5)
     out(f"POST east-1 {seen['topic']} maxConsumers=5 (isGlobal=true)")
     for url in west:
-        took = wait_until(
+        wait_until(
             lambda url=url: value(url, "maxConsumers?isGlobal=true") == 5,  # type: ignore[misc]
             f"maxConsumers=5 on {url}",
         )
-        out(f"  {_name(url, endpoints)} shows 5 after {took * 1000:.0f} ms")
+        took = time.monotonic() - written
+        out(f"  {_name(url, endpoints)} shows 5, {took * 1000:.0f} ms after the write was sent")
     seen["crossed"] = [value(u, "maxConsumers?isGlobal=true") for u in west]
 
     say("2. East and west write the same key at once: one winner on every sidecar")
@@ -125,9 +129,11 @@ def tour(endpoints: dict[str, Any], out: Callable[[str], None] = print) -> dict[
         entry = http("GET", url + SIDECAR_GLOBAL_ENTRIES_PATH)[1]["entries"][key]
         stamps.append((entry["hlc"], entry["cluster"], entry["eventId"]))
         ttl = value(url, "messageTTL?isGlobal=true")
+        ms, counter = unpack_hlc(int(entry["hlc"]))
+        at = datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
         out(
             f"  {_name(url, endpoints)}: messageTTL={ttl}  winner: {entry['cluster']} "
-            f"hlc={entry['hlc']} event {entry['eventId'][:8]}"
+            f"hlc {at}+{counter} event {entry['eventId'][:8]}"
         )
     seen["winners"] = sorted(set(stamps))
     out(
