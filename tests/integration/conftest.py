@@ -9,16 +9,18 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from pyspark.sql import SparkSession
 
 from chaos.procs import NODE_IDS, KafkaCluster
-from sync.audit import SparkConfig, spark_session
 from sync.transport import KafkaConfig, KafkaTransport, MemoryTransport, Transport
 from tests.support.kafka import kafka_for_tests
 from tests.support.spark import SPARK_TEST_CONF
 from tests.support.waits import wait_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -107,7 +109,10 @@ def transport(request: pytest.FixtureRequest) -> Transport:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One real local Spark for the whole run (never skipped: no Java/Spark is a failure)."""
+    """One real local Spark for the whole run (never skipped: no Java/Spark is a failure);
+    Spark is imported only by the runs that ask for it."""
+    from sync.audit import SparkConfig, spark_session  # noqa: PLC0415
+
     session = spark_session(SparkConfig(master="local[2]", conf=SPARK_TEST_CONF))
     yield session
     session.stop()
