@@ -108,15 +108,20 @@ class SidecarRoutes:
         return web.Response(body=payload, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def digest(self, request: web.Request) -> web.Response:
+        """The policy table's digest; with geo-replication also ``global``: the merged
+        global table's (equal on every sidecar of every cluster that read the same
+        records), its key count and its position in each topic it reads."""
         svc = self.ready_service()
         value = await asyncio.to_thread(svc.cache.digest)
-        return web.json_response(
-            {
-                "digest": value,
-                "size": len(svc.cache),
-                "positions": {str(p): o for p, o in svc.cache.positions().items()},
-            }
-        )
+        body: dict[str, Any] = {
+            "digest": value,
+            "size": len(svc.cache),
+            "positions": {str(p): o for p, o in svc.cache.positions().items()},
+        }
+        geo = svc.global_policies
+        if isinstance(geo, GlobalPolicies):
+            body["global"] = await asyncio.to_thread(geo.summary)
+        return web.json_response(body)
 
     async def entries(self, request: web.Request) -> web.Response:
         """Every key with the sha256 of its value as written to Kafka (for reconciliation)."""

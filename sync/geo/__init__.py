@@ -6,7 +6,7 @@ reader merges its own global topic and the mirrors by one rule, last writer wins
 logical clock, ties by cluster then event id.
 """
 
-from ._global_policies import GlobalPolicies
+from ._global_policies import GlobalPolicies, policies_bytes, policies_digest
 from ._global_table import (
     GlobalRecord,
     GlobalTable,
@@ -39,6 +39,8 @@ __all__ = [
     "mirror_topic",
     "next_hlc",
     "pack_hlc",
+    "policies_bytes",
+    "policies_digest",
     "policy_decoder",
     "render_mm2_properties",
     "stamp_from_headers",

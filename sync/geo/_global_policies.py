@@ -4,16 +4,31 @@ targets to (its ``global_policies``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sync.policy import Codec, Policies, PolicyTarget, WriteResult
 from sync.transport import Transport
 
 from ._global_table import GlobalTable
 from ._global_writer import GlobalPolicyWriter, policy_decoder
-from ._lww import Version
+from ._lww import LwwTable, Version
 
-__all__ = ["GlobalPolicies"]
+__all__ = ["GlobalPolicies", "policies_bytes", "policies_digest"]
+
+
+def policies_bytes(policies: Policies) -> bytes:
+    """A global value as the digest hashes it: its fields as canonical JSON (sorted keys,
+    no spaces), so equal policies hash equal whichever record (or codec version) held them."""
+    return json.dumps(policies.to_json_obj(), sort_keys=True, separators=(",", ":")).encode()
+
+
+def policies_digest(table: LwwTable[Policies]) -> str:
+    """The digest of a merged table of global policies, as ``/policy-sync/v1/digest``
+    reports it (``global.digest``): every sidecar of every cluster that has read the same
+    origins' records reports the same one."""
+    return table.digest(policies_bytes)
 
 
 class GlobalPolicies:
@@ -50,6 +65,21 @@ class GlobalPolicies:
         """Stop writing, then reading."""
         self.writer.close()
         self.table.close()
+
+    def summary(self) -> dict[str, Any]:
+        """``digest`` (:func:`policies_digest`), ``keys`` (ghosts included) and, per topic
+        read, ``positions`` (partition → next offset).
+
+        Raises:
+            CacheStateError: a topic is not replayed yet.
+        """
+        self.table.check_ready()
+        positions = self.table.positions()
+        return {
+            "digest": policies_digest(self.table.table),
+            "keys": len(self.table.table),
+            "positions": {t: {str(p): o for p, o in ps.items()} for t, ps in positions.items()},
+        }
 
     def add_listener(self, listener: Callable[[str, Policies | None], None]) -> Callable[[], None]:
         """Call ``listener(key, policies)`` whenever a global key gets a new winner."""

@@ -14,7 +14,6 @@ same once each has read every origin's records.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -266,17 +265,11 @@ class GlobalTable(Generic[V]):
     def digest(self, encode: Callable[[V], bytes]) -> str:
         """SHA-256 over every key's winner (key, stamp, value's hash or ``absent``): equal
         in every cluster once they have read the same origins' records."""
-        h = hashlib.sha256()
-        for key, version in self.table.items():
-            s = version.stamp
-            value = (
-                b"absent"
-                if version.value is None
-                else hashlib.sha256(encode(version.value)).digest()
-            )
-            h.update(f"{key}\0{s.hlc}\0{s.cluster}\0{s.event_id}\0".encode())
-            h.update(value + b"\n")
-        return h.hexdigest()
+        return self.table.digest(encode)
+
+    def positions(self) -> dict[str, dict[int, int]]:
+        """Per topic (own and mirrors), the next offset to apply per partition."""
+        return {reader.spec.name: reader.positions() for reader in self.readers}
 
     @property
     def poison(self) -> int:

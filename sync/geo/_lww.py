@@ -14,8 +14,9 @@ so an older value arriving later cannot bring it back.
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -110,3 +111,22 @@ class LwwTable(Generic[V]):
         with self._lock:
             snapshot = sorted(self._entries.items())
         yield from snapshot
+
+    def __len__(self) -> int:
+        """Keys held, ghosts included."""
+        return len(self._entries)
+
+    def digest(self, encode: Callable[[V], bytes]) -> str:
+        """SHA-256 over every key's winner by key (key, stamp, sha256 of ``encode(value)`` or
+        ``absent``): tables that read the same records have the same digest."""
+        h = hashlib.sha256()
+        for key, version in self.items():
+            s = version.stamp
+            value = (
+                b"absent"
+                if version.value is None
+                else hashlib.sha256(encode(version.value)).digest()
+            )
+            h.update(f"{key}\0{s.hlc}\0{s.cluster}\0{s.event_id}\0".encode())
+            h.update(value + b"\n")
+        return h.hexdigest()
