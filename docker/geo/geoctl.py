@@ -19,6 +19,7 @@ Usage::
                  [--free-ports] [--timeout S] [--mm2-set KEY=VALUE ...]
     geoctl.py down [--state-dir DIR] [--purge]
     geoctl.py mm2-stop | mm2-kill | mm2-start [--state-dir DIR] [--mm2-set KEY=VALUE ...]
+    geoctl.py kafka-stop | kafka-start --cluster NAME [--state-dir DIR]
     geoctl.py status [--state-dir DIR]
 
 ``up`` writes ``DIR/endpoints.json`` (default ``build/geo/endpoints.json``)::
@@ -608,6 +609,23 @@ def cmd_mm2(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kafka(args: argparse.Namespace) -> int:
+    """Stop or start one cluster's Kafka (its data kept), for outage tests."""
+    state_dir = Path(args.state_dir).resolve()
+    with kafkactl.file_lock(state_dir / ".lock"):
+        clusters = {c.name: c for c in load_plan(State(state_dir))}
+        cluster = clusters.get(args.cluster)
+        if cluster is None:
+            raise GeoctlError(f"no cluster {args.cluster!r}; recorded: {', '.join(clusters)}")
+        if args.command == "kafka-stop":
+            stop_kafkas(state_dir, [cluster], purge=False)
+            info(f"Kafka of {cluster.name} stopped")
+        else:
+            start_kafkas(state_dir, [cluster], args.timeout)
+            info(f"Kafka of {cluster.name} runs again on {cluster.bootstrap}")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     state = State(Path(args.state_dir).resolve())
     for name in sorted(state.processes()):
@@ -679,6 +697,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--timeout", type=float, default=READY_TIMEOUT_S)
         if name == "mm2-start":
             _mm2_set_flag(p)
+    for name, text in (
+        ("kafka-stop", "stop one cluster's Kafka, keeping its data"),
+        ("kafka-start", "start one cluster's Kafka again"),
+    ):
+        p = command(name, text, cmd_kafka)
+        p.add_argument("--cluster", required=True, choices=CLUSTERS)
+        p.add_argument("--timeout", type=float, default=READY_TIMEOUT_S)
     command("status", "what runs", cmd_status)
     return parser
 

@@ -80,3 +80,13 @@ def test_mm2_set_lines_are_parsed_for_up_and_mm2_start() -> None:
     assert parser.parse_args(["mm2-start", "--mm2-set", "k = v"]).mm2_set == [("k", "v")]
     with pytest.raises(SystemExit):
         parser.parse_args(["up", "--mm2-set", "novalue"])
+
+
+def test_kafka_stop_and_start_name_one_known_cluster() -> None:
+    geoctl = _geoctl()
+    parser = geoctl.build_parser()
+    args = parser.parse_args(["kafka-stop", "--cluster", "west", "--state-dir", "/x"])
+    assert (args.command, args.cluster, args.func) == ("kafka-stop", "west", geoctl.cmd_kafka)
+    assert parser.parse_args(["kafka-start", "--cluster", "east"]).cluster == "east"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["kafka-stop", "--cluster", "north"])
