@@ -15,7 +15,7 @@ PULSARCTL := $(PYTHON) docker/pulsar/pulsarctl.py
 # Two clusters (east, west) and MirrorMaker 2; needs the virtualenv for the sidecars.
 GEOCTL := $(PY) docker/geo/geoctl.py
 
-.PHONY: help setup kafka-up kafka-down cluster-up cluster-down geo-up geo-down geo-demo pulsar-up pulsar-down compat lint \
+.PHONY: help setup kafka-up kafka-down cluster-up cluster-down geo-up geo-down geo-demo geo-chaos pulsar-up pulsar-down compat lint \
         types unit integration test demo bench chaos chaos-short clean wheel-check proto
 
 help:
@@ -29,6 +29,8 @@ help:
 	@echo "make geo-up / geo-down - clusters east (21092) and west (23092), two sidecars each," \
 	      "MirrorMaker 2 both ways; writes build/geo/endpoints.json"
 	@echo "make geo-demo - global policies across two clusters (starts and stops them itself)"
+	@echo "make geo-chaos - geo faults under load with 60-s outages, GEO_CHAOS_RUNS=5 per fault;" \
+	      "prints the convergence bound (p50/max)"
 	@echo "make compat - re-record the real Pulsar's admin answers, compare a sidecar with them"
 	@echo "make pulsar-up / pulsar-down - the real Apache Pulsar standalone on" \
 	      "\$$PULSAR_WEB_PORT/\$$PULSAR_BROKER_PORT"
@@ -62,6 +64,12 @@ geo-down: setup
 
 geo-demo: setup
 	$(PY) -m examples.geo_demo
+
+# MirrorMaker 2 stopped, killed, one Kafka down: on its own geo setup (any free ports).
+GEO_CHAOS_RUNS ?= 5
+GEO_CHAOS_OUTAGE ?= 60
+geo-chaos: setup
+	$(PY) -m chaos.geo --runs $(GEO_CHAOS_RUNS) --outage $(GEO_CHAOS_OUTAGE)
 
 pulsar-up:
 	@$(PULSARCTL) up --web-port $(PULSAR_WEB_PORT) --broker-port $(PULSAR_BROKER_PORT)

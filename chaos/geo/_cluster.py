@@ -1,0 +1,93 @@
+"""Two geo-replicated clusters as ``docker/geo/geoctl.py`` runs them, driven from Python:
+up (any free ports, own state directory), the faults (MirrorMaker 2 stopped or killed, one
+cluster's Kafka stopped) and their heals, down."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+GEOCTL = ROOT / "docker" / "geo" / "geoctl.py"
+CLUSTERS = ("east", "west")
+
+
+class GeoError(Exception):
+    """A geoctl command failed (its output is in the message)."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """One cluster's bootstrap address and sidecar URLs (``endpoints.json``)."""
+
+    bootstrap: str
+    sidecars: tuple[str, ...]
+
+
+class GeoCluster:
+    """East and west, two sidecars each, joined by MirrorMaker 2 (see ``geoctl.py``)."""
+
+    def __init__(self, state_dir: Path | None = None) -> None:
+        self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="policy-sync-geo-"))
+        self.raw: dict[str, Any] = {}
+        self.endpoints: dict[str, Endpoints] = {}
+
+    def _geoctl(self, *args: str) -> str:
+        cmd = [sys.executable, str(GEOCTL), *args, "--state-dir", str(self.state_dir)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
+        if done.returncode != 0:
+            raise GeoError(f"geoctl {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done.stdout
+
+    def up(self) -> GeoCluster:
+        out = self._geoctl("up", "--free-ports")
+        self.raw = json.loads(Path(out.strip().splitlines()[-1]).read_text())
+        self.endpoints = {
+            name: Endpoints(str(e["bootstrap"]), tuple(e["sidecars"]))
+            for name, e in self.raw.items()
+        }
+        return self
+
+    def down(self) -> None:
+        """Stop everything ``up`` started and delete its state (never raises)."""
+        try:
+            self._geoctl("down", "--purge")
+        except GeoError:
+            logger.exception("geoctl down failed")
+
+    def mm2_stop(self) -> None:
+        self._geoctl("mm2-stop")
+
+    def mm2_kill(self) -> None:
+        self._geoctl("mm2-kill")
+
+    def mm2_start(self) -> None:
+        """Start MirrorMaker 2 and wait until it replicates both ways."""
+        self._geoctl("mm2-start")
+
+    def kafka_stop(self, cluster: str) -> None:
+        self._geoctl("kafka-stop", "--cluster", cluster)
+
+    def kafka_start(self, cluster: str) -> None:
+        self._geoctl("kafka-start", "--cluster", cluster)
+
+    def sidecar_pids(self, cluster: str) -> list[int]:
+        """Pids geoctl recorded for ``cluster``'s sidecars."""
+        state = json.loads((self.state_dir / "state.json").read_text())
+        procs = state.get("processes", {})
+        return [
+            int(p["pid"]) for name, p in procs.items() if name.startswith(f"sidecar-{cluster[0]}")
+        ]
+
+    @property
+    def sidecars(self) -> list[str]:
+        """Every sidecar URL, east's first."""
+        return [u for c in CLUSTERS for u in self.endpoints[c].sidecars]
