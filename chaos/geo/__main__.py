@@ -4,7 +4,8 @@ and, per fault, p50/max of the convergence bound and the counts; exits 1 on a lo
 a run that did not converge.
 
 Options: ``--runs N`` (5), ``--outage S`` (60), ``--faults mm2-stop,mm2-kill,kafka-down``,
-``--seed`` (random, printed), ``--ceiling S`` (300: the liveness bound of one convergence).
+``--seed`` (random, printed), ``--ceiling S`` (300: the liveness bound of one convergence),
+``--keep-logs`` (keep the setup's state directory, logs included, after stopping it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--faults", type=_faults, default=FAULTS, help=",".join(FAULTS))
     parser.add_argument("--seed", type=int, default=None, help="random if unset (printed)")
     parser.add_argument("--ceiling", type=float, default=300.0, help="liveness bound, s")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the state directory")
     return parser.parse_args(argv)
 
 
@@ -99,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if results:
             report(results)
     finally:
-        geo.down()
+        geo.down(purge=not args.keep_logs)
+        if args.keep_logs:
+            say(f"logs kept in {geo.state_dir}")
     say(f"seed {seed} (rerun: python -m chaos.geo --seed {seed})")
     return 1 if failed else 0
 

@@ -56,10 +56,11 @@ class GeoCluster:
         }
         return self
 
-    def down(self) -> None:
-        """Stop everything ``up`` started and delete its state (never raises)."""
+    def down(self, *, purge: bool = True) -> None:
+        """Stop everything ``up`` started and (``purge``) delete its state and logs; never
+        raises."""
         try:
-            self._geoctl("down", "--purge")
+            self._geoctl("down", *(["--purge"] if purge else []))
         except GeoError:
             logger.exception("geoctl down failed")
 

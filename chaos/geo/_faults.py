@@ -55,6 +55,9 @@ class FaultResult:
 
     config: FaultConfig
     bound_s: float = 0.0
+    #: How long the heal command itself took (MM2 replicating again / the broker answering):
+    #: the part of the bound before the sidecars could catch up.
+    heal_s: float = 0.0
     writes: dict[str, dict[str, int]] = field(default_factory=dict)
     statuses: dict[int, int] = field(default_factory=dict)
     acknowledged: int = 0
@@ -70,6 +73,7 @@ class FaultResult:
             "outageS": self.config.outage_s,
             "seed": self.config.seed,
             "boundS": round(self.bound_s, 2),
+            "healS": round(self.heal_s, 2),
             "acknowledged": self.acknowledged,
             "lost": len(self.lost),
             "duplicates": self.duplicates,
@@ -145,6 +149,7 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
         load.halt()
         healed_at = time.monotonic()
         _heal(geo, config)  # returns once MM2 replicates / the broker answers again
+        result.heal_s = time.monotonic() - healed_at
         healed = True
         load.stop()
         with Expected(geo) as expected:
