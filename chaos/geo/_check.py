@@ -174,6 +174,7 @@ def converge(
             if last[0] == target:
                 return Convergence(now - healed_at, target, merged)
         if now - healed_at > ceiling_s:
+            target = target or policies_digest(expected())
             raise AssertionError(
                 f"sidecars' global digests {last} never all equal the expected {target or '?'} "
                 f"within {ceiling_s:.0f}s of the heal"

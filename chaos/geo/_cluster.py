@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ class GeoCluster:
     """East and west, two sidecars each, joined by MirrorMaker 2 (see ``geoctl.py``)."""
 
     def __init__(self, state_dir: Path | None = None) -> None:
+        self._own_dir = state_dir is None
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="policy-sync-geo-"))
         self.raw: dict[str, Any] = {}
         self.endpoints: dict[str, Endpoints] = {}
@@ -63,6 +65,9 @@ class GeoCluster:
             self._geoctl("down", *(["--purge"] if purge else []))
         except GeoError:
             logger.exception("geoctl down failed")
+            return
+        if purge and self._own_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)  # only its lock file is left
 
     def mm2_stop(self) -> None:
         self._geoctl("mm2-stop")
@@ -87,6 +92,15 @@ class GeoCluster:
         return [
             int(p["pid"]) for name, p in procs.items() if name.startswith(f"sidecar-{cluster[0]}")
         ]
+
+    def mm2_log_tail(self, lines: int = 12) -> str:
+        """MirrorMaker 2's last ``replicating`` and ERROR lines (for a failure message)."""
+        try:
+            text = (self.state_dir / "mm2" / "mm2.log").read_text(errors="replace")
+        except OSError as exc:
+            return f"(no MirrorMaker 2 log: {exc})"
+        picked = [ln for ln in text.splitlines() if " ERROR " in ln or "replicating" in ln]
+        return "\n".join(ln[:300] for ln in picked[-lines:])
 
     @property
     def sidecars(self) -> list[str]:

@@ -47,6 +47,9 @@ class FaultConfig:
     restart_after_s: float = 5.0
     ceiling_s: float = 120.0
     rate: float = 20.0
+    #: Keys both clusters write, and keys each cluster writes alone.
+    shared_keys: int = 20
+    own_keys: int = 10
 
 
 @dataclass
@@ -116,7 +119,16 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
     if config.fault not in FAULTS:
         raise ValueError(f"unknown fault {config.fault!r}; one of {', '.join(FAULTS)}")
     result = FaultResult(config)
-    load = GlobalLoad(geo, LoadConfig(seed=config.seed, tag=config.tag, rate=config.rate))
+    load = GlobalLoad(
+        geo,
+        LoadConfig(
+            seed=config.seed,
+            tag=config.tag,
+            rate=config.rate,
+            shared=config.shared_keys,
+            own=config.own_keys,
+        ),
+    )
     load.create_topics()
     healed = False
     stop_watch = threading.Event()
@@ -153,7 +165,13 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
         healed = True
         load.stop()
         with Expected(geo) as expected:
-            done = converge(geo.sidecars, expected.merged, healed_at, config.ceiling_s)
+            try:
+                done = converge(geo.sidecars, expected.merged, healed_at, config.ceiling_s)
+            except AssertionError as exc:
+                raise AssertionError(
+                    f"{config.fault}: {exc} (the heal took {result.heal_s:.1f}s; sidecars "
+                    f"{geo.sidecars}); MirrorMaker 2's log:\n{geo.mm2_log_tail()}"
+                ) from None
         result.bound_s = done.bound_s
         acked = load.acknowledged()
         result.acknowledged = len(acked)

@@ -22,13 +22,21 @@ logger = logging.getLogger(__name__)
 #: Outage in the default test run (``make geo-chaos`` runs 60 s ones).
 OUTAGE_S = 10.0
 #: Liveness bound on convergence after the heal, which includes MirrorMaker 2's JVM start or
-#: a broker's start on a possibly busy 2-core machine: a failure, not a speed target.
-CEILING_S = 120.0
+#: a broker's start on a possibly busy 2-core machine (at load average ~30 F3 passed 120 s):
+#: a failure, not a speed target.
+CEILING_S = 300.0
 
 
 def _run(geo_cluster: GeoCluster, fault: str, seed: int, outage_s: float) -> FaultResult:
+    # Fewer keys than make geo-chaos (20 shared, 10 own): fewer topics to create first.
     config = FaultConfig(
-        fault=fault, outage_s=outage_s, seed=seed, tag=f"t{seed}", ceiling_s=CEILING_S
+        fault=fault,
+        outage_s=outage_s,
+        seed=seed,
+        tag=f"t{seed}",
+        ceiling_s=CEILING_S,
+        shared_keys=10,
+        own_keys=5,
     )
     result = run_fault(geo_cluster, config)
     print(f"geo fault {fault}: {result.summary()}")  # noqa: T201 - the measured bound, -s shows it
