@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._check import Expected, converge, lost_writes, mirror_duplicates
+from ._check import DigestPoller, Expected, converge, lost_writes, mirror_duplicates
 from ._cluster import CLUSTERS, GeoCluster
 from ._load import GlobalLoad, LoadConfig, statuses
 
@@ -61,6 +61,10 @@ class FaultResult:
     #: How long the heal command itself took (MM2 replicating again / the broker answering):
     #: the part of the bound before the sidecars could catch up.
     heal_s: float = 0.0
+    #: Setting up (creating the load's topics) and checking after convergence (reading the
+    #: origin topics and mirrors): the run's time beside the load and the fault.
+    setup_s: float = 0.0
+    checks_s: float = 0.0
     writes: dict[str, dict[str, int]] = field(default_factory=dict)
     statuses: dict[int, int] = field(default_factory=dict)
     acknowledged: int = 0
@@ -77,6 +81,8 @@ class FaultResult:
             "seed": self.config.seed,
             "boundS": round(self.bound_s, 2),
             "healS": round(self.heal_s, 2),
+            "setupS": round(self.setup_s, 2),
+            "checksS": round(self.checks_s, 2),
             "acknowledged": self.acknowledged,
             "lost": len(self.lost),
             "duplicates": self.duplicates,
@@ -129,8 +135,11 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
             own=config.own_keys,
         ),
     )
+    began = time.monotonic()
     load.create_topics()
+    result.setup_s = time.monotonic() - began
     healed = False
+    poller: DigestPoller | None = None
     stop_watch = threading.Event()
     watcher: threading.Thread | None = None
     try:
@@ -160,19 +169,21 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
         # before the expected state is taken: halt now, wait for the threads after the heal.
         load.halt()
         healed_at = time.monotonic()
+        poller = DigestPoller(geo.sidecars).start()
         _heal(geo, config)  # returns once MM2 replicates / the broker answers again
         result.heal_s = time.monotonic() - healed_at
         healed = True
         load.stop()
         with Expected(geo) as expected:
             try:
-                done = converge(geo.sidecars, expected.merged, healed_at, config.ceiling_s)
+                done = converge(poller, expected.merged, healed_at, config.ceiling_s)
             except AssertionError as exc:
                 raise AssertionError(
                     f"{config.fault}: {exc} (the heal took {result.heal_s:.1f}s; sidecars "
                     f"{geo.sidecars}); MirrorMaker 2's log:\n{geo.mm2_log_tail()}"
                 ) from None
         result.bound_s = done.bound_s
+        began = time.monotonic()
         acked = load.acknowledged()
         result.acknowledged = len(acked)
         result.writes = load.counts()
@@ -182,6 +193,7 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
             result.duplicates += mirror_duplicates(
                 geo.endpoints[peer].bootstrap, origin, config.tag
             )
+        result.checks_s = time.monotonic() - began
         logger.info(
             "geo fault %s: bound %.2fs after the heal, %d acknowledged, %d lost, %d duplicates",
             config.fault,
@@ -193,6 +205,8 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
         return result
     finally:
         stop_watch.set()
+        if poller is not None:
+            poller.stop()
         load.halt()
         if not healed:
             _heal(geo, config)
