@@ -1,5 +1,6 @@
 """``python -m chaos.geo`` (``make geo-chaos``): every geo fault, N runs each, with long
-outages on one geo setup (``geoctl up --free-ports``, stopped at the end); prints each run
+outages on one geo setup (``geoctl up --free-ports``, stopped at the end; the Kafka stopped
+is west's in the first run, east's in the second, and so on); prints each run
 and, per fault, p50/max of the convergence bound and the counts; exits 1 on a lost write or
 a run that did not converge.
 
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ._cluster import GeoCluster
+from ._cluster import CLUSTERS, GeoCluster
 from ._faults import FAULTS, FaultConfig, FaultResult, all_clusters_healthy, run_fault
 
 
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     seed=seed + run,
                     tag=f"c{seed % 10_000}-{run}-{fault}",
                     ceiling_s=args.ceiling,
+                    down_cluster=CLUSTERS[(run + 1) % len(CLUSTERS)],  # west, east, west, ...
                 )
                 try:
                     result = run_fault(geo, config)
