@@ -88,6 +88,7 @@ class FaultResult:
             "duplicates": self.duplicates,
             "writes": self.writes,
             "statuses": self.statuses,
+            "downCluster": self.config.down_cluster if self.config.fault == "kafka-down" else None,
             "healthDuringOutage": self.health_during,
             "sidecarsAlive": self.sidecars_alive,
         }
