@@ -1,6 +1,5 @@
 """The geo tools on the real thing: two Kafka clusters joined by MirrorMaker 2, two sidecars
-each (the ``geo`` fixture, shared with the other modules of this package once it is
-package-wide). The same global key written on both sides at once ends with one winner on
+each (the package's ``geo`` fixture, shared with the other modules of this package). The same global key written on both sides at once ends with one winner on
 all four sidecars, and the audit across clusters names that winner and why; reconciliation
 finds every sidecar in sync (and reports the one that cannot be read); the ``make
 geo-demo`` tour and the geo benchmark's measurement run their steps here."""
