@@ -39,6 +39,9 @@ class MessagingConfig:
             publishing throughput is limited by acknowledgements in flight, not latency).
             A producer may ask for another (``ProducerConfig.linger_ms``): the binary
             protocol's SENDs arrive batched by the client and use 0.
+        report_poll_interval_s: how often the event loop serves the shared producer's
+            delivery reports while sends are in flight (an acknowledgement waits at most
+            this long after Kafka answered).
         max_pending_per_producer: sends one WebSocket producer may have in flight before
             its connection stops being read (Pulsar's ``maxPendingMessages`` default).
         policy_check_s: how often live topics re-read their policies even without a
@@ -84,6 +87,7 @@ class MessagingConfig:
     key_shared_lookahead: int = 1000
     default_max_message_size: int = 1_000_000
     producer_linger_ms: int = 5
+    report_poll_interval_s: float = 0.001
     max_pending_per_producer: int = 1000
     policy_check_s: float = 5.0
     ownership_check_s: float = 5.0

@@ -140,7 +140,7 @@ class MessagingEngine:
         #: The topics' epochs (Pulsar's ``topicEpoch``).
         self.epochs: TopicEpochStore = epochs or MemoryTopicEpochs()
         #: The shared Kafka producers, one per ``linger.ms``, and their delivery reports.
-        self._pool = ProducerPool(transport)
+        self._pool = ProducerPool(transport, lambda: self.config.report_poll_interval_s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -656,6 +656,7 @@ class MessagingEngine:
                 ts,
                 producer,
                 parts,
+                self._pool.reports_queued,
                 hold_timeout_s=self.config.backlog_hold_timeout_s,
             )
             ts.producers[handle.seq] = handle  # first: the topic stays in use

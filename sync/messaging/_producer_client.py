@@ -3,11 +3,9 @@ reports (a daemon thread, or the owner's event loop through :meth:`ProducerClien
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from sync._errors import (
@@ -47,9 +45,6 @@ RELEASE_GATHER_MS = 0.2
 #: A record held by :class:`ProducerClient`: ``(key, value, headers, on_delivery)``.
 _Held = tuple[bytes | None, bytes, "list[Header] | None", Callable[[DeliveryReport], None]]
 
-#: A report collected for the owner: ``(callback, bound arguments, report)``.
-_Collected = tuple[Callable[..., None], tuple[object, ...], object]
-
 
 class ProducerClient:
     """One Kafka producer plus whatever serves its delivery reports.
@@ -65,13 +60,6 @@ class ProducerClient:
     thread takes the GIL once per message and contends with the loop for it, which costs
     more than the work the report does.
 
-    ``wake_owner`` (with ``serve_reports=False``): instead of polling on a timer, the owner
-    is told when reports are ready. A daemon thread of the client waits in librdkafka for
-    them and only collects them (no callback runs there), then calls ``wake_owner()``
-    once (e.g. ``loop.call_soon_threadsafe(serve)``); the owner's :meth:`poll` runs the
-    collected callbacks. An answer then reaches the owner as soon as Kafka gave it, not
-    on the owner's next tick, and an idle owner is not woken at all.
-
     ``hold_at`` (owner-served reports only): once that many records of one partition
     are queued and unanswered, :meth:`produce` holds that partition's next records here,
     in order, and queues them all at once when an answer brings the partition below it
@@ -86,7 +74,6 @@ class ProducerClient:
         linger_ms: int = 1,
         serve_reports: bool = True,
         hold_at: int | None = None,
-        wake_owner: Callable[[], object] | None = None,
     ) -> None:
         if linger_ms < 0:
             raise ConfigurationError(f"linger_ms must be >= 0, got {linger_ms}")
@@ -110,20 +97,9 @@ class ProducerClient:
         self._unanswered: dict[tuple[str, int], int] = {}
         self._held: dict[tuple[str, int], list[_Held]] = {}
         self._closed = False
-        if wake_owner is not None and serve_reports:
-            raise ConfigurationError("wake_owner needs owner-served reports")
-        self._wake_owner = wake_owner
-        #: Reports the collecting thread took from librdkafka, for the owner's poll.
-        self._ready: collections.deque[_Collected] = collections.deque()
-        self._collected = 0  # reports taken from librdkafka (collecting thread)
-        self._owner_woken = False  # a wake_owner() call the owner has not served yet
         self._thread: threading.Thread | None = None
-        if serve_reports or wake_owner is not None:
-            self._thread = threading.Thread(
-                target=self._serve if serve_reports else self._collect,
-                name="producer-client",
-                daemon=True,
-            )
+        if serve_reports:
+            self._thread = threading.Thread(target=self._serve, name="producer-client", daemon=True)
             self._thread.start()
 
     def describe(self, kafka_topic: str) -> int | None:
@@ -155,8 +131,6 @@ class ProducerClient:
             self._queue(topic, partition, key, value, headers, self._answered, where, on_delivery)
             self._sent += 1
             self._unanswered[where] = self._unanswered.get(where, 0) + 1
-            if self._thread is not None and not self._wake.is_set():
-                self._wake.set()
             return
         with self._sent_lock:
             self._sent += 1
@@ -179,27 +153,15 @@ class ProducerClient:
         report: Callable[..., None],
         *bound: object,
     ) -> None:
-        """Hand one record to Kafka; its report goes to ``report(*bound, report)`` (through
-        the owner's poll, with ``wake_owner``)."""
+        """Hand one record to Kafka; its report goes to ``report(*bound, report)``."""
         self._producer.produce(
             topic,
             key,
             value,
             partition=partition,
             headers=headers,
-            on_delivery=(
-                functools.partial(report, *bound)
-                if self._wake_owner is None
-                else functools.partial(self._collect_one, report, bound)
-            ),
+            on_delivery=functools.partial(report, *bound),
         )
-
-    def _collect_one(
-        self, report: Callable[..., None], bound: tuple[object, ...], answer: object
-    ) -> None:
-        """A librdkafka callback with ``wake_owner``: keep the answer for the owner's poll."""
-        self._collected += 1
-        self._ready.append((report, bound, answer))
 
     def _answered(
         self,
@@ -249,13 +211,7 @@ class ProducerClient:
             self._sent += count
         try:
             self._producer.produce_many(
-                topic,
-                records,
-                (
-                    functools.partial(self._batch_report, on_done, count)
-                    if self._wake_owner is None
-                    else functools.partial(self._collect_batch, on_done, count)
-                ),
+                topic, records, functools.partial(self._batch_report, on_done, count)
             )
         except BaseException:
             with self._sent_lock:
@@ -263,10 +219,6 @@ class ProducerClient:
             raise
         if self._thread is not None and not self._wake.is_set():
             self._wake.set()
-
-    def _collect_batch(self, on_done: BatchCallback, count: int, report: BatchReport) -> None:
-        self._collected += count
-        self._ready.append((self._batch_report, (on_done, count), report))
 
     def _batch_report(self, on_done: BatchCallback, count: int, report: BatchReport) -> None:
         with self._done_lock:
@@ -289,44 +241,9 @@ class ProducerClient:
         """Serve the delivery reports that are ready (waiting up to ``timeout_s`` for one).
 
         For a client made with ``serve_reports=False``; callbacks run on the caller's
-        thread. Returns the number of events served. With ``wake_owner`` it runs the
-        callbacks of the reports collected so far and does not wait.
+        thread. Returns the number of events served.
         """
-        if self._wake_owner is None:
-            return self._producer.poll(timeout_s)
-        self._owner_woken = False  # before taking: a report collected later wakes again
-        ready, served = self._ready, 0
-        while ready:
-            report, bound, answer = ready.popleft()
-            report(*bound, answer)
-            served += 1
-        return served
-
-    def _collect(self) -> None:
-        """The collecting thread (``wake_owner``): wait in librdkafka while records are
-        unanswered, keep the answers, and wake the owner once for what it has not served."""
-        wake = self._wake_owner
-        if wake is None:
-            return
-        while not self._closed:
-            if self._sent - self._collected <= 0:
-                self._wake.wait(0.1)
-                self._wake.clear()
-                continue
-            try:
-                served = self._producer.poll(0.05)
-            except Exception:
-                logger.exception("collecting delivery reports failed")
-                served = 0
-            if self._ready and not self._owner_woken:
-                self._owner_woken = True
-                try:
-                    wake()
-                except Exception:
-                    logger.exception("waking the producer's owner failed")
-                    self._owner_woken = False
-            if not served:
-                time.sleep(0.001)  # a transport whose poll does not wait (the in-memory twin)
+        return self._producer.poll(timeout_s)
 
     def _serve(self) -> None:
         while not self._closed:
@@ -344,10 +261,7 @@ class ProducerClient:
 
         Reports served here run their callbacks on the caller's thread.
         """
-        left = self._producer.flush(timeout_s)
-        if self._wake_owner is not None:
-            self.poll()
-        return left
+        return self._producer.flush(timeout_s)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Flush, stop the report thread and close the Kafka producer."""

@@ -12,6 +12,7 @@ import functools
 import itertools
 import logging
 import time
+from collections.abc import Callable
 
 from sync._constants import HEADER_SEQUENCE
 from sync._errors import DuplicateInFlightError, NotAllowedError, PolicySyncError
@@ -48,6 +49,7 @@ class ProducerHandle:
         topic_state: TopicState,
         producer: PartitionedProducer,
         partitions: frozenset[int],
+        on_queued: Callable[[], None] = lambda: None,
         hold_timeout_s: float = 30.0,
     ) -> None:
         self.seq = next(_SEQ)
@@ -55,6 +57,7 @@ class ProducerHandle:
         self.topic_state = topic_state
         self.producer = producer
         self.partitions = partitions
+        self._on_queued = on_queued
         self.state = ProducerState.ACTIVE
         self.close_reason: CloseReason | None = None
         #: The topic's epoch as this producer holds it (Pulsar's
@@ -161,6 +164,7 @@ class ProducerHandle:
             limiter.consume(len(payload), count)
         ts.published_msgs += count
         ts.published_bytes += len(payload)
+        self._on_queued()
 
     def send_batch(
         self,
@@ -225,6 +229,7 @@ class ProducerHandle:
                     _take(limiters[partition], len(message[0]), 1)
         ts.published_msgs += len(messages)
         ts.published_bytes += total
+        self._on_queued()
 
     def publish_wait_s(self) -> float:
         """How long the front end should stop reading this producer (``publishRate``):
@@ -345,39 +350,52 @@ class ProducerPool:
     Their delivery reports are served here, on the loop, rather than by a thread of the
     client: a report thread takes the GIL once per message and fights the loop for it,
     which cost more than half of the producing throughput. Callbacks (the WebSocket acks)
-    then run on the loop and need no hand-off. Each client's collecting thread wakes the
-    loop when answers are ready (``ProducerClient(wake_owner=…)``): an answer is served as
-    soon as Kafka gives it, and nothing polls on a timer.
+    then run on the loop and need no hand-off.
     """
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, report_poll_interval_s: Callable[[], float]) -> None:
         self.transport = transport
+        self.report_poll_interval_s = report_poll_interval_s
         self._clients: dict[int, ProducerClient] = {}
+        self._reports_due = asyncio.Event()
+        self._reports_task: asyncio.Task[None] | None = None
 
-    def _serve_reports(self) -> None:
-        """On the loop, woken by a client's collecting thread: run the ready callbacks."""
-        for client in list(self._clients.values()):
-            try:
-                client.poll(0)
-            except Exception:
-                logger.exception("serving Kafka delivery reports failed; continuing")
+    def reports_queued(self) -> None:
+        """A send was queued: serve delivery reports until none is in flight."""
+        if not self._reports_due.is_set():
+            self._reports_due.set()
+
+    async def _serve_reports(self) -> None:
+        """Poll the shared producers while sends are in flight; sleep while none are."""
+        due = self._reports_due
+        interval = self.report_poll_interval_s()
+        while True:
+            await due.wait()
+            due.clear()
+            while busy := [c for c in self._clients.values() if c.in_flight]:
+                for client in busy:
+                    try:
+                        client.poll(0)
+                    except Exception:
+                        logger.exception("serving Kafka delivery reports failed; continuing")
+                await asyncio.sleep(interval)
 
     async def client(self, linger_ms: int) -> ProducerClient:
         """The shared Kafka producer whose ``linger.ms`` is ``linger_ms`` (made on first use)."""
         client = self._clients.get(linger_ms)
         if client is None:
-            loop = asyncio.get_running_loop()
             client = await asyncio.to_thread(
                 ProducerClient,
                 self.transport,
                 linger_ms=linger_ms,
                 serve_reports=False,
                 hold_at=IDEMPOTENT_WINDOW,
-                wake_owner=functools.partial(loop.call_soon_threadsafe, self._serve_reports),
             )
             if self._clients.setdefault(linger_ms, client) is not client:  # made meanwhile
                 await asyncio.to_thread(client.close)
                 client = self._clients[linger_ms]
+        if self._reports_task is None:
+            self._reports_task = asyncio.create_task(self._serve_reports(), name="producer-reports")
         return client
 
     async def drain(self, timeout_s: float = 10.0) -> None:
@@ -390,6 +408,9 @@ class ProducerPool:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await _drain_reports(client, timeout_s=10.0)
+        if self._reports_task is not None:
+            self._reports_task.cancel()
+            self._reports_task = None
         for client in clients:
             await asyncio.to_thread(client.close)
 

@@ -1,8 +1,9 @@
-"""The geo tools on the real thing: two Kafka clusters joined by MirrorMaker 2, two sidecars
-each (the package's ``geo`` fixture, shared with the other modules of this package). The same global key written on both sides at once ends with one winner on
-all four sidecars, and the audit across clusters names that winner and why; reconciliation
-finds every sidecar in sync (and reports the one that cannot be read); the ``make
-geo-demo`` tour and the geo benchmark's measurement run their steps here."""
+"""The geo tools on the real thing: two Kafka clusters joined by MirrorMaker 2, two sidecars each
+(the package's ``geo`` fixture, shared with the other modules of this package). The same global
+key written on both sides at once ends with one winner on all four sidecars, and the audit
+across clusters names that winner and why; reconciliation finds every sidecar in sync (and
+reports the one that cannot be read); the ``make geo-demo`` tour and the geo benchmark's
+measurement run their steps here."""
 
 from __future__ import annotations
 

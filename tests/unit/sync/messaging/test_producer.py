@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import threading
 import time
 from collections.abc import Callable
 
@@ -282,46 +281,6 @@ def test_records_beyond_hold_at_wait_here_in_order_and_go_together_on_an_answer(
         assert got == [("m0", 0), ("m1", 1), ("o", 0), ("m2", 2), ("m3", 3), ("m4", 4)]
     finally:
         client.close()
-
-
-def test_with_wake_owner_answers_are_collected_off_thread_and_run_by_the_owner(
-    transport: MemoryTransport,
-) -> None:
-    """``wake_owner``: the client's thread takes the answers from the transport and wakes
-    the owner once; every callback runs in the owner's poll, on the owner's thread, in
-    order, and held records go out when the owner serves the answers that free them."""
-    topic = _topic(transport, "woken", 1)
-    woken = threading.Event()
-    wakes: list[int] = []
-
-    def wake() -> None:
-        wakes.append(threading.get_ident())
-        woken.set()
-
-    client = ProducerClient(transport, serve_reports=False, hold_at=2, wake_owner=wake)
-    try:
-        producer = PartitionedProducer(client, topic)
-        got: list[tuple[int, int]] = []
-        for i in range(5):
-            producer.send_callback(
-                f"m{i}".encode(),
-                lambda mid, err: got.append((threading.get_ident(), mid.offset if mid else -1)),
-            )
-        while len(got) < 5:
-            assert woken.wait(10), f"the owner was woken (answers so far: {got})"
-            woken.clear()
-            client.poll(0)
-        me = threading.get_ident()
-        assert got == [(me, 0), (me, 1), (me, 2), (me, 3), (me, 4)]
-        assert wakes and me not in wakes  # woken from the client's thread
-        assert client.in_flight == 0
-    finally:
-        client.close()
-
-
-def test_wake_owner_needs_owner_served_reports(transport: MemoryTransport) -> None:
-    with pytest.raises(ConfigurationError):
-        ProducerClient(transport, wake_owner=lambda: None)
 
 
 def test_hold_at_needs_owner_served_reports(transport: MemoryTransport) -> None:
