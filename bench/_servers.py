@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ __all__ = [
     "ShimCommand",
     "cpu_seconds",
     "free_port",
+    "http_status",
     "listener_pid",
     "pulsar_standalone",
     "shim_command",
@@ -32,6 +34,18 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def http_status(method: str, url: str, body: bytes | None = None) -> int:
+    """One request with a JSON content type to a loopback URL; the answer's status."""
+    req = urllib.request.Request(url, data=body, method=method)  # noqa: S310 - loopback
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+            resp.read()
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._servers import http_status
 from ._writeload import Conn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,18 +46,6 @@ MAX_RATE = 50.0
 _LATENCY_KEYS = ("linger", "fetch", "poll", "isolation", "offset.flush", "tasks.max", "batch")
 #: The sidecars' tail of every global topic and mirror (sync.table.TableReader's default).
 SIDECAR_TAIL_FETCH_WAIT_MS = 100
-
-
-def _http(method: str, url: str, body: object = None) -> int:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - loopback
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
-            resp.read()
-            return int(resp.status)
-    except urllib.error.HTTPError as err:
-        return int(err.code)
 
 
 @contextlib.contextmanager
@@ -172,7 +159,7 @@ def run(bootstrap: str | None = None, *, writes: int = 200, rate: float = 20.0,
             up_s = time.monotonic() - started
             topic = f"/admin/v2/persistent/geo/ns/bench-{uuid.uuid4().hex[:8]}"
             for name in ("east", "west"):
-                status = _http("PUT", endpoints[name]["sidecars"][0] + topic)
+                status = http_status("PUT", endpoints[name]["sidecars"][0] + topic)
                 if status != 204:
                     raise RuntimeError(f"creating {topic} in {name}: HTTP {status}")
             path = f"{topic}/maxConsumers?isGlobal=true"

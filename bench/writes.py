@@ -35,22 +35,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._servers import free_port, shim_command, source_label
+from ._servers import free_port, http_status, shim_command, source_label
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/admin/v2/persistent/public/default/bench"
 WRITERS = (1, 8, 64)
-
-
-def _http(method: str, url: str, body: bytes | None = None) -> int:
-    req = urllib.request.Request(url, data=body, method=method)  # noqa: S310 - loopback
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
-            resp.read()
-            return int(resp.status)
-    except urllib.error.HTTPError as err:
-        return int(err.code)
 
 
 def _health(url: str) -> dict[str, Any] | None:
@@ -231,7 +220,7 @@ def run(
             result["pulsar"] = "no launcher (docker/pulsar/pulsarctl.py or $PULSARCTL)"
         for base_url in [c[0] for c in clusters] + ([pulsar_url] if pulsar_url else []):
             for k in range(max(writers)):  # policies are set on existing topics only
-                _http("PUT", f"{base_url}{PREFIX}-{k}")
+                http_status("PUT", f"{base_url}{PREFIX}-{k}")
         runs: dict[str, dict[int, list[dict[str, Any]]]] = {name: {} for name in names}
         runs["pulsar"] = {}
         for _ in range(rounds):
@@ -268,7 +257,7 @@ def run(
         ]
         for urls in clusters:
             for k in range(max(writers)):
-                _http("PUT", f"{urls[0]}{PREFIX}-{k}")
+                http_status("PUT", f"{urls[0]}{PREFIX}-{k}")
         for n in writers[1:]:
             for name, urls in zip(names, clusters, strict=True):
                 base += 1_000

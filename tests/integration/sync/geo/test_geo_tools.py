@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from typing import Any
 
@@ -21,27 +19,14 @@ from bench.geo import _measure
 from examples.geo_demo import tour
 from sync.audit import cross_cluster_lines, geo_cluster, reconcile_geo, run_geo_audit
 from sync.geo import LATER_HLC, TIE_CLUSTER
+from tests.support.http import request_json
 from tests.support.waits import wait_for
-
-
-def _http(method: str, url: str, body: object = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(  # noqa: S310 - a loopback test URL
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
-            raw = resp.read()
-            return int(resp.status), json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
 
 
 def _topic_in_both(geo: dict[str, Any], prefix: str) -> str:
     path = f"/admin/v2/persistent/geo/ns/{prefix}-{uuid.uuid4().hex[:8]}"
     for cluster in ("east", "west"):
-        assert _http("PUT", geo[cluster]["sidecars"][0] + path)[0] == 204
+        assert request_json("PUT", geo[cluster]["sidecars"][0] + path)[0] == 204
     return path
 
 
@@ -55,7 +40,7 @@ def test_concurrent_writes_one_winner_audited_and_reconciled(
     threads = [
         threading.Thread(
             target=lambda u=u, v=v: answers.append(
-                _http("POST", f"{u}{path}/messageTTL?isGlobal=true", v)[0]
+                request_json("POST", f"{u}{path}/messageTTL?isGlobal=true", v)[0]
             )
         )
         for u, v in writes
@@ -67,11 +52,13 @@ def test_concurrent_writes_one_winner_audited_and_reconciled(
     assert answers == [204, 204]
 
     def one_value() -> bool:
-        seen = {json.dumps(_http("GET", f"{u}{path}/messageTTL?isGlobal=true")[1]) for u in every}
+        seen = {
+            json.dumps(request_json("GET", f"{u}{path}/messageTTL?isGlobal=true")[1]) for u in every
+        }
         return len(seen) == 1 and seen <= {"111", "222"}
 
     wait_for(one_value, "all four sidecars show one of the two writes", timeout_s=90)
-    shown = _http("GET", f"{every[0]}{path}/messageTTL?isGlobal=true")[1]
+    shown = request_json("GET", f"{every[0]}{path}/messageTTL?isGlobal=true")[1]
 
     clusters = [geo_cluster(f"{n}={geo[n]['bootstrap']}") for n in ("east", "west")]
     key = "__G__persistent://geo/ns/" + path.rsplit("/", 1)[1]
@@ -108,4 +95,4 @@ def test_the_geo_benchmark_measures_local_and_remote_visibility(geo: dict[str, A
     assert measured["errors"] == []
     assert len(measured["local"]) == len(measured["geo"]) == 3
     for url in [*geo["east"]["sidecars"], *geo["west"]["sidecars"]]:
-        assert _http("GET", url + path)[1] == 3  # the last write, everywhere
+        assert request_json("GET", url + path)[1] == 3  # the last write, everywhere

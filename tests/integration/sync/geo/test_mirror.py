@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +23,7 @@ from sync.constants import (
 )
 from sync.geo import GlobalTable, Stamp, pack_hlc
 from sync.transport import KafkaConfig, KafkaTransport
+from tests.support.http import request_json
 from tests.support.sidecars import run_cli
 from tests.support.waits import wait_for
 
@@ -103,20 +102,6 @@ def test_only_the_global_topic_and_its_mirror_exist_across(geo: dict[str, Any]) 
         assert len(geo[name]["sidecars"]) == 2
 
 
-def _http(method: str, url: str, body: object = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(  # noqa: S310 - a loopback test URL
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
-            raw = resp.read()
-            return int(resp.status), json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
-
-
 def test_both_clusters_are_registered_everywhere_as_pulsar_does(geo: dict[str, Any]) -> None:
     """geoctl registered both clusters, tenant geo and namespace geo/ns in each cluster
     (independent configuration stores); every sidecar of the cluster sees them."""
@@ -125,36 +110,43 @@ def test_both_clusters_are_registered_everywhere_as_pulsar_does(geo: dict[str, A
             admin = f"{url}/admin/v2"
 
             def listed(admin: str = admin) -> bool:
-                return _http("GET", f"{admin}/clusters") == (200, ["east", "west"])
+                return request_json("GET", f"{admin}/clusters") == (200, ["east", "west"])
 
             wait_for(listed, f"{admin} lists east and west", timeout_s=30)
-            assert _http("GET", f"{admin}/tenants/geo")[1]["allowedClusters"] == ["east", "west"]
-            replication = _http("GET", f"{admin}/namespaces/geo/ns/replication")
+            assert request_json("GET", f"{admin}/tenants/geo")[1]["allowedClusters"] == [
+                "east",
+                "west",
+            ]
+            replication = request_json("GET", f"{admin}/namespaces/geo/ns/replication")
             assert replication == (200, ["east", "west"])
 
 
 def test_refusals_write_nothing_on_real_kafka(geo: dict[str, Any]) -> None:
     admin = f"{geo['east']['sidecars'][0]}/admin/v2"
-    assert _http("PUT", f"{admin}/clusters/bad%20name", {}) == (
+    assert request_json("PUT", f"{admin}/clusters/bad%20name", {}) == (
         412,
         {"reason": "Cluster name is not valid"},
     )
-    assert _http("POST", f"{admin}/namespaces/geo/ns/replication", ["east", "nowhere"]) == (
+    assert request_json("POST", f"{admin}/namespaces/geo/ns/replication", ["east", "nowhere"]) == (
         403,
         {"reason": "Invalid cluster id: nowhere"},
     )
-    assert _http("DELETE", f"{admin}/clusters/west") == (412, {"reason": "Cluster not empty"})
+    assert request_json("DELETE", f"{admin}/clusters/west") == (
+        412,
+        {"reason": "Cluster not empty"},
+    )
     other = f"{geo['east']['sidecars'][1]}/admin/v2"
-    assert _http("GET", f"{other}/clusters") == (200, ["east", "west"])
-    assert _http("GET", f"{other}/namespaces/geo/ns/replication") == (200, ["east", "west"])
+    assert request_json("GET", f"{other}/clusters") == (200, ["east", "west"])
+    assert request_json("GET", f"{other}/namespaces/geo/ns/replication") == (200, ["east", "west"])
     # A topic of geo/ns may now name both clusters, locally and globally.
     topic = f"{admin}/persistent/geo/ns/t-{uuid.uuid4().hex[:6]}"
-    assert _http("PUT", topic)[0] == 204
-    assert _http("POST", f"{topic}/replication", ["east", "west"])[0] == 204
-    assert _http("POST", f"{topic}/replication?isGlobal=true", ["east", "west"])[0] == 204
+    assert request_json("PUT", topic)[0] == 204
+    assert request_json("POST", f"{topic}/replication", ["east", "west"])[0] == 204
+    assert request_json("POST", f"{topic}/replication?isGlobal=true", ["east", "west"])[0] == 204
     wait_for(
         lambda: (
-            _http("GET", f"{topic.replace(admin, other)}/replication") == (200, ["east", "west"])
+            request_json("GET", f"{topic.replace(admin, other)}/replication")
+            == (200, ["east", "west"])
         ),
         "the other east sidecar sees the topic's replication clusters",
         timeout_s=30,
@@ -243,7 +235,7 @@ def test_both_clusters_merge_global_records_to_one_state(geo: dict[str, Any]) ->
 
 
 def _policy(url: str) -> Any:
-    status, body = _http("GET", url)
+    status, body = request_json("GET", url)
     assert status == 200, (url, status, body)
     return body
 
@@ -262,7 +254,7 @@ def _topic_in_both(geo: dict[str, Any]) -> str:
     creates it in each); returns its admin path."""
     path = f"/admin/v2/persistent/geo/ns/g-{uuid.uuid4().hex[:8]}"
     for name in ("east", "west"):
-        assert _http("PUT", geo[name]["sidecars"][0] + path)[0] == 204
+        assert request_json("PUT", geo[name]["sidecars"][0] + path)[0] == 204
     return path
 
 
@@ -274,8 +266,8 @@ def test_a_global_write_reaches_every_sidecar_of_the_other_cluster_and_a_local_o
     east0, west0 = geo["east"]["sidecars"][0], geo["west"]["sidecars"][0]
     # A local write in east, then a global one: once the global one is seen in west, the
     # local one (written before it) would have been too, had it crossed.
-    assert _http("POST", f"{east0}{path}/maxProducers", 3)[0] == 204
-    assert _http("POST", f"{east0}{path}/maxConsumers?isGlobal=true", 7)[0] == 204
+    assert request_json("POST", f"{east0}{path}/maxProducers", 3)[0] == 204
+    assert request_json("POST", f"{east0}{path}/maxConsumers?isGlobal=true", 7)[0] == 204
     _await_everywhere(every, f"{path}/maxConsumers?isGlobal=true", 7, "the global write")
     for url in geo["west"]["sidecars"]:
         assert _policy(f"{url}{path}/maxProducers") is None  # the local write stayed in east
@@ -286,7 +278,7 @@ def test_a_global_write_reaches_every_sidecar_of_the_other_cluster_and_a_local_o
         timeout_s=60,
     )
     # And the other way round.
-    assert _http("POST", f"{west0}{path}/maxConsumers?isGlobal=true", 9)[0] == 204
+    assert request_json("POST", f"{west0}{path}/maxConsumers?isGlobal=true", 9)[0] == 204
     _await_everywhere(every, f"{path}/maxConsumers?isGlobal=true", 9, "west's later write")
 
 
@@ -295,7 +287,8 @@ def test_the_same_key_written_on_both_sides_converges_everywhere(geo: dict[str, 
     every = [u for n in ("east", "west") for u in geo[n]["sidecars"]]
     writes = [(geo["east"]["sidecars"][0], 111), (geo["west"]["sidecars"][1], 222)]
     threads = [
-        threading.Thread(target=lambda u=u, v=v: _http("POST", f"{u}{path}", v)) for u, v in writes
+        threading.Thread(target=lambda u=u, v=v: request_json("POST", f"{u}{path}", v))
+        for u, v in writes
     ]
     for thread in threads:
         thread.start()
