@@ -38,7 +38,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sync._constants import GLOBAL_EVENTS_TOPIC
 from sync._errors import ConfigurationError, InvalidInputError
-from sync.geo import Stamp, judge_global, policy_decoder, unpack_hlc, why, wins
+from sync.geo import LOGICAL_BITS, Stamp, judge_global, policy_decoder, unpack_hlc, why, wins
 from sync.policy._codec import Codec
 
 from ._decode import KafkaSource, check_source, read_log
@@ -251,7 +251,7 @@ def geo_writes(
             )
         )
     )
-    logical = (1 << 16) - 1
+    logical = (1 << LOGICAL_BITS) - 1  # the clock's counter bits (sync.geo's packing)
     return joined.select(
         "key",
         "origin",
@@ -259,7 +259,7 @@ def geo_writes(
         "offset",
         "timestamp",
         "hlc",
-        F.shiftright(F.col("hlc"), 16).alias("hlc_ms"),
+        F.shiftright(F.col("hlc"), LOGICAL_BITS).alias("hlc_ms"),
         (F.col("hlc").bitwiseAND(F.lit(logical))).alias("hlc_counter"),
         "stamp_cluster",
         "event_id",
