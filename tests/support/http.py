@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import ssl
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
@@ -68,3 +70,30 @@ def create_topic(url: str, topic: str) -> None:
     ):
         result = http("PUT", url + path, "{}" if "tenants" in path else None)
         assert result.status in (204, 409), (path, result.status, result.body)
+
+
+class JsonRoutes:
+    """A loopback HTTP server answering GETs of fixed paths with fixed JSON bodies (404 and
+    ``{}`` elsewhere): a stand-in for a sidecar's read endpoints."""
+
+    def __init__(self, routes: dict[str, Any]) -> None:
+        bodies = {path: json.dumps(body).encode() for path, body in routes.items()}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                payload = bodies.get(self.path)
+                self.send_response(404 if payload is None else 200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}" if payload is None else payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +61,7 @@ from sync.audit._rules import find_bursts
 from sync.cluster import SchemaEntry, SchemaHistory, SchemaType
 from sync.transport import OFFSET_BEGINNING, KafkaConfig, KafkaTransport, TopicSpec
 from tests.support.events import change_event
-from tests.support.http import http
+from tests.support.http import JsonRoutes, http
 from tests.support.kafka import free_port
 from tests.support.sidecars import Sidecar, run_cli
 from tests.support.spark import SPARK_TEST_CONF
@@ -501,33 +499,14 @@ def _check_report_tallies(spark: SparkSession, out: Path, expected: list[Expecte
 # ---------------------------------------------------------------------------- reconcile
 
 
-class _FakeSidecar:
-    """Serves a sidecar's two reconciliation endpoints with entries we choose."""
-
-    def __init__(self, positions: dict[str, int], entries: dict[str, str]) -> None:
-        body = {
+def _fake_sidecar(positions: dict[str, int], entries: dict[str, str]) -> JsonRoutes:
+    """A sidecar's two reconciliation endpoints, serving entries we choose."""
+    return JsonRoutes(
+        {
             "/policy-sync/v1/digest": {"digest": "x", "size": 0, "positions": positions},
             "/policy-sync/v1/entries": {"entries": entries},
         }
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                payload = json.dumps(body.get(self.path, {})).encode()
-                self.send_response(200 if self.path in body else 404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -591,7 +570,7 @@ def test_reconcile_agrees_with_a_real_sidecar_and_pinpoints_divergence(
     missing = tampered.pop("persistent://acme/rc/t4")
     tampered["persistent://acme/rc/extra"] = "0" * 64
     tampered["persistent://acme/rc/t5"] = "f" * 64
-    fake = _FakeSidecar(digest["positions"], tampered)
+    fake = _fake_sidecar(digest["positions"], tampered)
     try:
         results = reconcile(
             spark,
@@ -620,7 +599,7 @@ def test_cli_reconcile_exits_1_on_divergence_and_cli_audit_reports(
 ) -> None:
     topic, shim = sidecar_log
     digest = shim.digest()
-    fake = _FakeSidecar(digest["positions"], {"persistent://acme/rc/t0": "0" * 64})
+    fake = _fake_sidecar(digest["positions"], {"persistent://acme/rc/t0": "0" * 64})
     common = ["--topic", topic, "--master", "local[2]", "--no-progress"]
     for key, value in SPARK_TEST_CONF.items():
         common += ["--conf", f"{key}={value}"]

@@ -8,12 +8,9 @@ MirrorMaker 2: ``tests/integration/sync/geo/test_geo_audit.py``.)"""
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -42,6 +39,7 @@ from sync.geo import LATER_HLC, TIE_CLUSTER, LwwTable, Stamp, judge_global, pack
 from sync.geo import policy_decoder as decoder_of
 from sync.transport import KafkaConfig, KafkaTransport, TopicSpec
 from tests.support.events import change_event
+from tests.support.http import JsonRoutes
 from tests.support.sidecars import run_cli
 from tests.support.spark import spark_cli_flags
 
@@ -206,30 +204,9 @@ def test_reconcile_across_clusters_finds_a_lagging_sidecar(
     assert lines[0] == "3 sidecars of east, west hold 2 different tables:"
 
 
-class _FakeGeoSidecar:
+def _fake_geo_sidecar(cluster: str, entries: dict[str, dict[str, Any]]) -> JsonRoutes:
     """Serves ``/policy-sync/v1/global-entries`` with the table we choose."""
-
-    def __init__(self, cluster: str, entries: dict[str, dict[str, Any]]) -> None:
-        payload = json.dumps({"cluster": cluster, "entries": entries}).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                found = self.path == SIDECAR_GLOBAL_ENTRIES_PATH
-                self.send_response(200 if found else 404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(payload if found else b"{}")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return JsonRoutes({SIDECAR_GLOBAL_ENTRIES_PATH: {"cluster": cluster, "entries": entries}})
 
 
 def test_cli_reconcile_across_clusters_exits_1_on_divergence(kafka_bootstrap: str) -> None:
@@ -246,7 +223,7 @@ def test_cli_reconcile_across_clusters_exits_1_on_divergence(kafka_bootstrap: st
                      headers=_headers(write))  # fmt: skip
     assert producer.flush(30) == 0
     stale = {"hlc": pack_hlc(4_000, 0), "cluster": "east", "eventId": "e-old", "deleted": False}
-    fake = _FakeGeoSidecar("east", {write.key: stale})
+    fake = _fake_geo_sidecar("east", {write.key: stale})
     try:
         done = run_cli(
             "policy-audit", "reconcile", "--cluster", f"east={kafka_bootstrap}",
