@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable, Iterator
 
 from sync.cluster import TopicOperation
 from sync.errors import ConsumerBusyError, InvalidInputError, PolicySyncError
@@ -50,6 +51,8 @@ _SUB_TYPES = {
     api.CommandSubscribe.Key_Shared: SubscriptionType.Key_Shared,
 }
 _WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+#: Entry ids from here up are negative as Java's ``long`` (the protocol's field is uint64).
+_BEFORE_FIRST = 1 << 63
 
 
 class _Consumer:
@@ -259,27 +262,51 @@ class Consumers:
         m = cmd.ack
         cons = self._consumer(m.consumer_id)
         if cons is not None:
-            consumer = cons.consumer
-            if m.ack_type == api.CommandAck.Cumulative:
-                for data in m.message_id:
-                    upto = cons.message_id(data)
-                    part = upto.kafka_partition
-                    # Up to a batch index: the entries before it whole, and the indexes
-                    # up to it of its own entry (the ack set keeps those after it).
-                    unacked = _ack_set(data)
-                    last = upto.offset - 1 if unacked is not None else upto.offset
-                    for p, offset in sorted(consumer.delivered):
-                        if p == part and offset <= last:
-                            consumer.ack(MessageId(upto.partition, offset))
-                    if unacked is not None:
-                        consumer.ack(upto, unacked)
-            else:
-                for data in m.message_id:
-                    consumer.ack(cons.message_id(data), _ack_set(data))
+            self._ack(cons, m)
         if m.HasField("request_id"):
             self.session.write_command(
                 commands.ack_response(m.consumer_id, m.request_id, found=cons is not None)
             )
+
+    def _ack(self, cons: _Consumer, m: api.CommandAck) -> None:
+        consumer = cons.consumer
+        for mid, data in self._ids_of(cons, m.message_id, "ack"):
+            if m.ack_type == api.CommandAck.Cumulative:
+                self._ack_cumulative(consumer, mid, data)
+            else:
+                consumer.ack(mid, _ack_set(data))
+
+    def _ids_of(
+        self, cons: _Consumer, ids: Iterable[api.MessageIdData], what: str
+    ) -> Iterator[tuple[MessageId, api.MessageIdData]]:
+        """The engine's ids of a client's message ids, each on its own: an id that names no
+        message here is logged and left, never a reason to drop the connection (Pulsar's
+        broker answers acks of unknown positions without closing it either)."""
+        for data in ids:
+            if data.entryId >= _BEFORE_FIRST:
+                # Java's entry id -1, the position before the first entry: the Java client
+                # acks it cumulatively for a batch's first message when batch-index acks
+                # are off (``prevBatchMessageId``). Nothing to acknowledge.
+                continue
+            try:
+                yield cons.message_id(data), data
+            except InvalidInputError as exc:
+                logger.info(
+                    "%s from %s on %s ignored: %s", what, self.session.peer, cons.consumer.name, exc
+                )
+
+    @staticmethod
+    def _ack_cumulative(consumer: Consumer, upto: MessageId, data: api.MessageIdData) -> None:
+        part = upto.kafka_partition
+        # Up to a batch index: the entries before it whole, and the indexes up to it of its
+        # own entry (the ack set keeps those after it).
+        unacked = _ack_set(data)
+        last = upto.offset - 1 if unacked is not None else upto.offset
+        for p, offset in sorted(consumer.delivered):
+            if p == part and offset <= last:
+                consumer.ack(MessageId(upto.partition, offset))
+        if unacked is not None:
+            consumer.ack(upto, unacked)
 
     async def on_redeliver(self, cmd: api.BaseCommand) -> None:
         m = cmd.redeliverUnacknowledgedMessages
@@ -288,7 +315,7 @@ class Consumers:
             return
         consumer = cons.consumer
         if m.message_ids:
-            ids = [cons.message_id(d) for d in m.message_ids]
+            ids = [mid for mid, _ in self._ids_of(cons, m.message_ids, "redelivery request")]
         else:
             pid = cons.consumer.subscription.partitioned
             ids = [MessageId(p if pid else -1, o) for p, o in sorted(consumer.delivered)]

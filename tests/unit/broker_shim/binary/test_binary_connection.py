@@ -264,15 +264,105 @@ def test_message_metadata_gives_back_producer_sequence_and_publish_time(
     assert frame.payload == b"x"
 
 
+async def _subscribed(srv: BinaryServer, topic: str) -> Peer:
+    """A connected peer with consumer 1 subscribed to ``topic`` from the earliest message
+    (Exclusive, subscription ``s``), 10 permits given."""
+    peer = await _open(srv)
+    peer.send(_connect())
+    assert (await peer.recv()) is not None
+    sub = _T(type=_T.SUBSCRIBE)
+    sub.subscribe.topic = topic
+    sub.subscribe.subscription = "s"
+    sub.subscribe.subType = api.CommandSubscribe.Exclusive
+    sub.subscribe.consumer_id = 1
+    sub.subscribe.request_id = 1
+    sub.subscribe.initialPosition = api.CommandSubscribe.Earliest
+    peer.send(encode_command(sub))
+    answer = await peer.recv()
+    assert answer is not None and answer.type == _T.SUCCESS, answer
+    flow = _T(type=_T.FLOW)
+    flow.flow.consumer_id = 1
+    flow.flow.messagePermits = 10
+    peer.send(encode_command(flow))
+    return peer
+
+
+@contextlib.asynccontextmanager
+async def _engine_with(topic: str, values: list[bytes]) -> AsyncIterator[MessagingEngine]:
+    """An engine on the in-memory transport whose ``topic`` holds ``values``."""
+    from sync import PolicyService, TopicName, kafka_topic_of
+    from sync.transport import TopicSpec
+
+    transport = MemoryTransport()
+    kafka = kafka_topic_of(TopicName.parse(topic))
+    transport.admin().ensure_topic(TopicSpec(kafka, 1))
+    producer = transport.producer()
+    for value in values:
+        producer.produce(kafka, None, value, partition=0)
+    producer.flush(5)
+    svc = PolicyService(transport).start(timeout_s=10)
+    engine = MessagingEngine(transport, lambda: svc)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        svc.close()
+
+
+def test_an_ack_of_the_position_before_the_first_entry_keeps_the_connection() -> None:
+    """The Java client acks a batch's first message cumulatively as the id before it
+    (entry id -1, ``2**64 - 1`` on the wire) when batch-index acks are off: nothing is
+    acknowledged, the ACK is answered, and the connection and the consumer go on (it
+    was dropped, failing the reader's next request, once in three runs on a busy
+    machine)."""
+    topic = "persistent://public/default/before-first"
+
+    async def scenario() -> None:
+        async with (
+            _engine_with(topic, [b"a", b"b"]) as engine,
+            serving(engine=engine, keepalive_s=5) as srv,
+        ):
+            peer = await _subscribed(srv, topic)
+            got: list[int] = []
+            while len(got) < 2:
+                cmd = await peer.recv(timeout_s=10)
+                assert cmd is not None
+                if cmd.type == _T.MESSAGE:
+                    got.append(cmd.message.message_id.entryId)
+            assert got == [0, 1]
+            ack = _T(type=_T.ACK)
+            ack.ack.consumer_id = 1
+            ack.ack.ack_type = api.CommandAck.Cumulative
+            ack.ack.message_id.add(ledgerId=0, entryId=(1 << 64) - 1)
+            ack.ack.request_id = 5
+            peer.send(encode_command(ack))
+            answer = await peer.recv()
+            assert answer is not None and answer.type == _T.ACK_RESPONSE, answer
+            assert not answer.ackResponse.HasField("error")
+            last = _T(type=_T.GET_LAST_MESSAGE_ID)
+            last.getLastMessageId.consumer_id = 1
+            last.getLastMessageId.request_id = 6
+            peer.send(encode_command(last))
+            answer = await peer.recv()
+            assert answer is not None, "connection dropped"
+            assert answer.type == _T.GET_LAST_MESSAGE_ID_RESPONSE, answer
+            response = answer.getLastMessageIdResponse
+            assert response.last_message_id.entryId == 1
+            # nothing was acknowledged: the mark-delete position is before the first
+            assert response.consumer_mark_delete_position.entryId == (1 << 64) - 1
+
+    run(scenario)
+
+
 def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A stored record whose MESSAGE cannot be built is counted, acknowledged and skipped;
     the records after it still reach the consumer."""
     from broker_shim.binary import _commands as commands
-    from sync import PolicyService, TopicName, kafka_topic_of
+    from sync import TopicName
     from sync.messaging import Delivery
-    from sync.transport import TopicSpec
 
     build = commands.message_frame
 
@@ -285,41 +375,14 @@ def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
     topic = TopicName.parse("persistent://public/default/poison")
 
     async def scenario() -> None:
-        transport = MemoryTransport()
-        kafka = kafka_topic_of(topic)
-        transport.admin().ensure_topic(TopicSpec(kafka, 1))
-        producer = transport.producer()
-        for value in (b"a", b"poison", b"b"):
-            producer.produce(kafka, None, value, partition=0)
-        producer.flush(5)
-        svc = PolicyService(transport).start(timeout_s=10)
-        engine = MessagingEngine(transport, lambda: svc)
-        await engine.start()
-        try:
-            async with serving(engine=engine, keepalive_s=5) as srv:
-                await _read_past_the_poison(srv, topic)
-        finally:
-            await engine.close()
-            svc.close()
+        async with (
+            _engine_with(str(topic), [b"a", b"poison", b"b"]) as engine,
+            serving(engine=engine, keepalive_s=5) as srv,
+        ):
+            await _read_past_the_poison(srv, topic)
 
     async def _read_past_the_poison(srv: BinaryServer, topic: TopicName) -> None:
-        peer = await _open(srv)
-        peer.send(_connect())
-        assert (await peer.recv()) is not None
-        sub = _T(type=_T.SUBSCRIBE)
-        sub.subscribe.topic = str(topic)
-        sub.subscribe.subscription = "s"
-        sub.subscribe.subType = api.CommandSubscribe.Exclusive
-        sub.subscribe.consumer_id = 1
-        sub.subscribe.request_id = 1
-        sub.subscribe.initialPosition = api.CommandSubscribe.Earliest
-        peer.send(encode_command(sub))
-        answer = await peer.recv()
-        assert answer is not None and answer.type == _T.SUCCESS, answer
-        flow = _T(type=_T.FLOW)
-        flow.flow.consumer_id = 1
-        flow.flow.messagePermits = 10
-        peer.send(encode_command(flow))
+        peer = await _subscribed(srv, str(topic))
         got: list[int] = []
         while len(got) < 2:
             cmd = await peer.recv(timeout_s=10)
