@@ -25,6 +25,13 @@ from ._base import (
 )
 from ._kafka import KafkaTransport
 from ._memory import MemoryBroker, MemoryTransport
+from ._reachability import (
+    Probe,
+    Reachability,
+    ReachabilityConfig,
+    ReachabilityMonitor,
+    ReachabilityStatus,
+)
 
 __all__ = [
     "OFFSET_BEGINNING",
@@ -45,7 +52,12 @@ __all__ = [
     "Message",
     "MemoryBroker",
     "MemoryTransport",
+    "Probe",
     "Producer",
+    "Reachability",
+    "ReachabilityConfig",
+    "ReachabilityMonitor",
+    "ReachabilityStatus",
     "RebalanceListener",
     "Record",
     "TopicDescription",

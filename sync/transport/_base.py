@@ -16,6 +16,8 @@ from typing import Protocol
 
 from sync._errors import ConfigurationError
 
+from ._reachability import ReachabilityConfig, ReachabilityMonitor
+
 __all__ = [
     "OFFSET_BEGINNING",
     "OFFSET_INVALID",
@@ -403,6 +405,10 @@ class Transport(Protocol):
         ...
 
     def admin(self) -> Admin: ...
+    def reachability(self, config: ReachabilityConfig | None = None) -> ReachabilityMonitor:
+        """A monitor (not started) of whether this cluster's brokers answer: a consumer
+        whose brokers are all gone just stops receiving, so this is the only signal."""
+        ...
 
 
 def config_differences(

@@ -1,7 +1,7 @@
 """The real transport: confluent-kafka (librdkafka) behind the seam's protocols.
 
 The clients are in their own modules: :mod:`._kafka_producer`, :mod:`._kafka_consumer`,
-:mod:`._kafka_admin` and :mod:`._kafka_group`."""
+:mod:`._kafka_admin` and :mod:`._kafka_group`; the reachability probe :mod:`._kafka_probe`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from ._base import (
 from ._kafka_admin import KafkaAdmin
 from ._kafka_consumer import KafkaConsumer
 from ._kafka_group import KafkaGroupConsumer
+from ._kafka_probe import MetadataProbe
 from ._kafka_producer import KafkaProducer
+from ._reachability import ReachabilityConfig, ReachabilityMonitor
 
 __all__ = ["KafkaTransport"]
 
@@ -66,3 +68,6 @@ class KafkaTransport:
 
     def admin(self) -> KafkaAdmin:
         return KafkaAdmin(self.config)
+
+    def reachability(self, config: ReachabilityConfig | None = None) -> ReachabilityMonitor:
+        return ReachabilityMonitor(MetadataProbe(self.config), config, what=self.description)

@@ -33,6 +33,7 @@ from ._memory_log import (
     _Topic,
 )
 from ._memory_producer import MemoryProducer
+from ._reachability import ReachabilityConfig, ReachabilityMonitor
 
 __all__ = ["MemoryBroker", "MemoryTransport"]
 
@@ -234,3 +235,13 @@ class MemoryTransport:
 
     def admin(self) -> MemoryAdmin:
         return MemoryAdmin(self.broker)
+
+    def reachability(self, config: ReachabilityConfig | None = None) -> ReachabilityMonitor:
+        """Probes answer while the broker is available (``broker.set_available``)."""
+        broker = self.broker
+
+        def probe(timeout_s: float) -> None:
+            with broker._lock:  # noqa: SLF001
+                broker._check()  # noqa: SLF001
+
+        return ReachabilityMonitor(probe, config, what=self.description)

@@ -13,5 +13,7 @@ def test_transport_exports() -> None:
             "OFFSET_BEGINNING", "Admin", "Consumer", "DeliveryCallback", "DeliveryReport",
             "Header", "KafkaConfig", "KafkaTransport", "Message", "MemoryBroker",
             "MemoryTransport", "Producer", "TopicDescription", "TopicSpec", "Transport",
+            "Probe", "Reachability", "ReachabilityConfig", "ReachabilityMonitor",
+            "ReachabilityStatus",
         ]
     )  # fmt: skip
