@@ -176,6 +176,7 @@ def build_app(
 
     async def on_startup(app: web.Application) -> None:
         await asyncio.to_thread(sidecar.start_service)
+        sidecar.kafka.start()
         if sidecar.holder is not None:
             await asyncio.to_thread(sidecar.holder.start)
         app[_SUPERVISOR_KEY] = asyncio.create_task(sidecar.supervise())

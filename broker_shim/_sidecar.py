@@ -2,8 +2,9 @@
 
 :class:`Sidecar` builds them once and hands them to the front ends
 (:func:`broker_shim._http.build_app` wires the HTTP, WebSocket and binary-protocol ones
-around it): the Kafka transport, the policy service (restarted by the one supervisor
-when its cache fails), the vote in the fence-holder election, the cluster service
+around it): the Kafka transport and whether it answers
+(:class:`~broker_shim._kafka_readiness.KafkaReadiness`), the policy service (restarted by
+the one supervisor when its cache fails), the vote in the fence-holder election, the cluster service
 (registry, bundle ownership, lookups; :class:`~broker_shim._live_cluster.LiveCluster`)
 and the messaging engine both messaging front ends share.
 """
@@ -38,9 +39,10 @@ from sync.cluster import (
 )
 from sync.geo import GlobalPolicies
 from sync.messaging import AutoTopicCreation, MessagingConfig, MessagingEngine, TopicOwnership
-from sync.transport import KafkaConfig, KafkaTransport, Transport
+from sync.transport import KafkaConfig, KafkaTransport, ReachabilityConfig, Transport
 
 from ._autocreate import topic_creator
+from ._kafka_readiness import KafkaReadiness
 from ._live_cluster import LiveCluster, LiveTopicEpochs, LookupOwnership
 from ._metrics import SidecarMetrics
 from ._process_tuning import release_free_heap
@@ -99,6 +101,8 @@ class SidecarConfig:
     #: their MirrorMaker 2 mirrors ``<peer>.policy-sync-global-events``); empty: global
     #: policies stay ``__G__`` keys of ``__change_events`` (docs/geo-design.md).
     geo_peers: tuple[str, ...] = ()
+    #: How Kafka's reachability is probed (/health says 503 while it is UNREACHABLE).
+    reachability: ReachabilityConfig = ReachabilityConfig()
 
     @property
     def advertised_broker_url(self) -> str:
@@ -158,6 +162,10 @@ class Sidecar:
         )
         self._lock = threading.Lock()
         self._service: PolicyService | None = None
+        #: Whether Kafka answers, and the cache's catch-up after an outage (started by the app).
+        self.kafka = KafkaReadiness(
+            self.transport.reachability(config.reachability), lambda: self._service
+        )
         self.metrics = SidecarMetrics(
             lambda: None if self._service is None else self._service.cache
         )
@@ -329,6 +337,7 @@ class Sidecar:
         )
 
     def close(self) -> None:
+        self.kafka.close()
         if self.holder is not None:
             self.holder.close()
         with self._lock:

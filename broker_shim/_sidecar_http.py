@@ -75,6 +75,11 @@ class SidecarRoutes:
             body["view"] = view.value
             ready = ready and lookup == "READY" and member is MemberState.ACTIVE
             ready = ready and view is ViewState.FRESH
+        # Kafka unreachable (a consumer just stops receiving, so the cache stays READY), or
+        # back but the cache not caught up yet: not ready either.
+        kafka_ok, kafka = sidecar.kafka.report()
+        body.update(kafka)
+        ready = ready and kafka_ok
         if sidecar.last_failure:
             body["lastFailure"] = sidecar.last_failure
         body["writer"] = self._writer_status(svc)
