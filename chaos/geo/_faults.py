@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 FAULTS = ("mm2-stop", "mm2-kill", "kafka-down")
 #: Load before the fault: MirrorMaker 2 is copying when it is hit.
 WARM_UP_S = 2.0
+#: kafka-down: how long past ``outage_s`` the outage may last until every sidecar of the
+#: downed cluster was seen answering /health 503 (a liveness bound, not a speed target).
+UNREADY_BOUND_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class FaultResult:
     duplicates: int = 0
     #: kafka-down: /health statuses of the downed cluster's sidecars during the outage.
     health_during: dict[int, int] = field(default_factory=dict)
+    #: kafka-down: the downed cluster's sidecars seen answering /health 503 (not ready)
+    #: during the outage.
+    unready_during: set[str] = field(default_factory=set)
     sidecars_alive: bool = True
 
     def summary(self) -> dict[str, Any]:
@@ -90,6 +96,7 @@ class FaultResult:
             "statuses": self.statuses,
             "downCluster": self.config.down_cluster if self.config.fault == "kafka-down" else None,
             "healthDuringOutage": self.health_during,
+            "unreadyDuringOutage": sorted(self.unready_during),
             "sidecarsAlive": self.sidecars_alive,
         }
 
@@ -113,11 +120,15 @@ def _alive(pids: list[int]) -> bool:
     return bool(pids)
 
 
-def _watch_health(urls: tuple[str, ...], stop: threading.Event, seen: dict[int, int]) -> None:
+def _watch_health(
+    urls: tuple[str, ...], stop: threading.Event, seen: dict[int, int], unready: set[str]
+) -> None:
     while not stop.wait(0.5):
         for url in urls:
             status = _health(url)
             seen[status] = seen.get(status, 0) + 1
+            if status == 503:
+                unready.add(url)
 
 
 def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
@@ -156,13 +167,19 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
         else:
             down = config.down_cluster
             geo.kafka_stop(down)
+            urls = geo.endpoints[down].sidecars
             watcher = threading.Thread(
                 target=_watch_health,
-                args=(geo.endpoints[down].sidecars, stop_watch, result.health_during),
+                args=(urls, stop_watch, result.health_during, result.unready_during),
                 daemon=True,
             )
             watcher.start()
             time.sleep(config.outage_s)
+            # A sidecar notices an unreachable Kafka within ~10 s (docs/operations.md,
+            # Health): a shorter outage lasts until each was seen not ready, or the bound.
+            until = time.monotonic() + UNREADY_BOUND_S
+            while len(result.unready_during) < len(urls) and time.monotonic() < until:
+                time.sleep(0.5)
             stop_watch.set()
             watcher.join(30)
             result.sidecars_alive = _alive(geo.sidecar_pids(down))

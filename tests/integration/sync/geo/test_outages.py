@@ -75,3 +75,6 @@ def test_one_clusters_kafka_down_for_an_outage_then_up(geo_cluster: GeoCluster) 
     assert result.writes["east"]["failed"] == 0, result.writes
     assert result.sidecars_alive
     assert result.statuses.keys() <= {204, 503}, result.statuses
+    # Readiness told the truth: every west sidecar answered /health 503 during the outage
+    # (Kafka UNREACHABLE), and all_clusters_healthy in _run saw them 200 again after it.
+    assert result.unready_during == set(geo_cluster.endpoints["west"].sidecars), result.summary()
