@@ -179,13 +179,16 @@ class IsolatedAdmin:
         assert proc.stdout is not None  # noqa: S101
         deadline = time.monotonic() + limit_s
         fd = proc.stdout.fileno()
+        # poll(), not select(): a process with many clients and connections has
+        # descriptors past select()'s 1024 ("filedescriptor out of range in select()").
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         chunks: list[bytes] = []
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return b""
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            if not poller.poll(remaining * 1000):
                 return b""
             chunk = os.read(fd, 65536)
             if not chunk:

@@ -63,3 +63,31 @@ def test_an_aborted_admin_worker_is_a_transport_error_and_is_replaced() -> None:
     finally:
         admin.close()
     assert second.poll() is not None  # closed with its owner
+
+
+@pytest.fixture
+def busy_descriptors() -> Iterator[None]:
+    """Descriptors 0..~1100 taken, as in a process with many clients and connections: the
+    next pipe's descriptors are past ``select()``'s limit of 1024."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+@pytest.mark.usefixtures("busy_descriptors")
+def test_the_worker_is_served_through_descriptors_past_1024() -> None:
+    """The last full run failed with ``filedescriptor out of range in select()``."""
+    admin = IsolatedAdmin(KafkaConfig(UNREACHABLE, client_id="unit"))
+    try:
+        admin.start()
+        proc = admin._proc  # noqa: SLF001 - the worker under test
+        assert proc is not None and proc.stdout is not None
+        assert proc.stdout.fileno() >= 1024
+        with pytest.raises(TransportError) as answered:  # Kafka's own failure, answered
+            admin.describe_group("g", timeout_s=0.5)
+        assert "admin worker" not in str(answered.value)
+    finally:
+        admin.close()
