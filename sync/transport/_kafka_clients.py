@@ -30,9 +30,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._kafka_log import ConnectionFailureFilter
+
 logger = logging.getLogger(__name__)
-#: librdkafka's own log lines go through Python logging, not straight to stderr.
+#: librdkafka's own log lines go through Python logging, not straight to stderr (a client's
+#: reconnect failures: one WARNING a minute, see :mod:`._kafka_log`).
 RDKAFKA_LOG = logging.getLogger("sync.librdkafka")
+RDKAFKA_LOG.addFilter(ConnectionFailureFilter())
 
 __all__ = ["client_id", "client_threads", "created", "fetched"]
 
