@@ -102,6 +102,22 @@ class GeoCluster:
         picked = [ln for ln in text.splitlines() if " ERROR " in ln or "replicating" in ln]
         return "\n".join(ln[:300] for ln in picked[-lines:])
 
+    def sidecar_log_tail(self, url: str, lines: int = 15) -> str:
+        """The WARNING and ERROR lines at the end of the log of the sidecar at ``url``."""
+        for cluster, ends in self.endpoints.items():
+            if url in ends.sidecars:
+                index = ends.sidecars.index(url)
+                path = self.state_dir / cluster / f"{cluster[0]}{index + 1}" / "sidecar.log"
+                break
+        else:
+            return f"(no sidecar at {url})"
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            return f"(no log: {exc})"
+        picked = [ln for ln in text.splitlines() if " WARNING " in ln or " ERROR " in ln]
+        return "\n".join(ln[:300] for ln in picked[-lines:])
+
     @property
     def sidecars(self) -> list[str]:
         """Every sidecar URL, east's first."""

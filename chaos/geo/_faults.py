@@ -196,9 +196,17 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
             try:
                 done = converge(poller, expected.merged, healed_at, config.ceiling_s)
             except AssertionError as exc:
+                _, digests = poller.latest()
+                common = max(set(digests), key=digests.count) if digests else None
+                behind = [  # the log of each sidecar that is not where most are
+                    f"{url}'s log:\n{geo.sidecar_log_tail(url)}"
+                    for url, digest in zip(geo.sidecars, digests, strict=False)
+                    if digest != common
+                ]
                 raise AssertionError(
                     f"{config.fault}: {exc} (the heal took {result.heal_s:.1f}s; sidecars "
-                    f"{geo.sidecars}); MirrorMaker 2's log:\n{geo.mm2_log_tail()}"
+                    f"{geo.sidecars}); MirrorMaker 2's log:\n{geo.mm2_log_tail()}\n"
+                    + "\n".join(behind)
                 ) from None
         result.bound_s = done.bound_s
         began = time.monotonic()
