@@ -96,9 +96,13 @@ types: setup
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit
 
-# The slowest tests are printed: the suite's wall time is what keeps `make test` short.
+# The slowest tests are printed: the suite's wall time is what keeps `make test` short. It
+# mostly waits (brokers, JVMs, clients: ~10 CPU-minutes in 27 minutes run alone), so two
+# worker processes share it, each with its own Kafka; tests/integration/conftest.py says
+# which tests stay together on one worker.
+INTEGRATION_WORKERS ?= 2
 integration: setup
-	$(VENV)/bin/pytest -q --durations=20 tests/integration
+	$(VENV)/bin/pytest -q -n $(INTEGRATION_WORKERS) --dist loadgroup --durations=20 tests/integration
 
 # The package must work installed from its wheel, without extras: build it, install it in a
 # fresh venv, load the schemas and start the CLI.

@@ -26,7 +26,9 @@ BUILD_TIMEOUT_S = 1500
 
 
 @contextlib.contextmanager
-def _lock(name: str) -> Iterator[None]:
+def cache_lock(name: str) -> Iterator[None]:
+    """One builder at a time (``make integration`` runs worker processes), as Maven's and
+    Go's caches are filled."""
     CACHE.mkdir(parents=True, exist_ok=True)
     with (CACHE / f"{name}.lock").open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -65,7 +67,7 @@ def java_command() -> list[str]:
     src = HERE / "java"
     key = _digest(src / "pom.xml", src / "AdminCheck.java")
     out = CACHE / f"java-{key}"
-    with _lock("java"):
+    with cache_lock("java"):
         if not (out / ".complete").is_file():
             shutil.rmtree(out, ignore_errors=True)
             _run(
@@ -90,7 +92,7 @@ def go_command() -> list[str]:
     src = HERE / "go"
     key = _digest(src / "go.mod", src / "go.sum", src / "main.go")
     binary = CACHE / f"go-admincheck-{key}"
-    with _lock("go"):
+    with cache_lock("go"):
         if not binary.is_file():
             env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0")
             _run([_tool("go"), "build", "-o", str(binary) + ".partial", "."], src, env)

@@ -27,9 +27,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.path):
             item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.xdist_group(_group_of(item)))
     # The tests on the 3-broker cluster run last, one after the other: they share one
     # start of it (see ``kafka_cluster``), which then runs only while they do.
     items.sort(key=lambda item: "kafka_cluster" in getattr(item, "fixturenames", ()))
+
+
+def _group_of(item: pytest.Item) -> str:
+    """Which tests one worker runs together when ``make integration`` spreads the suite
+    over processes (pytest-xdist ``--dist loadgroup``; the suite mostly waits on brokers,
+    clients and JVMs): a module's tests stay together (its module fixtures start once),
+    the 3-broker cluster's tests share one start of it (fixed ports, one holder at a
+    time), and the geo package shares its one two-cluster setup."""
+    if "kafka_cluster" in getattr(item, "fixturenames", ()):
+        return "kafka-cluster"
+    module = item.nodeid.split("::", 1)[0]
+    if module.startswith("tests/integration/sync/geo/"):
+        return "geo"
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from tests.clients.admin_clients import cache_lock
 from tests.support.kafka import ROOT
 from tests.support.sidecars import BinarySidecar
 
@@ -65,9 +66,10 @@ def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The Java client's classpath (``tests/java/pom.xml``), resolved by Maven (cached in
     ~/.m2 after the first run), once for every module that runs a Java program."""
     out = tmp_path_factory.mktemp("java") / "classpath.txt"
-    subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(ROOT / "tests" / "java" / "pom.xml"),
-         "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
-        check=True, timeout=500,
-    )  # fmt: skip
+    with cache_lock("java"):  # another worker may be filling ~/.m2
+        subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(ROOT / "tests" / "java" / "pom.xml"),
+             "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
+            check=True, timeout=500,
+        )  # fmt: skip
     return out.read_text().strip()
