@@ -94,7 +94,7 @@ types: setup
 	$(VENV)/bin/mypy
 
 unit: setup
-	$(VENV)/bin/pytest -q tests/unit
+	$(VENV)/bin/pytest -q -n 2 tests/unit
 
 # The slowest tests are printed: the suite's wall time is what keeps `make test` short. It
 # mostly waits (brokers, JVMs, clients: ~10 CPU-minutes in 27 minutes run alone), so two
