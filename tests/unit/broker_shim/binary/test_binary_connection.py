@@ -287,6 +287,17 @@ async def _subscribed(srv: BinaryServer, topic: str) -> Peer:
     return peer
 
 
+async def _entry_ids(peer: Peer, count: int) -> list[int]:
+    """The entry ids of the next ``count`` MESSAGE frames the peer receives."""
+    got: list[int] = []
+    while len(got) < count:
+        cmd = await peer.recv(timeout_s=10)
+        assert cmd is not None, "connection dropped"
+        if cmd.type == _T.MESSAGE:
+            got.append(cmd.message.message_id.entryId)
+    return got
+
+
 @contextlib.asynccontextmanager
 async def _engine_with(topic: str, values: list[bytes]) -> AsyncIterator[MessagingEngine]:
     """An engine on the in-memory transport whose ``topic`` holds ``values``."""
@@ -324,13 +335,7 @@ def test_an_ack_of_the_position_before_the_first_entry_keeps_the_connection() ->
             serving(engine=engine, keepalive_s=5) as srv,
         ):
             peer = await _subscribed(srv, topic)
-            got: list[int] = []
-            while len(got) < 2:
-                cmd = await peer.recv(timeout_s=10)
-                assert cmd is not None
-                if cmd.type == _T.MESSAGE:
-                    got.append(cmd.message.message_id.entryId)
-            assert got == [0, 1]
+            assert await _entry_ids(peer, 2) == [0, 1]
             ack = _T(type=_T.ACK)
             ack.ack.consumer_id = 1
             ack.ack.ack_type = api.CommandAck.Cumulative
@@ -383,13 +388,7 @@ def test_a_record_no_message_can_be_made_of_is_skipped_not_wedging_the_consumer(
 
     async def _read_past_the_poison(srv: BinaryServer, topic: TopicName) -> None:
         peer = await _subscribed(srv, str(topic))
-        got: list[int] = []
-        while len(got) < 2:
-            cmd = await peer.recv(timeout_s=10)
-            assert cmd is not None
-            if cmd.type == _T.MESSAGE:
-                got.append(cmd.message.message_id.entryId)
-        assert got == [0, 2]
+        assert await _entry_ids(peer, 2) == [0, 2]
         assert srv.trace.unreadable_count == 1
 
     run(scenario)
