@@ -44,6 +44,8 @@ def _group_of(item: pytest.Item) -> str:
     module = item.nodeid.split("::", 1)[0]
     if module.startswith("tests/integration/sync/geo/"):
         return "geo"
+    if module.startswith("tests/integration/sync/audit/"):
+        return "audit"  # Spark JVMs: one worker's at a time
     return module
 
 
