@@ -175,7 +175,7 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
             )
             watcher.start()
             time.sleep(config.outage_s)
-            # A sidecar notices an unreachable Kafka within ~10 s (docs/operations.md,
+            # A sidecar notices an unreachable Kafka within ~20 s (docs/operations.md,
             # Health): a shorter outage lasts until each was seen not ready, or the bound.
             until = time.monotonic() + UNREADY_BOUND_S
             while len(result.unready_during) < len(urls) and time.monotonic() < until:

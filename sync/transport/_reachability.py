@@ -58,7 +58,8 @@ class ReachabilityConfig:
     """How often to probe, how long one probe may take, and the hysteresis thresholds."""
 
     interval_s: float = 1.0
-    probe_timeout_s: float = 2.0
+    #: Generous: a loaded broker still answers within it (2 s flapped readiness at load 30).
+    probe_timeout_s: float = 5.0
     failures_to_unreachable: int = 3
     successes_to_reachable: int = 2
 
