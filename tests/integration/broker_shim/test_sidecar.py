@@ -131,13 +131,19 @@ def test_sigterm_shuts_down_cleanly_and_snapshot_speeds_restart(
     ).returncode == 0
     port = free_port()
     shim = Sidecar(kafka_bootstrap, topic, port, tmp_path)
-    shim.wait_ready()
-    first = shim.digest()
-    assert first["size"] == 50
-    assert shim.stop() == 0
+    try:
+        shim.wait_ready()
+        first = shim.digest()
+        assert first["size"] == 50
+    finally:
+        stopped = shim.stop()  # never left running by a failure (it would outlive the run)
+    assert stopped == 0
     assert (tmp_path / "state-1" / f"{topic}.snapshot").exists()
     again = Sidecar(kafka_bootstrap, topic, port, tmp_path)
-    again.wait_ready()
-    assert again.digest()["digest"] == first["digest"]
-    assert "resumed from snapshot with 50 policies" in again.log_text()
-    assert again.stop() == 0
+    try:
+        again.wait_ready()
+        assert again.digest()["digest"] == first["digest"]
+        assert "resumed from snapshot with 50 policies" in again.log_text()
+    finally:
+        stopped = again.stop()
+    assert stopped == 0
