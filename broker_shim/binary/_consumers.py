@@ -289,11 +289,13 @@ class Consumers:
                 # are off (``prevBatchMessageId``). Nothing to acknowledge.
                 continue
             try:
-                yield cons.message_id(data), data
+                mid = cons.message_id(data)
             except InvalidInputError as exc:
                 logger.info(
                     "%s from %s on %s ignored: %s", what, self.session.peer, cons.consumer.name, exc
                 )
+                continue
+            yield mid, data  # outside the try: the caller's own errors are not caught here
 
     @staticmethod
     def _ack_cumulative(consumer: Consumer, upto: MessageId, data: api.MessageIdData) -> None:
