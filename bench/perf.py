@@ -18,6 +18,8 @@ Scenarios (100-byte messages; the Go client's default batching: up to 1,000 mess
 A round runs ``BENCH_PERF_ROUND_S`` seconds (40); pulsar-perf prints its figures every
 10 s, and a round's figure is the mean of the intervals after the first. Each scenario
 runs ``BENCH_PERF_ROUNDS`` rounds (3) per broker, alternating, and reports the median.
+Before the first scenario every broker gets one uncounted warm-up round of produce and
+consume (``BENCH_PERF_WARMUP_S``, 30; 0 skips it), so no JVM's compiler is measured.
 Also per round: the broker's CPU seconds per message published (the sidecar's plus
 Kafka's; Pulsar's JVM), and the load generator's own CPU (cores used by every perf
 process together) — with two cores, a generator near 1.0 is near its limit, so compare
@@ -94,6 +96,12 @@ class Scenario:
     #: Fixed publish rate (None: unthrottled; "half": half the reference maximum).
     rate: str | None = None
 
+
+#: Run once against every broker before the measured rounds, figures discarded: both
+#: brokers are JVMs started for the run (Kafka; Pulsar), and a cold JVM spends its first
+#: minute compiling (Kafka's C2 threads took 0.21-0.67 of a core in the first round,
+#: 0.01 once warm), which counted as the broker's CPU per message and slowed round 1.
+WARMUP = Scenario("warmup", consumers=1, sub_type=0)
 
 SCENARIOS = (
     Scenario("produce_1"),
@@ -272,6 +280,7 @@ def run(
             )
     rounds = rounds or int(os.environ.get("BENCH_PERF_ROUNDS", "3"))
     seconds = seconds or float(os.environ.get("BENCH_PERF_ROUND_S", "40"))
+    warmup = float(os.environ.get("BENCH_PERF_WARMUP_S", "30"))
     chosen = [s for s in SCENARIOS if scenarios is None or s.name in scenarios]
     binary = perf_binary()
     workdir = Path(tempfile.mkdtemp(prefix="bench-perf-"))
@@ -281,6 +290,7 @@ def run(
         "size": SIZE,
         "rounds": rounds,
         "round_s": seconds,
+        "warmup_s": warmup,
         "logs": str(workdir),
     }
     formats = formats or os.environ.get("BENCH_ENTRY_FORMATS", "message,entry").split(",")
@@ -300,6 +310,11 @@ def run(
             )
             found = {"sidecar": listener_pid(ours.broker_port), "kafka": kafka_pid}
             targets.append((ours, {name: pid for name, pid in found.items() if pid}))
+        if warmup > 0:
+            for broker, pids in targets:
+                r = _round(binary, broker, pids, WARMUP, warmup, 0, workdir)
+                print(f"  warm-up {broker.name} ({warmup:.0f} s, not counted): publish "
+                      f"{r.publish:,.0f}/s consume {r.consume:,.0f}/s", flush=True)  # fmt: skip
         reference: float | None = None
         for scenario in chosen:
             rate = 0
