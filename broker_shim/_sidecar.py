@@ -307,14 +307,27 @@ class Sidecar:
             self._service = svc
 
     async def supervise(self) -> None:
-        """Restart the policy service whenever its cache ends up FAILED (the one supervisor)."""
+        """Restart the policy service whenever its cache, or (geo-replicated) a reader of
+        its global table, ends up FAILED (the one supervisor).
+
+        A global topic's reader that failed stops for good: without a restart the merged
+        table would miss that topic's records from then on (its digest and global reads
+        answer 503 for ever) while the policy cache stays READY.
+        """
 
         def failure() -> str | None:
             svc = self._service
-            if svc is None or svc.cache.state is not CacheState.FAILED:
+            if svc is None:
                 return None
-            self.last_failure = str(svc.cache.failure)
-            return f"policy cache: {self.last_failure}"
+            if svc.cache.state is CacheState.FAILED:
+                self.last_failure = str(svc.cache.failure)
+                return f"policy cache: {self.last_failure}"
+            geo = svc.global_policies
+            reason = None if geo is None else geo.failure()
+            if reason is None:
+                return None
+            self.last_failure = reason
+            return f"global policies: {reason}"
 
         def close_failed() -> None:
             svc = self._service
@@ -328,9 +341,7 @@ class Sidecar:
         await supervise(
             "policy service",
             failure=failure,
-            healthy=lambda: (
-                self._service is not None and self._service.cache.state is CacheState.READY
-            ),
+            healthy=lambda: self._service is not None and self._service.ready(),
             close_failed=close_failed,
             start_fresh=start_fresh,
             backoff=Backoff(initial_s=self.config.restart_backoff_s, max_s=4.0),

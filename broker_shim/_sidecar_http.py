@@ -62,6 +62,13 @@ class SidecarRoutes:
         state = "STARTING" if svc is None else svc.cache.state.value
         body: dict[str, Any] = {"state": state, "brokerId": sidecar.config.broker_id}
         ready = state == "READY"
+        geo = None if svc is None else svc.global_policies
+        if isinstance(geo, GlobalPolicies):
+            # Geo-replicated: the merged global table is read by its own readers (own topic
+            # and mirrors); one not READY (replaying, or FAILED until the supervisor replaces
+            # the service) means global reads and the global digest answer 503.
+            body["global"] = {t: s.value for t, s in geo.table.states().items()}
+            ready = ready and geo.ready()
         cluster = sidecar.cluster_service()
         if cluster is not None:
             # With lookups on, the sidecar is ready only when it can also answer who owns

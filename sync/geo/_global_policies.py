@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sync.policy import Codec, Policies, PolicyTarget, WriteResult
+from sync.table import TableState
 from sync.transport import Transport
 
 from ._global_table import GlobalTable
@@ -60,6 +61,14 @@ class GlobalPolicies:
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Block until every global topic was replayed."""
         self.table.wait_ready(timeout_s)
+
+    def failure(self) -> str | None:
+        """Why a global topic's reader FAILED, else None (see :meth:`GlobalTable.failure`)."""
+        return self.table.failure()
+
+    def ready(self) -> bool:
+        """Whether every global topic's reader is READY (replayed, tailing)."""
+        return all(s is TableState.READY for s in self.table.states().values())
 
     def close(self) -> None:
         """Stop writing, then reading."""

@@ -26,7 +26,7 @@ from sync._constants import (
     HEADER_EVENT_ID,
     HEADER_HLC,
 )
-from sync.table import PoisonKind, TableReader
+from sync.table import PoisonKind, TableReader, TableState
 from sync.transport import Message, TopicSpec, Transport
 
 from ._lww import LwwTable, Stamp, Version
@@ -234,6 +234,22 @@ class GlobalTable(Generic[V]):
         table may miss a winner, as the policy cache refuses reads before READY."""
         for reader in self.readers:
             reader.check_ready()
+
+    def states(self) -> dict[str, TableState]:
+        """Each topic's reader state (own topic and mirrors), by topic."""
+        return {reader.spec.name: reader.state for reader in self.readers}
+
+    def failure(self) -> str | None:
+        """Why a topic's reader FAILED (the first one found), else None.
+
+        A reader stops for good when it fails, and the table then misses that topic's
+        records from then on: whoever owns the table must replace it (the sidecar's
+        supervisor restarts the policy service, see ``broker_shim._sidecar``).
+        """
+        for reader in self.readers:
+            if reader.state is TableState.FAILED:
+                return f"{reader.what} failed: {reader.failure}"
+        return None
 
     def get(self, key: str) -> V | None:
         """The key's effective value (None: never written, or deleted).

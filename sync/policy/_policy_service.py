@@ -15,6 +15,7 @@ from sync.transport import Transport
 from ._codec import Codec
 from ._policies import FieldCatalog, Policies, PolicyScope, PolicyTarget, effective_policies
 from ._policy_cache import CacheConfig, PolicyCache
+from ._policy_cache_config import CacheState
 from ._policy_rules import check_policy_rules
 from ._policy_writer import PolicyWriter, WriterConfig, WriteResult
 
@@ -38,6 +39,8 @@ class GlobalPolicySource(Protocol):
 
     def start(self) -> object: ...
     def wait_ready(self, timeout_s: float | None = None) -> None: ...
+    def failure(self) -> str | None: ...
+    def ready(self) -> bool: ...
     def close(self) -> None: ...
     def get(self, key: str) -> Policies | None: ...
     def add_listener(
@@ -102,6 +105,13 @@ class PolicyService:
         if self.global_policies is not None:
             self.global_policies.close()
         self.cache.close()
+
+    def ready(self) -> bool:
+        """Whether the cache is READY and, geo-replicated, every global topic's reader too
+        (before that, or after one failed, global reads answer 503)."""
+        if self.cache.state is not CacheState.READY:
+            return False
+        return self.global_policies is None or self.global_policies.ready()
 
     def _global(self, target: PolicyTarget) -> GlobalPolicySource | None:
         """The geo store that holds ``target``, if it is global and the cluster is geo."""
