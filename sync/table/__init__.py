@@ -7,6 +7,9 @@
 * :mod:`sync.table._reader` — :class:`TableReader`: the one compacted-table reader
   (replay to the end offsets captured at start, READY, tail, positions, lifecycle), used
   by the policy cache and every ``TableView`` (registry, metadata, ownership).
+* :mod:`sync.table._stall` — :class:`~sync.table._stall.StallWatch`: the tail's stall
+  watchdog (a partition with records waiting that has not moved since the previous check:
+  its reader recreates its consumer).
 * :mod:`sync.table._fenced_writer` — :class:`~sync.table._fenced_writer.FencedWriter`: the
   one fenced writer (decide under a Kafka fence, append in group commits, confirm).
 * :mod:`sync.table._fence_holder` — :class:`~sync.table._fence_holder.FenceHolder`: one

@@ -13,6 +13,11 @@ fenced zombies never show), applying records in batches; then the table is READY
 tails. One reader thread applies; it holds the apply lock while it applies a batch and
 publishes its positions, so a copy of the table taken under that lock matches them.
 
+While tailing, a stall watchdog (:mod:`._stall`, every ``stall_check_s``) replaces the
+consumer when a partition with records waiting has not moved since the previous check:
+librdkafka's can stop fetching after a broker restart without a word (librdkafka#5153).
+The table stays READY meanwhile (no lifecycle move); :attr:`TableReader.stalls` counts it.
+
 A subclass says what a batch does (:meth:`TableReader._apply_replay`, and
 :meth:`TableReader._apply_tail` once READY) and may hook the start (``_restore``), the
 end of replay (``_on_ready``), idle polls (``_on_idle``), the end of each tail batch
@@ -32,13 +37,20 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from sync._errors import BootstrapTimeout, CacheStateError, PolicySyncError, TransportError
+from sync._errors import (
+    BootstrapTimeout,
+    CacheStateError,
+    ConfigurationError,
+    PolicySyncError,
+    TransportError,
+)
 from sync._lifecycle import Lifecycle
 from sync.transport import Consumer, Message, TopicSpec, Transport
 
 from ._quarantine import Quarantine
+from ._stall import StallWatch
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +93,17 @@ class TableReader(abc.ABC):
         fetch_wait_max_ms: int = 100,
         dead_letter: bool = True,
         thread_name: str = "table-reader",
+        stall_check_s: float | None = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``stall_check_s``: how often the tail's stall watchdog checks (None: never, see
+        :mod:`._stall`); ``clock``: its clock (tests pass their own).
+
+        Raises:
+            ConfigurationError: ``stall_check_s`` is not positive.
+        """
+        if stall_check_s is not None and stall_check_s <= 0:
+            raise ConfigurationError(f"{what}: stall_check_s must be > 0 s or None (never)")
         self.spec = spec
         self.what = what
         self._transport = transport
@@ -92,6 +114,8 @@ class TableReader(abc.ABC):
         self._tail_poll_s = tail_poll_s
         self._fetch_wait_max_ms = fetch_wait_max_ms
         self._thread_name = thread_name
+        self._stall_check_s = stall_check_s
+        self._clock = clock
         self._life = Lifecycle(
             what,
             TableState.NEW,
@@ -112,6 +136,8 @@ class TableReader(abc.ABC):
         self._topic_config: Mapping[str, str] = {}
         self._probe: Consumer | None = None
         self._hw_probe: Consumer | None = None
+        #: The reader thread's consumer (replaced when the stall watchdog recreates it).
+        self._consumer: Consumer | None = None
         self._reader: threading.Thread | None = None
         self.quarantine = Quarantine(
             transport,
@@ -121,6 +147,8 @@ class TableReader(abc.ABC):
         )
         self.bootstrap_seconds: float | None = None
         self.bootstrap_records = 0
+        #: Times the stall watchdog recreated the tail's consumer.
+        self.stalls = 0
 
     # -- hooks -------------------------------------------------------------------------
     def _restore(self, starts: Mapping[int, int]) -> dict[int, int]:
@@ -208,13 +236,12 @@ class TableReader(abc.ABC):
             self._progress.notify_all()
 
     def _run(self) -> None:
-        consumer: Consumer | None = None
         try:
-            consumer = self._bootstrap()
-            if consumer is None or not self._transition(TableState.READY):
+            self._consumer = self._bootstrap()
+            if self._consumer is None or not self._transition(TableState.READY):
                 return
             self._ready.set()
-            self._tail(consumer)
+            self._tail()
         except BaseException as exc:
             self._failure = exc
             if self.state is not TableState.CLOSED:
@@ -224,6 +251,7 @@ class TableReader(abc.ABC):
             with self._progress:
                 self._progress.notify_all()
         finally:
+            consumer, self._consumer = self._consumer, None
             if consumer is not None:
                 try:
                     consumer.close()
@@ -295,10 +323,14 @@ class TableReader(abc.ABC):
         return consumer
 
     # -- tailing -----------------------------------------------------------------------
-    def _tail(self, consumer: Consumer) -> None:
+    def _tail(self) -> None:
         topic = self.spec.name
         applied = dict(self._applied)
+        check_s = self._stall_check_s
+        watch = None if check_s is None else StallWatch(check_s, self._clock)
         while not self._stop.is_set():
+            consumer = self._consumer
+            assert consumer is not None  # noqa: S101 - set by _run before tailing
             batch = consumer.consume(self._tail_batch, self._tail_poll_s)
             with self._apply_lock:
                 if batch:
@@ -316,6 +348,59 @@ class TableReader(abc.ABC):
                     self._on_idle()
             self._after_batch()
             self.quarantine.settle()  # this batch's poison copies, at once
+            if watch is not None and watch.due():
+                self._watch_stalls(watch, applied)
+
+    def _watch_stalls(self, watch: StallWatch, applied: Mapping[int, int]) -> None:
+        """One stall check (reader thread): recreate the consumer, assigned at ``applied``,
+        if a partition stalled (see :mod:`._stall`).
+
+        The end offsets are asked on the probe (read_committed: the last stable offsets,
+        what this reader can reach), never on the consumer that may be stuck. With Kafka
+        unreachable that query fails (after up to ~15 s) and the check is skipped.
+        """
+        topic = self.spec.name
+        probe = self._probe
+        if probe is None:
+            return
+        try:
+            ends = probe.end_offsets(topic, self._partitions)
+        except PolicySyncError as exc:
+            logger.info("%s: stall check skipped, end offsets unknown: %s", self.what, exc)
+            watch.forget()
+            return
+        stalls = watch.check(applied, ends)
+        if not stalls:
+            return
+        for s in stalls:
+            logger.warning(
+                "%s[%d]@%d: no progress in %.0fs although the end offset is %d; "
+                "recreating the consumer (librdkafka#5153)",
+                topic,
+                s.partition,
+                s.position,
+                watch.interval_s,
+                s.end,
+            )
+        stuck = self._consumer
+        try:
+            fresh = self._transport.consumer(
+                read_committed=True, fetch_wait_max_ms=self._fetch_wait_max_ms
+            )
+        except Exception as exc:  # noqa: BLE001 - keep the old one; the next check tries again
+            logger.warning("%s: recreating the consumer failed: %s", self.what, exc)
+            return
+        try:
+            fresh.assign(topic, applied)
+        except Exception as exc:  # noqa: BLE001 - keep the old one; the next check tries again
+            logger.warning("%s: assigning the new consumer failed: %s", self.what, exc)
+            _close_quietly(fresh)
+            return
+        self._consumer = fresh
+        self.stalls += 1
+        watch.forget()
+        if stuck is not None:
+            _close_quietly(stuck)
 
     def _publish_positions(self, applied: Mapping[int, int]) -> None:
         with self._progress:
@@ -394,3 +479,11 @@ class TableReader(abc.ABC):
             raise CacheStateError(
                 f"{self.what} is {self.state.value}, not READY; wait_ready() first"
             )
+
+
+def _close_quietly(consumer: Consumer) -> None:
+    """Close a consumer being replaced; a failure to close it changes nothing here."""
+    try:
+        consumer.close()
+    except Exception:
+        logger.debug("closing a replaced consumer failed", exc_info=True)
