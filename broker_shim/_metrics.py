@@ -72,6 +72,11 @@ class _CacheCollector(Collector):
         yield CounterMetricFamily(
             "policy_sync_listener_errors", "exceptions raised by listeners", value=s.listener_errors
         )
+        yield CounterMetricFamily(
+            "policy_sync_cache_stalls",
+            "consumers recreated because they stopped fetching while records waited",
+            value=s.stalls,
+        )
         poison = CounterMetricFamily(
             "policy_sync_poison_records",
             "records quarantined to the dead-letter topic",

@@ -77,7 +77,7 @@ class GlobalPolicies:
 
     def summary(self) -> dict[str, Any]:
         """``digest`` (:func:`policies_digest`), ``keys`` (ghosts included) and, per topic
-        read, ``positions`` (partition → next offset).
+        read, ``positions`` (partition → next offset) and ``stalls`` (consumers recreated).
 
         Raises:
             CacheStateError: a topic is not replayed yet.
@@ -88,6 +88,7 @@ class GlobalPolicies:
             "digest": policies_digest(self.table.table),
             "keys": len(self.table.table),
             "positions": {t: {str(p): o for p, o in ps.items()} for t, ps in positions.items()},
+            "stalls": self.table.stalls(),
         }
 
     def add_listener(self, listener: Callable[[str, Policies | None], None]) -> Callable[[], None]:

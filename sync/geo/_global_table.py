@@ -287,6 +287,10 @@ class GlobalTable(Generic[V]):
         """Per topic (own and mirrors), the next offset to apply per partition."""
         return {reader.spec.name: reader.positions() for reader in self.readers}
 
+    def stalls(self) -> dict[str, int]:
+        """Per topic, how often its reader's stall watchdog recreated its consumer."""
+        return {reader.spec.name: reader.stalls for reader in self.readers}
+
     @property
     def poison(self) -> int:
         """Records quarantined by every reader."""

@@ -106,6 +106,7 @@ class PolicyCache(TableReader):
             fetch_wait_max_ms=cfg.fetch_wait_max_ms,
             dead_letter=cfg.dead_letter,
             thread_name="policy-reader",
+            stall_check_s=cfg.stall_check_s,
         )
         self.codec = codec or Codec()
         self._on_apply = on_apply
@@ -594,4 +595,5 @@ class PolicyCache(TableReader):
             unverified=len(self._unverified)
             + len(self._verify_locals)
             + sum(self._store.size_under(p) for p in list(self._verify_prefixes)),
+            stalls=self.stalls,
         )

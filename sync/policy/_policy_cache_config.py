@@ -45,6 +45,9 @@ class CacheConfig:
     #: How long the broker may hold an empty fetch. A committed record ends the wait at
     #: once (no latency cost); a longer wait means fewer requests from an idle cache.
     fetch_wait_max_ms: int = 100
+    #: How often the tail's stall watchdog compares the positions with the end offsets and
+    #: recreates a consumer that stopped fetching (None: never; see sync.table._stall).
+    stall_check_s: float | None = 30.0
 
     def topic_spec(self) -> TopicSpec:
         return TopicSpec(
@@ -73,3 +76,5 @@ class CacheStats:
     listener_errors: int
     positions: Mapping[int, int]
     unverified: int
+    #: Times the stall watchdog recreated the consumer (it had stopped fetching).
+    stalls: int
