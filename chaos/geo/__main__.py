@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report(results)
     finally:
         geo.down(purge=not args.keep_logs)
-        if args.keep_logs:
+        if args.keep_logs or geo.keep_state:
             say(f"logs kept in {geo.state_dir}")
     say(f"seed {seed} (rerun: python -m chaos.geo --seed {seed})")
     return 1 if failed else 0

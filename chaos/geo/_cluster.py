@@ -41,6 +41,8 @@ class GeoCluster:
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="policy-sync-geo-"))
         self.raw: dict[str, Any] = {}
         self.endpoints: dict[str, Endpoints] = {}
+        #: Set by a run that failed: ``down`` then keeps the state directory (the logs).
+        self.keep_state = False
 
     def _geoctl(self, *args: str) -> str:
         cmd = [sys.executable, str(GEOCTL), *args, "--state-dir", str(self.state_dir)]
@@ -59,8 +61,12 @@ class GeoCluster:
         return self
 
     def down(self, *, purge: bool = True) -> None:
-        """Stop everything ``up`` started and (``purge``) delete its state and logs; never
-        raises."""
+        """Stop everything ``up`` started and (``purge``, unless :attr:`keep_state`) delete
+        its state and logs; never raises."""
+        if purge and self.keep_state:
+            purge = False
+            # Said again at the teardown: the failure that set it may be far above.
+            print(f"geo setup's state and logs kept in {self.state_dir}", file=sys.stderr)
         try:
             self._geoctl("down", *(["--purge"] if purge else []))
         except GeoError:

@@ -25,6 +25,7 @@ from typing import Any
 
 from ._check import DigestPoller, Expected, converge, lost_writes, mirror_duplicates
 from ._cluster import CLUSTERS, GeoCluster
+from ._diagnose import sidecar_positions
 from ._load import GlobalLoad, LoadConfig, statuses
 
 logger = logging.getLogger(__name__)
@@ -203,10 +204,12 @@ def run_fault(geo: GeoCluster, config: FaultConfig) -> FaultResult:
                     for url, digest in zip(geo.sidecars, digests, strict=False)
                     if digest != common
                 ]
+                geo.keep_state = True  # the sidecars' full logs, for after the teardown
                 raise AssertionError(
                     f"{config.fault}: {exc} (the heal took {result.heal_s:.1f}s; sidecars "
-                    f"{geo.sidecars}); MirrorMaker 2's log:\n{geo.mm2_log_tail()}\n"
-                    + "\n".join(behind)
+                    f"{geo.sidecars}; state and logs kept in {geo.state_dir})\n"
+                    f"sidecars' global positions and the end offsets:\n{sidecar_positions(geo)}"
+                    f"\nMirrorMaker 2's log:\n{geo.mm2_log_tail()}\n" + "\n".join(behind)
                 ) from None
         result.bound_s = done.bound_s
         began = time.monotonic()
