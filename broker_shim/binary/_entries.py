@@ -15,9 +15,11 @@ and ``SingleMessageMetadata`` goes back to consumers byte for byte (null values,
 keys, chunks, encryption keys, compression, publish and event times, schema versions).
 
 Publish (:func:`check_entry`) walks the SEND before anything is written, refusing what a
-consumer could not read back: a batch whose count or sizes do not match its payload, a
-payload that does not decompress to its announced size, chunk or encryption metadata that
-does not add up. Dispatch (:func:`entry_frame`) writes a MESSAGE command, a checksum and
+consumer could not read back: a batch whose count or sizes do not match its payload or
+whose messages' metadata does not decode, a payload that does not decompress to its
+announced size, chunk or encryption metadata that does not add up. The walk over a batch's
+messages, the one per-message loop of the path, is compiled (``policy_sync_native``,
+``native/src/lib.rs``). Dispatch (:func:`entry_frame`) writes a MESSAGE command, a checksum and
 the stored value verbatim; the client unpacks the batch, as from Pulsar. WebSocket
 consumers get the messages one by one (:func:`decode_entry`).
 """
@@ -25,10 +27,11 @@ consumers get the messages one by one (:func:`decode_entry`).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import crc32c
 from google.protobuf.message import DecodeError
+from policy_sync_native import walk_batch
 
 from sync.errors import InvalidInputError
 from sync.messaging import Delivery, OutboundMessage
@@ -91,35 +94,15 @@ def check_entry(
     count = metadata.num_messages_in_batch
     if count < 1:
         raise FrameError(f"num_messages_in_batch is {count}")
-    # The one per-message loop of the entry path: sizes only, names bound locally, one
-    # metadata object parsed again and again from views (no copy, no allocation).
-    single = api.SingleMessageMetadata()
-    parse: Callable[[memoryview], int] = single.ParseFromString  # type: ignore[assignment]
-    unpack = _U32.unpack_from
-    view = memoryview(data)
-    total = len(data)
-    pos = 0
-    for index in range(count):
-        if total - pos < 4:
-            raise FrameError(f"batch truncated at message {index} of {count}")
-        (size,) = unpack(data, pos)
-        pos += 4
-        end = pos + size
-        if size == 0 or end > total:
-            raise FrameError(f"batch message {index}: metadata size {size} does not fit")
-        try:
-            parse(view[pos:end])
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            raise FrameError(f"batch message {index}: undecodable metadata: {exc}") from None
-        pos = end + single.payload_size
-        if pos > total or pos < end:  # past the batch, or a negative size
-            raise FrameError(
-                f"batch message {index}: payload size {single.payload_size} does not fit"
-            )
-    if pos != total:
-        raise FrameError(f"batch has {total - pos} bytes after its {count} messages")
+    # The one per-message loop of the entry path, compiled: each message's size prefix,
+    # SingleMessageMetadata (decoded as protobuf's runtime would, its required fields
+    # checked as unpack_messages checks them) and payload size; the last one's sequence id.
+    try:
+        _, last_id = walk_batch(data, count)
+    except ValueError as exc:
+        raise FrameError(str(exc)) from None
     # A client numbers a batch's messages upwards: the last one's is the highest.
-    last = single.sequence_id if single.HasField("sequence_id") else first + count - 1
+    last = first + count - 1 if last_id is None else last_id
     highest = max(metadata.highest_sequence_id, last)
     return int(count), highest
 

@@ -12,12 +12,18 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// upb's words for a message that does not parse, as Python's DecodeError gives them.
-const CORRUPT: &str =
+const CORRUPT_TEXT: &str =
     "Error parsing message with type 'pulsar.proto.SingleMessageMetadata': Wire format was corrupt";
-/// A message that parses but lacks `payload_size`, or a property without key or value
-/// (protobuf's `IsInitialized` is false; upb's status for it, had it been asked to check).
-const MISSING: &str =
-    "Error parsing message with type 'pulsar.proto.SingleMessageMetadata': Missing required field";
+
+/// Why a `SingleMessageMetadata` is refused.
+#[derive(Debug, PartialEq)]
+enum Refusal {
+    /// It does not parse (`ParseFromString` raises).
+    Corrupt,
+    /// It parses but lacks `payload_size`, or a property lacks its key or value
+    /// (`IsInitialized` is false).
+    Missing,
+}
 
 /// The deepest nesting (sub-messages and groups) upb's Python runtime decodes.
 const MAX_DEPTH: u32 = 100;
@@ -65,12 +71,16 @@ impl<'a> Reader<'a> {
         None // still continued after `max_len` bytes
     }
 
-    /// A field's tag as (field number, wire type): at most 5 bytes, a 32-bit value,
-    /// field number 0 refused.
+    /// A tag as (field number, wire type): at most 5 bytes, a 32-bit value. Inside a
+    /// group upb takes any field number, 0 included.
     fn tag(&mut self) -> Option<(u32, u32)> {
         let tag = u32::try_from(self.varint(5)?).ok()?;
-        let field = tag >> 3;
-        (field != 0).then_some((field, tag & 7))
+        Some((tag >> 3, tag & 7))
+    }
+
+    /// The tag of a message's field: field number 0 refused.
+    fn field_tag(&mut self) -> Option<(u32, u32)> {
+        self.tag().filter(|&(field, _)| field != 0)
     }
 
     /// The next `len` bytes.
@@ -116,7 +126,7 @@ fn key_value(buf: &[u8]) -> Option<bool> {
     let mut reader = Reader::new(buf);
     let (mut key, mut value) = (false, false);
     while !reader.at_end() {
-        match reader.tag()? {
+        match reader.field_tag()? {
             // strings: their size is checked, not their UTF-8 (proto2, as upb)
             (1, LEN) => {
                 reader.delimited()?;
@@ -132,23 +142,23 @@ fn key_value(buf: &[u8]) -> Option<bool> {
     Some(key && value)
 }
 
-/// One `SingleMessageMetadata`, or why it is refused (the message of upb's error).
-fn single(buf: &[u8]) -> Result<Single, &'static str> {
+/// What the walk keeps of one `SingleMessageMetadata`, or why it is refused.
+fn single(buf: &[u8]) -> Result<Single, Refusal> {
     let mut reader = Reader::new(buf);
     let mut payload_size = None;
     let mut sequence_id = None;
     let mut complete = true; // every property has its key and value
     while !reader.at_end() {
         // A known field with another wire type than its own is an unknown field to upb.
-        match reader.tag().ok_or(CORRUPT)? {
+        match reader.field_tag().ok_or(Refusal::Corrupt)? {
             (1, LEN) => {
-                let kv = reader.delimited().ok_or(CORRUPT)?;
-                complete &= key_value(kv).ok_or(CORRUPT)?;
+                let kv = reader.delimited().ok_or(Refusal::Corrupt)?;
+                complete &= key_value(kv).ok_or(Refusal::Corrupt)?;
             }
             // int32: the low 32 bits of the varint (a negative size is 10 bytes long)
-            (3, VARINT) => payload_size = Some(reader.varint(10).ok_or(CORRUPT)? as i32),
-            (8, VARINT) => sequence_id = Some(reader.varint(10).ok_or(CORRUPT)?),
-            (field, wire) => reader.skip(field, wire, 0).ok_or(CORRUPT)?,
+            (3, VARINT) => payload_size = Some(reader.varint(10).ok_or(Refusal::Corrupt)? as i32),
+            (8, VARINT) => sequence_id = Some(reader.varint(10).ok_or(Refusal::Corrupt)?),
+            (field, wire) => reader.skip(field, wire, 0).ok_or(Refusal::Corrupt)?,
         }
     }
     match payload_size {
@@ -156,7 +166,7 @@ fn single(buf: &[u8]) -> Result<Single, &'static str> {
             payload_size,
             sequence_id,
         }),
-        _ => Err(MISSING),
+        _ => Err(Refusal::Missing),
     }
 }
 
@@ -178,8 +188,13 @@ fn walk(data: &[u8], count: u32) -> Result<(u32, Option<u64>), String> {
                 "batch message {index}: metadata size {size} does not fit"
             ));
         }
-        let meta = single(&data[pos..end])
-            .map_err(|why| format!("batch message {index}: undecodable metadata: {why}"))?;
+        // unpack_messages' words, and check_entry's
+        let meta = single(&data[pos..end]).map_err(|why| match why {
+            Refusal::Missing => format!("batch message {index}: metadata lacks required fields"),
+            Refusal::Corrupt => {
+                format!("batch message {index}: undecodable metadata: {CORRUPT_TEXT}")
+            }
+        })?;
         // negative, or past the batch
         match usize::try_from(meta.payload_size) {
             Ok(payload) if payload <= total - end => pos = end + payload,
@@ -287,45 +302,61 @@ mod tests {
     }
 
     #[test]
+    fn refused_metadata_is_named_in_unpack_messages_words() {
+        assert_eq!(
+            walk(&message(&[0x40, 5], b""), 1).unwrap_err(),
+            "batch message 0: metadata lacks required fields"
+        );
+        assert_eq!(
+            walk(&message(&[0x00, 0x01], b""), 1).unwrap_err(),
+            "batch message 0: undecodable metadata: Error parsing message with type \
+             'pulsar.proto.SingleMessageMetadata': Wire format was corrupt"
+        );
+    }
+
+    #[test]
     fn undecodable_metadata_is_refused() {
         let refused = |meta: &[u8]| single(meta).unwrap_err();
-        assert_eq!(refused(&[0x00, 0x01]), CORRUPT); // field number 0
-        assert_eq!(refused(&[0x18]), CORRUPT); // truncated varint
-        assert_eq!(refused(&[0x18, 0x80]), CORRUPT);
-        assert_eq!(refused(&[0x18, 1, 0x3a, 2, 0xff]), CORRUPT); // bytes past the end
-        assert_eq!(refused(&[0x18, 1, 0x69, 1, 2]), CORRUPT); // truncated fixed64
-        assert_eq!(refused(&[0x18, 1, 0x5e]), CORRUPT); // wire type 6
-        assert_eq!(refused(&[0x18, 1, 0x5f]), CORRUPT); // wire type 7
-        assert_eq!(refused(&[0x18, 1, 0x5c]), CORRUPT); // end group without a group
-        assert_eq!(refused(&[0x18, 1, 0x5b, 0x64]), CORRUPT); // another field's end group
-        assert_eq!(refused(&[0x18, 1, 0x5b]), CORRUPT); // unterminated group
+        assert_eq!(refused(&[0x00, 0x01]), Refusal::Corrupt); // field number 0
+        assert_eq!(refused(&[0x18]), Refusal::Corrupt); // truncated varint
+        assert_eq!(refused(&[0x18, 0x80]), Refusal::Corrupt);
+        assert_eq!(refused(&[0x18, 1, 0x3a, 2, 0xff]), Refusal::Corrupt); // bytes past the end
+        assert_eq!(refused(&[0x18, 1, 0x69, 1, 2]), Refusal::Corrupt); // truncated fixed64
+        assert_eq!(refused(&[0x18, 1, 0x5e]), Refusal::Corrupt); // wire type 6
+        assert_eq!(refused(&[0x18, 1, 0x5f]), Refusal::Corrupt); // wire type 7
+        assert_eq!(refused(&[0x18, 1, 0x5c]), Refusal::Corrupt); // end group without a group
+        assert_eq!(refused(&[0x18, 1, 0x5b, 0x64]), Refusal::Corrupt); // another field's end group
+        assert_eq!(refused(&[0x18, 1, 0x5b]), Refusal::Corrupt); // unterminated group
         let eleven = [
             0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01,
         ];
-        assert_eq!(refused(&[[0x18].as_slice(), &eleven].concat()), CORRUPT);
+        assert_eq!(
+            refused(&[[0x18].as_slice(), &eleven].concat()),
+            Refusal::Corrupt
+        );
         // a size or a tag longer than 5 bytes
         assert_eq!(
             refused(&[0x18, 1, 0x3a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00]),
-            CORRUPT
+            Refusal::Corrupt
         );
         assert_eq!(
             refused(&[0x18, 1, 0xf8, 0xff, 0xff, 0xff, 0x8f, 0x00, 0x01]),
-            CORRUPT
+            Refusal::Corrupt
         );
     }
 
     #[test]
     fn required_fields_are_required() {
-        assert_eq!(single(&[]).unwrap_err(), MISSING);
-        assert_eq!(single(&[0x40, 5]).unwrap_err(), MISSING);
+        assert_eq!(single(&[]).unwrap_err(), Refusal::Missing);
+        assert_eq!(single(&[0x40, 5]).unwrap_err(), Refusal::Missing);
         // payload_size as fixed32 is an unknown field: payload_size is missing
-        assert_eq!(single(&[0x1d, 1, 0, 0, 0]).unwrap_err(), MISSING);
+        assert_eq!(single(&[0x1d, 1, 0, 0, 0]).unwrap_err(), Refusal::Missing);
         // a property without its value, or without anything
         assert_eq!(
             single(&[0x18, 1, 0x0a, 3, 0x0a, 1, b'k']).unwrap_err(),
-            MISSING
+            Refusal::Missing
         );
-        assert_eq!(single(&[0x18, 1, 0x0a, 0]).unwrap_err(), MISSING);
+        assert_eq!(single(&[0x18, 1, 0x0a, 0]).unwrap_err(), Refusal::Missing);
         let full = [0x18, 1, 0x0a, 6, 0x0a, 1, b'k', 0x12, 1, b'v'];
         assert_eq!(
             single(&full),
@@ -347,6 +378,11 @@ mod tests {
         max.extend([0xff; 9]);
         max.push(0x7f);
         assert_eq!(ok(&max).sequence_id, Some(u64::MAX));
+        // field number 0 inside a group, a group of field 0 inside a group
+        assert_eq!(
+            ok(&[0x18, 1, 0x5b, 0x00, 1, 0x03, 0x04, 0x5c]).payload_size,
+            1
+        );
         // unknown fields of every wire type, matched groups, strings that are not UTF-8
         assert_eq!(
             ok(&[0x18, 1, 0x0b, 0x0c, 0x12, 2, 0xff, 0xfe]).payload_size,
@@ -371,7 +407,10 @@ mod tests {
             out
         };
         assert!(single(&nested(&[0x18, 1], 100)).is_ok());
-        assert_eq!(single(&nested(&[0x18, 1], 101)).unwrap_err(), CORRUPT);
+        assert_eq!(
+            single(&nested(&[0x18, 1], 101)).unwrap_err(),
+            Refusal::Corrupt
+        );
         // inside a property (one level down already)
         let in_property = |depth: usize| {
             let kv = nested(&[0x0a, 1, b'k', 0x12, 1, b'v'], depth);
@@ -381,6 +420,6 @@ mod tests {
             out
         };
         assert!(single(&in_property(99)).is_ok());
-        assert_eq!(single(&in_property(100)).unwrap_err(), CORRUPT);
+        assert_eq!(single(&in_property(100)).unwrap_err(), Refusal::Corrupt);
     }
 }
