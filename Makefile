@@ -37,9 +37,15 @@ help:
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# native/: the compiled batch walk (Rust, PyO3), built from source with the machine's cargo
+# and the maturin and crates it pins; installed first, as the package depends on it.
+NATIVE_SOURCES := native/pyproject.toml native/Cargo.toml native/Cargo.lock \
+	native/policy_sync_native.pyi $(wildcard native/src/*.rs)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q ./native
 	@# setuptools' InformationOnly note on editable installs is not a warning to act on
 	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]'
 	@touch $@
@@ -106,15 +112,18 @@ INTEGRATION_WORKERS ?= 1
 integration: setup
 	$(VENV)/bin/pytest -q $(if $(filter-out 1,$(INTEGRATION_WORKERS)),-n $(INTEGRATION_WORKERS) --dist loadgroup) --durations=20 tests/integration
 
-# The package must work installed from its wheel, without extras: build it, install it in a
-# fresh venv, load the schemas and start the CLI.
+# The package must work installed from its wheel, without extras: build it and the wheel of
+# native/ it depends on, install both in a fresh venv, load the schemas and start the CLI.
 wheel-check: setup
 	@rm -rf build/wheel-check && mkdir -p build/wheel-check
+	$(PY) -m pip wheel -q --no-deps -w build/wheel-check ./native
 	$(PY) -m pip wheel -q --no-deps -w build/wheel-check . 2>/dev/null
 	$(PYTHON) -m venv build/wheel-check/venv
 	build/wheel-check/venv/bin/pip install -q build/wheel-check/*.whl
 	cd build/wheel-check && venv/bin/python -c "import sync; sync.Codec(); print('wheel: sync.Codec() ok')"
 	build/wheel-check/venv/bin/broker-shim --help > /dev/null && echo "wheel: broker-shim --help ok"
+	cd build/wheel-check && venv/bin/python -c "from policy_sync_native import walk_batch; \
+		assert walk_batch(bytes([0, 0, 0, 2, 0x18, 0]), 1) == (1, None); print('wheel: walk_batch ok')"
 
 test: lint types unit wheel-check integration chaos-short
 
@@ -145,4 +154,4 @@ chaos-short: setup
 	$(VENV)/bin/pytest -q tests/chaos
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build native/target
