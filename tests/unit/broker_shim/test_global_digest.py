@@ -62,6 +62,25 @@ def _records(transport: MemoryTransport, topic: str) -> list[Message]:
         consumer.close()
 
 
+def _mirror_a_newer_copy(transport: MemoryTransport) -> None:
+    """West's newer write of this cluster's one global key arrives in west's mirror topic,
+    as MirrorMaker 2 copies it (a later HLC, cluster west): it wins the merge."""
+    (own,) = [m for m in _records(transport, GLOBAL_EVENTS_TOPIC) if m.key()]
+    hlc = int(bytes(dict(own.headers() or ())[HEADER_HLC]).decode()) + 1
+    producer = transport.producer()
+    producer.produce(
+        mirror_topic("west"),
+        own.key(),
+        own.value(),
+        headers=[
+            (HEADER_HLC, str(hlc).encode()),
+            (HEADER_CLUSTER, b"west"),
+            (HEADER_EVENT_ID, b"west-1"),
+        ],
+    )
+    producer.flush(10)
+
+
 def test_the_digest_reports_the_merged_global_table_beside_the_unchanged_fields() -> None:
     transport = MemoryTransport()
     sidecar, cluster = _geo_sidecar(transport)
@@ -95,21 +114,7 @@ def test_the_digest_reports_the_merged_global_table_beside_the_unchanged_fields(
 
         # West's newer write of the same key arrives in its mirror (as MM2 copies it): the
         # winner, hence the digest, changes, and equals a fresh merge again.
-        (own,) = [m for m in _records(transport, GLOBAL_EVENTS_TOPIC) if m.key()]
-        headers = dict(own.headers() or ())
-        hlc = int(bytes(headers[HEADER_HLC]).decode()) + 1
-        producer = transport.producer()
-        producer.produce(
-            mirror_topic("west"),
-            own.key(),
-            own.value(),
-            headers=[
-                (HEADER_HLC, str(hlc).encode()),
-                (HEADER_CLUSTER, b"west"),
-                (HEADER_EVENT_ID, b"west-1"),
-            ],
-        )
-        producer.flush(10)
+        _mirror_a_newer_copy(transport)
 
         async def moved() -> bool:
             return bool((await digest())["global"]["digest"] != written["global"]["digest"])

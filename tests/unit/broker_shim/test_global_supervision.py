@@ -17,15 +17,17 @@ from aiohttp.test_utils import TestClient
 
 from sync.constants import (
     GLOBAL_EVENTS_TOPIC,
-    HEADER_CLUSTER,
-    HEADER_EVENT_ID,
-    HEADER_HLC,
     SIDECAR_DIGEST_PATH,
 )
 from sync.geo import GlobalPolicies, mirror_topic
 from sync.transport import MemoryTransport, Message
 from tests.support.waits import eventually
-from tests.unit.broker_shim.test_global_digest import TOPIC, _expected, _geo_sidecar, _records
+from tests.unit.broker_shim.test_global_digest import (
+    TOPIC,
+    _expected,
+    _geo_sidecar,
+    _mirror_a_newer_copy,
+)
 from tests.unit.broker_shim.test_sidecar_faults import _serve
 
 FAULT = "injected global reader fault"
@@ -59,20 +61,7 @@ def test_a_failed_global_reader_is_replaced_and_the_digest_comes_back() -> None:
         mirror._apply_replay = _break  # type: ignore[method-assign]
 
         # West's newer write of the key arrives in its mirror; the mirror's reader fails on it.
-        (own,) = [m for m in _records(transport, GLOBAL_EVENTS_TOPIC) if m.key()]
-        hlc = int(bytes(dict(own.headers() or ())[HEADER_HLC]).decode()) + 1
-        producer = transport.producer()
-        producer.produce(
-            mirror_topic("west"),
-            own.key(),
-            own.value(),
-            headers=[
-                (HEADER_HLC, str(hlc).encode()),
-                (HEADER_CLUSTER, b"west"),
-                (HEADER_EVENT_ID, b"west-1"),
-            ],
-        )
-        producer.flush(10)
+        _mirror_a_newer_copy(transport)
 
         seen: list[Any] = []
 
