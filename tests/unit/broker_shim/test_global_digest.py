@@ -62,6 +62,20 @@ def _records(transport: MemoryTransport, topic: str) -> list[Message]:
         consumer.close()
 
 
+async def _write_one_global_policy(client: TestClient[Any, Any], cluster: str) -> None:
+    """Register west, replicate public/default to both clusters, and write one global
+    policy of TOPIC (maxConsumers 5) through the sidecar's admin REST."""
+    west = {"serviceUrl": "http://127.0.0.1:23080"}
+    assert (await client.put("/admin/v2/clusters/west", data=json.dumps(west))).status == 200
+    tenant = json.dumps({"allowedClusters": [cluster, "west"]})
+    assert (await client.post("/admin/v2/tenants/public", data=tenant)).status == 204
+    ns_repl = "/admin/v2/namespaces/public/default/replication"
+    assert (await client.post(ns_repl, data=json.dumps([cluster, "west"]))).status == 204
+    assert (await client.put(TOPIC)).status == 204
+    resp = await client.post(f"{TOPIC}/maxConsumers?isGlobal=true", data="5")
+    assert resp.status == 204, await resp.text()
+
+
 def _mirror_a_newer_copy(transport: MemoryTransport) -> None:
     """West's newer write of this cluster's one global key arrives in west's mirror topic,
     as MirrorMaker 2 copies it (a later HLC, cluster west): it wins the merge."""
@@ -97,15 +111,7 @@ def test_the_digest_reports_the_merged_global_table_beside_the_unchanged_fields(
         assert empty["global"]["keys"] == 0
         assert set(empty["global"]["positions"]) == {GLOBAL_EVENTS_TOPIC, mirror_topic("west")}
 
-        west = {"serviceUrl": "http://127.0.0.1:23080"}
-        assert (await client.put("/admin/v2/clusters/west", data=json.dumps(west))).status == 200
-        tenant = json.dumps({"allowedClusters": [cluster, "west"]})
-        assert (await client.post("/admin/v2/tenants/public", data=tenant)).status == 204
-        ns_repl = "/admin/v2/namespaces/public/default/replication"
-        assert (await client.post(ns_repl, data=json.dumps([cluster, "west"]))).status == 204
-        assert (await client.put(TOPIC)).status == 204
-        resp = await client.post(f"{TOPIC}/maxConsumers?isGlobal=true", data="5")
-        assert resp.status == 204, await resp.text()
+        await _write_one_global_policy(client, cluster)
 
         written = await digest()
         assert written["global"]["keys"] == 1

@@ -8,7 +8,6 @@ supervisor only watched the policy cache, /health said 200, and ``global.digest`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,10 +22,10 @@ from sync.geo import GlobalPolicies, mirror_topic
 from sync.transport import MemoryTransport, Message
 from tests.support.waits import eventually
 from tests.unit.broker_shim.test_global_digest import (
-    TOPIC,
     _expected,
     _geo_sidecar,
     _mirror_a_newer_copy,
+    _write_one_global_policy,
 )
 from tests.unit.broker_shim.test_sidecar_faults import _serve
 
@@ -43,15 +42,7 @@ def test_a_failed_global_reader_is_replaced_and_the_digest_comes_back() -> None:
     sidecar, cluster = _geo_sidecar(transport)
 
     async def scenario(client: TestClient[Any, Any], _app: web.Application) -> None:
-        west = {"serviceUrl": "http://127.0.0.1:23080"}
-        assert (await client.put("/admin/v2/clusters/west", data=json.dumps(west))).status == 200
-        tenant = json.dumps({"allowedClusters": [cluster, "west"]})
-        assert (await client.post("/admin/v2/tenants/public", data=tenant)).status == 204
-        ns_repl = "/admin/v2/namespaces/public/default/replication"
-        assert (await client.post(ns_repl, data=json.dumps([cluster, "west"]))).status == 204
-        assert (await client.put(TOPIC)).status == 204
-        resp = await client.post(f"{TOPIC}/maxConsumers?isGlobal=true", data="5")
-        assert resp.status == 204, await resp.text()
+        await _write_one_global_policy(client, cluster)
 
         first = sidecar.service
         assert first is not None
