@@ -320,14 +320,31 @@ class OwnershipMember:
         wrote nothing). False when a newer incarnation holds our broker id: that fence is
         final. A second fence within ``RENEWAL_WINDOW_S`` of a renewal is final too: two live
         processes with one broker id keep fencing each other, and the older one yields.
+
+        Raises:
+            TransportError: the registry could not be read in time, so whether a newer
+                incarnation holds our broker id is unknown yet: the step is tried again.
         """
         now = time.monotonic()
         if now - self._renewed_at < RENEWAL_WINDOW_S:
+            logger.error(
+                "ownership producer of broker %s fenced again %.1fs after its renewal: %s",
+                self.broker_id,
+                now - self._renewed_at,
+                exc,
+            )
             return False
         try:
-            if self._superseded():
-                return False
-        except PolicySyncError:
+            superseded = self._superseded()
+        except PolicySyncError as unknown:
+            # The registry did not catch up in time (a loaded machine): that says nothing
+            # about a newer incarnation, so the step is tried again (still fenced, so it
+            # writes nothing) instead of giving the broker id up.
+            raise TransportError(
+                f"fenced ownership producer of broker {self.broker_id}: whether a newer "
+                f"incarnation holds it is unknown yet ({unknown})"
+            ) from exc
+        if superseded:
             return False
         self._renewed_at = now
         logger.warning(
@@ -372,27 +389,36 @@ class OwnershipMember:
                 self._last_reconcile = now
                 self._reconcile()
         except ProducerFencedError as exc:
-            if not self._renew_producer(exc):
+            try:
+                renewed = self._renew_producer(exc)
+            except TransportError as unknown:
+                self._back_off(unknown)
+                return
+            if not renewed:
                 raise  # fatal: a newer process with our broker id owns the transactional id
         except (GroupFencedError, TransportError) as exc:
             # Not fatal: a rebalance moved our generation on (the listener will tell us
             # what we still own), or Kafka hiccupped. Nothing we wrote became visible.
-            # Back off while it keeps failing (issue 11: "describe consumer group …
-            # NOT_COORDINATOR" was retried ~24 times a second for over a minute).
             self.fenced += isinstance(exc, GroupFencedError)
-            self.step_failures += 1
-            logger.info(
-                "ownership step of %s did not commit: %s; next try in %.2fs",
-                self.broker_id,
-                exc,
-                self._retry_delay,
-            )
-            time.sleep(self._retry_delay * (0.5 + random.random()))  # noqa: S311 - jitter
-            # Capped well below the liveness timeout: this thread also activates slots.
-            cap = min(self.config.max_retry_delay_s, self.config.session_timeout_ms / 4000)
-            self._retry_delay = min(self._retry_delay * 2, cap)
+            self._back_off(exc)
         else:
             self._retry_delay = self.config.poll_s
+
+    def _back_off(self, exc: PolicySyncError) -> None:
+        """A step that did not commit: wait, doubling while it keeps failing (issue 11:
+        "describe consumer group … NOT_COORDINATOR" was retried ~24 times a second for
+        over a minute)."""
+        self.step_failures += 1
+        logger.info(
+            "ownership step of %s did not commit: %s; next try in %.2fs",
+            self.broker_id,
+            exc,
+            self._retry_delay,
+        )
+        time.sleep(self._retry_delay * (0.5 + random.random()))  # noqa: S311 - jitter
+        # Capped well below the liveness timeout: this thread also activates slots.
+        cap = min(self.config.max_retry_delay_s, self.config.session_timeout_ms / 4000)
+        self._retry_delay = min(self._retry_delay * 2, cap)
 
     # -- RebalanceListener (called from inside consume/close) ---------------------------
     def on_assign(self, partitions: Sequence[int]) -> None:

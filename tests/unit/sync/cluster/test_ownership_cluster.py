@@ -402,13 +402,40 @@ def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() 
     """The coordinator aborting our transaction after transaction.timeout.ms (a stalled
     process) bumps the epoch: the producer is fenced though no other process took the broker
     id. The member renews its producer and keeps deciding; it does not FAIL the service."""
+    _renews_after_its_own_fence(unreadable_registry=0)
+
+
+def test_a_fenced_member_that_cannot_read_the_registry_yet_retries_and_renews() -> None:
+    """Whether a newer incarnation took the broker id is read from the registry; when that
+    read times out (a loaded machine), the member does not give its broker id up: the step
+    is tried again, still fenced (nothing written), and the producer is renewed once the
+    registry answers. (A fresh-clone run failed its cluster service this way, 2026-11-29.)"""
+    _renews_after_its_own_fence(unreadable_registry=2)
+
+
+def _renews_after_its_own_fence(*, unreadable_registry: int) -> None:
+    """Bump the victim's transactional epoch as the coordinator does after
+    transaction.timeout.ms; the registry read that decides whether to renew fails
+    ``unreadable_registry`` times first. The member renews once and keeps deciding."""
     from sync._constants import OWNERSHIP_TRANSACTIONAL_ID_PREFIX
+    from sync._errors import TransportError
     from sync.cluster._ownership_model import MemberState
 
     with memory_cluster(2) as (transport, services):
         victim = services[0]
         cluster = victim.identity.cluster
         look_up_all(victim, topics_in("public/default", 20))
+        member = victim.member
+        superseded = member._superseded
+        failures = [unreadable_registry]
+
+        def flaky_registry() -> bool:
+            if failures[0] > 0:
+                failures[0] -= 1
+                raise TransportError("registry sync timed out (test)")
+            return superseded()
+
+        member._superseded = flaky_registry  # type: ignore[method-assign]
         # What the coordinator's epoch bump does to the member's producer.
         bump = transport.producer(
             transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{cluster}.{victim.identity.broker_id}"
@@ -422,6 +449,7 @@ def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() 
         first = look_up_all(services[1], fresh)
         for s in services:
             wait_until(partial(lambda s: answers(s, fresh) == first, s), what="agreement")
+        assert failures == [0]
         assert victim.member.producer_renewals == 1
         assert victim.member.state is MemberState.ACTIVE and victim.member.failure is None
         assert {r.broker for r in victim.lookups.bundle_records().values()} == {
