@@ -138,8 +138,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["RENEWAL_WINDOW_S", "OwnershipMember"]
 
 
-#: A fenced ownership producer is renewed at most once in this many seconds (see
-#: ``OwnershipMember._renew_producer``).
+#: A fenced ownership producer renewed again within this many seconds waits the step's
+#: back-off first (see ``OwnershipMember._renew_producer``).
 RENEWAL_WINDOW_S = 30.0
 
 
@@ -305,37 +305,34 @@ class OwnershipMember:
             self._joined.set()
             self._tx.close_producer()
 
-    def _superseded(self) -> bool:
-        """Whether a newer incarnation registered our broker id (it fenced us on purpose)."""
+    def _registered_incarnation(self) -> str | None:
+        """The incarnation registered with our broker id now (None: no registration), read
+        after the registry caught up with its end offsets."""
         self.store.table.sync(self.config.timeout_s)
         reg = self.store.registrations.get((self.cluster, self.broker_id))
-        return reg is not None and reg.incarnation != self.incarnation
+        return None if reg is None else reg.incarnation
 
     def _renew_producer(self, exc: ProducerFencedError) -> bool:
         """Replace a producer fenced while this incarnation is still the registered one.
 
-        That fence is our own transaction outliving ``transaction.timeout.ms`` (a stalled
-        process or broker: the coordinator aborts it and bumps the epoch), not another
-        process: take a fresh producer and re-activate our slots (the aborted transaction
-        wrote nothing). False when a newer incarnation holds our broker id: that fence is
-        final. A second fence within ``RENEWAL_WINDOW_S`` of a renewal is final too: two live
-        processes with one broker id keep fencing each other, and the older one yields.
+        Whoever else takes our transactional id registers first (a sidecar started with our
+        broker id writes its registration, then fences us with ``init_transactions``), so
+        the registry tells the two fences apart. A newer incarnation registered: that fence
+        is final (False). None: the fence is the coordinator's -- our transaction outlived
+        ``transaction.timeout.ms`` (a stalled process or broker) and it bumped the epoch --
+        so take a fresh producer and re-activate our slots (the aborted transaction wrote
+        nothing). A fence again within ``RENEWAL_WINDOW_S`` of a renewal (a client racing
+        for the id, repeated stalls) is renewed too, after the step's back-off, so nothing
+        spins. (Until 2026-11-29 a second fence that soon was final; a fresh-clone run
+        failed its cluster service so when the test's own epoch bump, retried on
+        CONCURRENT_TRANSACTIONS, landed after the renewal.)
 
         Raises:
             TransportError: the registry could not be read in time, so whether a newer
                 incarnation holds our broker id is unknown yet: the step is tried again.
         """
-        now = time.monotonic()
-        if now - self._renewed_at < RENEWAL_WINDOW_S:
-            logger.error(
-                "ownership producer of broker %s fenced again %.1fs after its renewal: %s",
-                self.broker_id,
-                now - self._renewed_at,
-                exc,
-            )
-            return False
         try:
-            superseded = self._superseded()
+            holder = self._registered_incarnation()
         except PolicySyncError as unknown:
             # The registry did not catch up in time (a loaded machine): that says nothing
             # about a newer incarnation, so the step is tried again (still fenced, so it
@@ -344,8 +341,27 @@ class OwnershipMember:
                 f"fenced ownership producer of broker {self.broker_id}: whether a newer "
                 f"incarnation holds it is unknown yet ({unknown})"
             ) from exc
-        if superseded:
+        if holder is not None and holder != self.incarnation:
+            logger.error(
+                "ownership producer of broker %s fenced by incarnation %s, registered with "
+                "its broker id after this one (%s): %s",
+                self.broker_id,
+                holder,
+                self.incarnation,
+                exc,
+            )
             return False
+        now = time.monotonic()
+        since = now - self._renewed_at
+        if since < RENEWAL_WINDOW_S:
+            logger.warning(
+                "ownership producer of broker %s fenced again %.1fs after its renewal, no "
+                "newer incarnation registered",
+                self.broker_id,
+                since,
+            )
+            self._back_off(exc)
+            now = time.monotonic()
         self._renewed_at = now
         logger.warning(
             "ownership producer of broker %s fenced with no newer incarnation registered "

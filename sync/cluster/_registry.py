@@ -256,6 +256,10 @@ class Registrar:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._version = DataVersion(0, 0)
+        #: Our registration was applied (records of earlier incarnations come before it).
+        self._seen_own = False
+        #: A newer incarnation registered our broker id after ours.
+        self.superseded = False
         store.watch(self._on_change)
 
     @property
@@ -264,12 +268,27 @@ class Registrar:
         return f"{REGISTRY_KEY_BROKER}{self.identity.cluster}/{self.identity.broker_id}"
 
     def _on_change(self, key: str) -> None:
-        if key == self.key and not self._stop.is_set():
-            current = self._store.registrations.get(
-                (self.identity.cluster, self.identity.broker_id)
+        """Restore our registration if it vanished (tombstoned while we were out of the
+        group); stop refreshing it once a newer incarnation registered our broker id after
+        ours (another process took it: re-asserting ours would have the two fence each other
+        in turn, the older one winning)."""
+        if key != self.key or self._stop.is_set():
+            return
+        current = self._store.registrations.get((self.identity.cluster, self.identity.broker_id))
+        if current is None:
+            self._wake.set()
+        elif current.incarnation == self.incarnation:
+            self._seen_own = True
+        elif self._seen_own and not self.superseded:
+            self.superseded = True
+            logger.warning(
+                "broker id %s registered by incarnation %s after this one (%s): this one "
+                "stops refreshing its registration",
+                self.identity.broker_id,
+                current.incarnation,
+                self.incarnation,
             )
-            if current is None or current.incarnation != self.incarnation:
-                self._wake.set()
+            self._wake.set()
 
     def registration(self, now_ms: int) -> BrokerRegistration:
         """What this sidecar registers now."""
@@ -316,7 +335,7 @@ class Registrar:
         while not self._stop.is_set():
             self._wake.wait(self._interval_s)
             self._wake.clear()
-            if self._stop.is_set():
+            if self._stop.is_set() or self.superseded:
                 return
             try:
                 self.register()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -438,17 +440,29 @@ def test_a_failed_service_is_replaced_by_a_new_incarnation() -> None:
         client = clients[0]
         current = client.app[LIVE]
         first = current.service
-        # Another process takes our broker id and keeps fencing our ownership producer:
-        # the member renews it once (a fence can be its own timed-out transaction) ...
-        for attempt in range(2):
-            rival = first._transport.producer(
-                transactional_id=f"policy-sync.ownership.{first.identity.cluster}.b0"
-            )
-            rival.init_transactions(5)
-            resp = await client.get(f"/lookup/v2/topic/persistent/public/default/fenced-{attempt}")
-        # ... and the second fence is final: the member FAILED, the lookup got 503.
+        # Another process takes our broker id: it registers a newer incarnation, then fences
+        # our ownership producer (a sidecar's start-up order) ...
+        transport = first._transport
+        rival_registration = dataclasses.replace(
+            first.registrar.registration(int(time.time() * 1000)), incarnation="rival"
+        )
+        writer = transport.producer()
+        writer.produce(
+            first.store.table.spec.name,
+            rival_registration.key.encode("utf-8"),
+            rival_registration.to_json(),
+        )
+        writer.flush(5)
+        rival = transport.producer(
+            transactional_id=f"policy-sync.ownership.{first.identity.cluster}.b0"
+        )
+        rival.init_transactions(5)
+        resp = await client.get("/lookup/v2/topic/persistent/public/default/fenced-0")
+        # ... so that fence is final: the member FAILED, the lookup got 503, and this
+        # incarnation stopped refreshing its registration.
         assert resp.status == 503
-        assert first.member.producer_renewals == 1
+        assert first.member.producer_renewals == 0
+        await eventually(lambda: first.registrar.superseded, "the registrar yields", 10)
         await eventually(
             lambda: current.restarts > 0 and current.service.state.value == "READY",
             "a restart to READY",

@@ -405,6 +405,14 @@ def test_a_member_fenced_by_its_own_timed_out_transaction_renews_its_producer() 
     _renews_after_its_own_fence(unreadable_registry=0)
 
 
+def test_a_member_fenced_again_soon_after_a_renewal_renews_again() -> None:
+    """A second fence within the renewal window with no newer incarnation registered (a
+    fresh-clone CI run, 2026-11-29: the epoch bump, retried on CONCURRENT_TRANSACTIONS,
+    landed after the member had renewed) is renewed too, after a back-off: only a newer
+    registration of the broker id makes a fence final."""
+    _renews_after_its_own_fence(unreadable_registry=0, bumps=2)
+
+
 def test_a_fenced_member_that_cannot_read_the_registry_yet_retries_and_renews() -> None:
     """Whether a newer incarnation took the broker id is read from the registry; when that
     read times out (a loaded machine), the member does not give its broker id up: the step
@@ -413,10 +421,15 @@ def test_a_fenced_member_that_cannot_read_the_registry_yet_retries_and_renews() 
     _renews_after_its_own_fence(unreadable_registry=2)
 
 
-def _renews_after_its_own_fence(*, unreadable_registry: int) -> None:
+def _agrees(service: ClusterService, topics: list[TopicName], expected: list[bytes]) -> bool:
+    return answers(service, topics) == expected
+
+
+def _renews_after_its_own_fence(*, unreadable_registry: int, bumps: int = 1) -> None:
     """Bump the victim's transactional epoch as the coordinator does after
-    transaction.timeout.ms; the registry read that decides whether to renew fails
-    ``unreadable_registry`` times first. The member renews once and keeps deciding."""
+    transaction.timeout.ms, ``bumps`` times (each after the previous renewal); the registry
+    read that decides whether to renew fails ``unreadable_registry`` times first. The member
+    renews each time and keeps deciding."""
     from sync._constants import OWNERSHIP_TRANSACTIONAL_ID_PREFIX
     from sync._errors import TransportError
     from sync.cluster._ownership_model import MemberState
@@ -426,31 +439,33 @@ def _renews_after_its_own_fence(*, unreadable_registry: int) -> None:
         cluster = victim.identity.cluster
         look_up_all(victim, topics_in("public/default", 20))
         member = victim.member
-        superseded = member._superseded
+        registered = member._registered_incarnation
         failures = [unreadable_registry]
 
-        def flaky_registry() -> bool:
+        def flaky_registry() -> str | None:
             if failures[0] > 0:
                 failures[0] -= 1
                 raise TransportError("registry sync timed out (test)")
-            return superseded()
+            return registered()
 
-        member._superseded = flaky_registry  # type: ignore[method-assign]
-        # What the coordinator's epoch bump does to the member's producer.
-        bump = transport.producer(
-            transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{cluster}.{victim.identity.broker_id}"
-        )
-        bump.init_transactions(5)
-        bump.close()
-        # New bundles need claims committed by both members' slots.
+        member._registered_incarnation = flaky_registry  # type: ignore[method-assign]
         topics = topics_in("public/default", 20) + topics_in("public/other", 0)
-        services[0].admin.create_namespace(NamespaceName("public", "fresh"), num_bundles=16)
-        fresh = topics_in("public/fresh", 60)
-        first = look_up_all(services[1], fresh)
-        for s in services:
-            wait_until(partial(lambda s: answers(s, fresh) == first, s), what="agreement")
+        for round_ in range(bumps):
+            # What the coordinator's epoch bump does to the member's producer.
+            bump = transport.producer(
+                transactional_id=f"{OWNERSHIP_TRANSACTIONAL_ID_PREFIX}{cluster}.{victim.identity.broker_id}"
+            )
+            bump.init_transactions(5)
+            bump.close()
+            # New bundles need claims committed by both members' slots.
+            namespace = f"fresh{round_}"
+            services[0].admin.create_namespace(NamespaceName("public", namespace), num_bundles=16)
+            fresh = topics_in(f"public/{namespace}", 60)
+            first = look_up_all(services[1], fresh)
+            for s in services:
+                wait_until(partial(_agrees, s, fresh, first), what="agreement")
+            assert victim.member.producer_renewals == round_ + 1
         assert failures == [0]
-        assert victim.member.producer_renewals == 1
         assert victim.member.state is MemberState.ACTIVE and victim.member.failure is None
         assert {r.broker for r in victim.lookups.bundle_records().values()} == {
             s.identity.broker_id for s in services
