@@ -12,8 +12,8 @@ Scenarios (100-byte messages; the Go client's default batching: up to 1,000 mess
 * ``pubsub_shared`` – a Shared subscription with two consumers (two perf processes) and
   one unthrottled producer;
 * ``latency_half`` – one producer at half Pulsar's ``produce_1`` median (the sidecar's
-  when Pulsar is not there): publish latency p50 and p99 (send to acknowledgement, as
-  the tool measures it).
+  when Pulsar is not there; half of ``BENCH_PERF_REFERENCE`` msg/s when neither ran):
+  publish latency p50 and p99 (send to acknowledgement, as the tool measures it).
 
 A round runs ``BENCH_PERF_ROUND_S`` seconds (40); pulsar-perf prints its figures every
 10 s, and a round's figure is the mean of the intervals after the first. Each scenario
@@ -315,7 +315,9 @@ def run(
                 r = _round(binary, broker, pids, WARMUP, warmup, 0, workdir)
                 print(f"  warm-up {broker.name} ({warmup:.0f} s, not counted): publish "
                       f"{r.publish:,.0f}/s consume {r.consume:,.0f}/s", flush=True)  # fmt: skip
-        reference: float | None = None
+        # Without produce_1 in this run, "half" takes half of BENCH_PERF_REFERENCE (msg/s):
+        # a fixed rate to compare CPU per message of two formats without Pulsar.
+        reference: float | None = float(os.environ.get("BENCH_PERF_REFERENCE", "0")) or None
         for scenario in chosen:
             rate = 0
             if scenario.rate == "half":
