@@ -11,7 +11,7 @@ import threading
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as PromCounter
@@ -48,7 +48,7 @@ class CommandTrace:
         self._unreadable: PromCounter | None = None
         #: Per (direction, command type): its name and labelled counter, looked up once
         #: (the enum's Name() and Prometheus' labels() cost ~4% of the loop per command).
-        self._by_kind: dict[tuple[str, int], tuple[str, Any]] = {}
+        self._by_kind: dict[tuple[str, int], tuple[str, PromCounter | None]] = {}
         if registry is not None:
             self._metric = PromCounter(
                 "pulsar_binary_commands",
@@ -69,7 +69,7 @@ class CommandTrace:
         except ValueError:
             return f"UNKNOWN_{kind}"
 
-    def _of(self, direction: str, kind: int) -> tuple[str, Any]:
+    def _of(self, direction: str, kind: int) -> tuple[str, PromCounter | None]:
         known = self._by_kind.get((direction, kind))
         if known is None:
             name = self._name(kind)
