@@ -1,4 +1,5 @@
-"""librdkafka's connection-failure lines, one per client and minute instead of a flood.
+"""librdkafka's lines at the level of what they mean here: connection failures one per
+client and minute instead of a flood, and a transactional producer's lost fence at INFO.
 
 While a cluster is down every client of a sidecar (a dozen) logs each failed reconnect at
 ERROR (``FAIL ... Connect to ipv4#127.0.0.1:9092 failed: Connection refused``): a
@@ -6,6 +7,14 @@ one-minute outage wrote 2,900 ERROR lines of one sidecar's log. The outage itsel
 reported once by the reachability monitor (``kafka UNREACHABLE after N failed probes``,
 and /health), so here a client's ``FAIL`` lines become WARNINGs, at most one per client per
 ``window_s``, the next one saying how many were left out.
+
+A transactional producer that lost its fence (``init_transactions`` of the same
+``transactional.id`` elsewhere) logs it at ERROR and CRITICAL ("Fatal error: ... fenced
+by a newer instance", "old epoch"). Every sidecar writing a compacted table shares one id
+(:mod:`sync.table._fenced_writer`), so two sidecars that write in turn fence each other as
+designed: a bench round with two sidecars logged three such lines per write. The code that
+owns the producer reports what a fence means (the table writer decides its batch again,
+at INFO; an ownership member whose fence is final, at ERROR), so these lines pass at INFO.
 
 confluent-kafka hands each line to the ``logger`` config as ``log(level, "%s [%s] %s",
 facility, client name, message)``.
@@ -22,11 +31,15 @@ __all__ = ["ConnectionFailureFilter"]
 
 #: librdkafka's facility of connection failures (refused, reset, timed out, all brokers down).
 _FAIL = "FAIL"
+#: What librdkafka says of a transactional producer another one fenced (PRODUCER_FENCED,
+#: INVALID_PRODUCER_EPOCH).
+_FENCED = ("fenced by a newer instance", "operation with an old epoch")
 
 
 class ConnectionFailureFilter(logging.Filter):
     """Passes a client's first ``FAIL`` line of each ``window_s`` as a WARNING, drops the
-    others and counts them; every other line passes untouched."""
+    others and counts them; a fenced transactional producer's lines pass as INFO; every
+    other line passes untouched."""
 
     def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
         super().__init__()
@@ -38,7 +51,11 @@ class ConnectionFailureFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if not isinstance(args, tuple) or len(args) != 3 or args[0] != _FAIL:
+        if not isinstance(args, tuple) or len(args) != 3:
+            return True
+        if args[0] != _FAIL:
+            if record.levelno > logging.INFO and any(m in str(args[2]) for m in _FENCED):
+                record.levelno, record.levelname = logging.INFO, "INFO"
             return True
         client = str(args[1])
         now = self._clock()
