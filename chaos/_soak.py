@@ -319,6 +319,7 @@ class Soak:
         self.result["ownership"] = {
             "rounds": o.rounds, "bundles": len(o.bundles_seen),
             "double_owner_rounds": o.double_owner_rounds, "double_owners": o.double_owners[:20],
+            "view_lag_rounds": o.view_lag_rounds,
             "failovers": len(o.failovers), "never_settled": len(never),
             "failover_p50_s": round(percentile(took, 0.5), 2),
             "failover_p99_s": round(percentile(took, 0.99), 2),

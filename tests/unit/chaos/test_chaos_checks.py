@@ -72,6 +72,24 @@ def test_two_healthy_sidecars_naming_different_owners_is_a_double_owner() -> Non
     assert obs.stats.double_owner_rounds == 1 and obs.stats.rounds == 3
 
 
+def _at(broker: str, version: int) -> dict[str, Any]:
+    return {"b1": {"state": "Owned", "broker": broker, "incarnation": "a", "versionId": version}}
+
+
+def test_a_bystander_behind_a_move_is_view_lag_a_stale_self_owner_is_a_double_owner() -> None:
+    obs = OwnershipObserver(world())
+    both = {"1", "2", "3"}
+    # The soak's round beside two CPU hogs: the bundle moved from 3 to 1 (version 5 → 6);
+    # sidecar 3 already names 1, bystander 2 still names 3. Nobody serves it twice.
+    obs._round({"2": _at("3", 5), "3": _at("1", 6)}, healthy=both, live=both)
+    assert (obs.stats.double_owner_rounds, obs.stats.view_lag_rounds) == (0, 1)
+    # Sidecar 3 itself still names 3 from the older record: it would serve it beside 1.
+    obs._round({"1": _at("1", 6), "3": _at("3", 5)}, healthy=both, live=both)
+    # Two owners named at one version: the log itself would disagree.
+    obs._round({"2": _at("1", 6), "3": _at("3", 6)}, healthy=both, live=both)
+    assert (obs.stats.double_owner_rounds, obs.stats.view_lag_rounds) == (2, 1)
+
+
 def test_a_failover_ends_when_every_survivor_names_one_live_owner() -> None:
     f = Failover("1", {"b1": "dead"}, 0.0, "kill9")
     settle = OwnershipObserver._settled
